@@ -1,0 +1,1 @@
+"""Example workloads profiled by pytest-opprof (see README.md here)."""

@@ -1,0 +1,58 @@
+"""The pytest plugin: hooks and the ``gpu_profiler`` fixture, each a few lines.
+
+State lives in :class:`~pytest_opprof.session.OpprofSession`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .options import MARKER_HELP, Settings, add_options
+from .profiler import Profiler
+from .session import OpprofSession
+
+SESSION = pytest.StashKey[OpprofSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    config.stash[SESSION] = OpprofSession(Settings.from_pytest_config(config))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return config.stash[SESSION].header_lines()
+
+
+@pytest.fixture
+def gpu_profiler(request: pytest.FixtureRequest) -> Iterator[Profiler]:
+    """Times every named op of every iteration of the test's workload.
+
+    ``for _ in gpu_profiler.iterations(20):`` runs the workload; inside it,
+    ``gpu_profiler.phase("forward")`` and ``gpu_profiler.op("conv2d")`` name what
+    runs; ``gpu_profiler.xp`` is cupy on the CUDA backend, else numpy.
+    """
+    session = request.config.stash[SESSION]
+    profiler = session.start(request.node)
+    try:
+        yield profiler
+    finally:
+        session.finish(profiler)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo
+) -> Iterator[None]:
+    report = yield
+    OpprofSession.one_line_error(report, call)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.config.stash[SESSION].report(terminalreporter)

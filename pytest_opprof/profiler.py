@@ -1,0 +1,392 @@
+"""The Profiler: ops, phases and iterations, recorded into a Profile.
+
+Recording is kept off the hot path. While an iteration runs, the active
+*sink* is a tuple of bound list appends and the timer's ``mark``: entering an
+op appends its name and a mark, leaving it appends ``None`` and a mark.
+Pairing enters with exits, nesting, phases and graph matching all happen once
+per iteration, after the iteration's one synchronisation, and are skipped
+altogether when an iteration repeats the previous one's op sequence.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .errors import OpprofError
+from .profile import OpInfo, Profile
+from .timers import Timer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The sink of the iteration being recorded, or None: (names.append,
+#: marks.append, mark, names, phase_events.append). One per process.
+_active: tuple | None = None
+
+
+class OpScope:
+    """A named op: ``with op("conv2d"): ...`` or ``@op("conv2d")``.
+
+    Records into whichever profiler is recording an iteration, and does
+    nothing else when none is. It keeps no state, so one object serves every
+    call, nested and recursive ones too.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> OpScope:
+        sink = _active
+        if sink is not None:
+            sink[0](self.name)
+            sink[1](sink[2]())
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sink = _active
+        if sink is not None:
+            sink[1](sink[2]())
+            sink[0](None)
+
+    def __call__(self, fn: F) -> F:
+        name = self.name
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            sink = _active
+            if sink is None:
+                return fn(*args, **kwargs)
+            sink[0](name)
+            sink[1](sink[2]())
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sink[1](sink[2]())
+                sink[0](None)
+
+        return timed  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"op({self.name!r})"
+
+
+class PhaseScope:
+    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> PhaseScope:
+        sink = _active
+        if sink is not None:
+            sink[4]((self.name, len(sink[3]), sink[2]()))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        sink = _active
+        if sink is not None:
+            sink[4]((None, len(sink[3]), sink[2]()))
+
+    def __repr__(self) -> str:
+        return f"phase({self.name!r})"
+
+
+_scopes: dict[str, OpScope] = {}
+
+
+def _check_name(kind: str, name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise OpprofError(f"{kind} name must be a non-empty string, got {name!r}")
+    return name
+
+
+def op(name: str | F) -> Any:
+    """Time a block or a function as a named op of the active profiler.
+
+    ``with pytest_opprof.op("conv2d"): ...``, ``@pytest_opprof.op("conv2d")``,
+    or bare ``@pytest_opprof.op`` (named after the function). Costs a global
+    lookup and a comparison when no profiler is recording.
+    """
+    if callable(name) and not isinstance(name, str):
+        return OpScope(name.__name__)(name)
+    scope = _scopes.get(name)  # type: ignore[arg-type]
+    if scope is None:
+        scope = _scopes[_check_name("op", name)] = OpScope(name)
+    return scope
+
+
+def is_recording() -> bool:
+    """Whether a profiler is recording an iteration in this process."""
+    return _active is not None
+
+
+class Profiler:
+    """Times every named op of every iteration of a workload.
+
+    Use :meth:`iterations` for the loop, :meth:`op` and :meth:`phase` inside
+    it, :meth:`instrument` to time every call of a module, and :attr:`profile`
+    for what was measured.
+    """
+
+    def __init__(self, timer: Timer, *, skip: int = 1, iterations: int = 20,
+                 nodeid: str = "") -> None:
+        self.timer = timer
+        self.skip = skip
+        self.default_iterations = iterations
+        self.nodeid = nodeid
+        self._graph = _GraphBuilder()
+        self._started = False
+        self._profile: Profile | None = None
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of the active backend: cupy on CUDA, else numpy."""
+        return self.timer.xp
+
+    def op(self, name: str) -> OpScope:
+        """A named op, as a context manager or a decorator; ops may nest."""
+        return op(name)
+
+    def phase(self, name: str) -> PhaseScope:
+        """A named phase grouping the ops run inside it (``forward``, ``backward``)."""
+        return PhaseScope(_check_name("phase", name))
+
+    def instrument(self, obj: Any, names: Iterable[str] | None = None) -> Any:
+        """A proxy of ``obj`` whose callables are timed as ops named after the
+        attribute (``instrument(numpy).matmul(a, b)`` is the op ``matmul``).
+        ``names`` limits it to those attributes. ``obj`` itself is not changed."""
+        from .instrument import InstrumentedProxy
+
+        return InstrumentedProxy(obj, None if names is None else frozenset(names))
+
+    def iterations(self, n: int | None = None) -> Iterator[int]:
+        """Yield ``n`` times; each pass is one iteration of the graph.
+
+        Without ``n``: the marker's ``iterations``, else the ini
+        ``opprof_iterations``, else 20. The first ``skip`` iterations are
+        recorded but left out of every figure.
+        """
+        if n is None:
+            n = self.default_iterations
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise OpprofError(f"iterations({n!r}): give a whole number of iterations >= 1")
+        if n <= self.skip:
+            raise OpprofError(
+                f"iterations({n}) with skip={self.skip} leaves no iteration to count: "
+                f"run more than {self.skip} iterations or lower --opprof-skip"
+            )
+        if self._started:
+            raise OpprofError("iterations() was already run in this test: profile one loop "
+                              "per test (split the test or parametrize it)")
+        if _active is not None:
+            raise OpprofError("another profiler is recording: iterations() loops cannot nest")
+        self._started = True
+        return self._run(n)
+
+    def _run(self, n: int) -> Iterator[int]:
+        global _active
+        timer, mark = self.timer, self.timer.mark
+        try:
+            for i in range(n):
+                names: list[str | None] = []
+                phases: list[tuple] = []
+                timer.begin_iteration()
+                marks = [mark()]
+                _active = (names.append, marks.append, mark, names, phases.append)
+                yield i
+                marks.append(mark())
+                _active = None
+                timer.end_iteration()
+                self._graph.add(names, marks, phases, timer)
+        finally:
+            _active = None
+
+    def close(self) -> None:
+        """Stop recording (an abandoned loop ends here at the latest)."""
+        global _active
+        _active = None
+
+    @property
+    def profile(self) -> Profile | None:
+        """What was measured, as plain data; None before the first iteration ends."""
+        if not self._graph.rows:
+            return None
+        if self._profile is None or self._profile.iterations != len(self._graph.rows):
+            self._profile = self._graph.build(self.nodeid, self.timer, self.skip)
+        return self._profile
+
+
+class _Iteration:
+    """One iteration's measurements, indexed by OP_ID."""
+
+    __slots__ = ("host", "ids", "op_time", "phase_ids", "phase_times", "times", "wall")
+
+    def __init__(self, ids, times, host, op_time, phase_ids, phase_times, wall) -> None:
+        self.ids, self.times, self.host, self.op_time = ids, times, host, op_time
+        self.phase_ids, self.phase_times, self.wall = phase_ids, phase_times, wall
+
+
+class _Layout:
+    """How an iteration's event sequence maps to OP_IDs; reused while it repeats."""
+
+    __slots__ = ("enters", "exits", "ids", "phase_enters", "phase_exits", "phase_ids", "top",
+                 "unbalanced")
+
+    def __init__(self, enters, exits, ids, top, phase_enters, phase_exits, phase_ids,
+                 unbalanced) -> None:
+        self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
+        self.phase_enters, self.phase_exits = phase_enters, phase_exits
+        self.phase_ids, self.unbalanced = phase_ids, unbalanced
+
+
+class _GraphBuilder:
+    """Matches each iteration's ops to OP_IDs by (name, occurrence) and keeps the rows."""
+
+    def __init__(self) -> None:
+        self.ops: list[OpInfo] = []
+        self.op_keys: dict[tuple[str, int], int] = {}
+        self.phases: dict[str, int] = {}
+        self.rows: list[_Iteration] = []
+        self.unbalanced = 0
+        self._last_names: list | None = None
+        self._last_phase_key: list | None = None
+        self._layout: _Layout | None = None
+
+    def add(self, names: list, marks: list, phase_events: list, timer: Timer) -> None:
+        phase_key = [(p[0], p[1]) for p in phase_events]
+        if names == self._last_names and phase_key == self._last_phase_key:
+            layout = self._layout
+        else:
+            layout = self._layout = self._match(names, phase_key)
+            self._last_names, self._last_phase_key = names, phase_key
+        assert layout is not None
+        times, host = timer.resolve(marks)
+        self.unbalanced += layout.unbalanced
+        # marks[0] opens the iteration, so event k of `names` is mark k + 1
+        op_times = times[layout.exits + 1] - times[layout.enters + 1]
+        host_times = None if host is None else host[layout.exits + 1] - host[layout.enters + 1]
+        phase_times = np.zeros(0, dtype=np.int64)
+        if len(layout.phase_ids):
+            ptimes, _ = timer.resolve([p[2] for p in phase_events])
+            phase_times = ptimes[layout.phase_exits] - ptimes[layout.phase_enters]
+        self.rows.append(_Iteration(
+            layout.ids, op_times, host_times, int(op_times[layout.top].sum()),
+            layout.phase_ids, phase_times, int(times[-1] - times[0]),
+        ))
+
+    def _match(self, names: list, phase_key: list) -> _Layout:
+        # Pair enters with exits; an exit with nothing open, or an op still open at
+        # the end of the iteration, cannot be timed and is counted as unbalanced.
+        enters: list[int] = []
+        exits: list[int] = []
+        depths: list[int] = []
+        stack: list[int] = []
+        unbalanced = 0
+        for k, name in enumerate(names):
+            if name is None:
+                if stack:
+                    exits[stack.pop()] = k
+                else:
+                    unbalanced += 1
+            else:
+                stack.append(len(enters))
+                enters.append(k)
+                exits.append(-1)
+                depths.append(len(stack) - 1)
+        unbalanced += len(stack)
+
+        op_phases = self._phase_of_each(enters, phase_key)
+        seen: dict[str, int] = {}
+        ids: list[int] = []
+        keep: list[int] = []
+        for j, k in enumerate(enters):
+            if exits[j] < 0:
+                continue
+            name = names[k]
+            occurrence = seen.get(name, 0)
+            seen[name] = occurrence + 1
+            op_id = self.op_keys.get((name, occurrence))
+            if op_id is None:
+                op_id = self.op_keys[(name, occurrence)] = len(self.ops)
+                self.ops.append(OpInfo(op_id, name, occurrence, depths[j], op_phases[j]))
+            ids.append(op_id)
+            keep.append(j)
+
+        p_enters, p_exits, p_ids, p_unbalanced = self._pair_phases(phase_key)
+        return _Layout(
+            enters=np.array([enters[j] for j in keep], dtype=np.intp),
+            exits=np.array([exits[j] for j in keep], dtype=np.intp),
+            ids=np.array(ids, dtype=np.intp),
+            top=np.array([depths[j] == 0 for j in keep], dtype=bool),
+            phase_enters=p_enters, phase_exits=p_exits, phase_ids=p_ids,
+            unbalanced=unbalanced + p_unbalanced,
+        )
+
+    @staticmethod
+    def _phase_of_each(enters: list[int], phase_key: list) -> list[str | None]:
+        """The innermost phase open when each op started."""
+        result: list[str | None] = []
+        open_phases: list[str] = []
+        i = 0
+        for k in enters:
+            while i < len(phase_key) and phase_key[i][1] <= k:
+                name = phase_key[i][0]
+                if name is not None:
+                    open_phases.append(name)
+                elif open_phases:
+                    open_phases.pop()
+                i += 1
+            result.append(open_phases[-1] if open_phases else None)
+        return result
+
+    def _pair_phases(self, phase_key: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        enters: list[int] = []
+        exits: list[int] = []
+        ids: list[int] = []
+        stack: list[tuple[int, str]] = []
+        unbalanced = 0
+        for i, (name, _) in enumerate(phase_key):
+            if name is not None:
+                stack.append((i, name))
+            elif stack:
+                start, opened = stack.pop()
+                enters.append(start)
+                exits.append(i)
+                ids.append(self.phases.setdefault(opened, len(self.phases)))
+            else:
+                unbalanced += 1
+        return (np.array(enters, dtype=np.intp), np.array(exits, dtype=np.intp),
+                np.array(ids, dtype=np.intp), unbalanced + len(stack))
+
+    def build(self, nodeid: str, timer: Timer, skip: int) -> Profile:
+        n_iter, n_ops, n_phases = len(self.rows), len(self.ops), len(self.phases)
+        samples = np.full((n_iter, n_ops), np.nan)
+        phase_samples = np.full((n_iter, n_phases), np.nan)
+        has_host = self.rows[0].host is not None
+        host = np.full((n_iter, n_ops), np.nan) if has_host else None
+        for i, row in enumerate(self.rows):
+            samples[i, row.ids] = row.times
+            if host is not None:
+                host[i, row.ids] = row.host
+            if len(row.phase_ids):
+                # a phase entered several times in one iteration adds up
+                sums = np.bincount(row.phase_ids, weights=row.phase_times, minlength=n_phases)
+                present = np.zeros(n_phases, dtype=bool)
+                present[row.phase_ids] = True
+                phase_samples[i, present] = sums[present]
+        return Profile(
+            nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
+            ops=list(self.ops), samples=samples, phase_samples=phase_samples,
+            phases=list(self.phases), host_samples=host,
+            wall=np.array([r.wall for r in self.rows], dtype=float),
+            op_time=np.array([r.op_time for r in self.rows], dtype=float),
+            unbalanced=self.unbalanced,
+        )

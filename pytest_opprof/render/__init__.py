@@ -1,0 +1,1 @@
+"""Renderers: each takes plain data and returns a string; none prints."""

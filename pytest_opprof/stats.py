@@ -1,0 +1,133 @@
+"""Statistics of a Profile, over its counted iterations only. Pure functions.
+
+Every figure divides by what was counted: per-op figures by the counted
+iterations in which the op ran, per-iteration figures by the counted
+iterations (never by all iterations, skipped ones included, as SINGA does).
+Times are nanoseconds.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .profile import Profile
+
+_BACKWARD_OP = re.compile(r"backward|_grad$")
+
+
+@dataclass(frozen=True)
+class OpStats:
+    """One OP_ID over the counted iterations in which it ran."""
+
+    op_id: int
+    name: str
+    count: int
+    total: float
+    mean: float
+    median: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class OpTypeStats:
+    """Every call of ops sharing a name (PaddlePaddle's ``Stat=`` line)."""
+
+    name: str
+    count: int
+    total: float
+    mean: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class WallSummary:
+    """Mean time per counted iteration inside top-level ops, and in all."""
+
+    op_time: float
+    wall: float
+
+    @property
+    def outside_share(self) -> float:
+        """The share of wall time spent outside any op (0 when wall is 0)."""
+        return max(self.wall - self.op_time, 0.0) / self.wall if self.wall > 0 else 0.0
+
+
+def op_stats(profile: Profile) -> list[OpStats]:
+    """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0."""
+    counted = profile.samples[profile.skip:]
+    present = ~np.isnan(counted)
+    count = present.sum(axis=0)
+    filled = np.where(present, counted, 0.0)
+    total = filled.sum(axis=0)
+    lo = np.where(present, counted, np.inf).min(axis=0, initial=np.inf)
+    hi = np.where(present, counted, -np.inf).max(axis=0, initial=-np.inf)
+    with warnings.catch_warnings():  # all-NaN columns: ops seen only in skipped iterations
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = np.nanmedian(counted, axis=0) if counted.size else np.full(len(profile.ops), 0.0)
+    result = []
+    for info in profile.ops:
+        k = info.op_id
+        n = int(count[k])
+        if n:
+            result.append(OpStats(k, info.name, n, float(total[k]), float(total[k]) / n,
+                                  float(median[k]), float(lo[k]), float(hi[k])))
+        else:
+            nan = float("nan")
+            result.append(OpStats(k, info.name, 0, 0.0, nan, nan, nan, nan))
+    return result
+
+
+def op_type_stats(profile: Profile) -> list[OpTypeStats]:
+    """Per op name, by total time, longest first (ties by name)."""
+    counted = profile.samples[profile.skip:]
+    columns: dict[str, list[int]] = {}
+    for info in profile.ops:
+        columns.setdefault(info.name, []).append(info.op_id)
+    result = []
+    for name, cols in columns.items():
+        values = counted[:, cols]
+        values = values[~np.isnan(values)]
+        if values.size:
+            total = float(values.sum())
+            result.append(OpTypeStats(name, int(values.size), total, total / values.size,
+                                      float(values.min()), float(values.max())))
+    result.sort(key=lambda s: (-s.total, s.name))
+    return result
+
+
+def phase_times(profile: Profile) -> list[tuple[str, float]]:
+    """Mean time per counted iteration of each phase, in first-seen order.
+
+    A test that names no phases gets SINGA's split: ``forward`` is every
+    top-level op before the first op whose name contains "backward" or ends in
+    "_grad", ``backward`` is the rest.
+    """
+    n = profile.counted
+    if n == 0:
+        return []
+    if profile.phases:
+        sums = np.nansum(profile.phase_samples[profile.skip:], axis=0)
+        return [(name, float(sums[j]) / n) for j, name in enumerate(profile.phases)]
+    first_backward = next(
+        (o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)), len(profile.ops)
+    )
+    per_op = np.nansum(profile.samples[profile.skip:], axis=0)
+    top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
+    ids = np.arange(len(profile.ops))
+    forward = float(per_op[top & (ids < first_backward)].sum()) / n
+    backward = float(per_op[top & (ids >= first_backward)].sum()) / n
+    return [("forward", forward), ("backward", backward)]
+
+
+def wall_summary(profile: Profile) -> WallSummary:
+    """Top-level op time and wall time, each a mean over counted iterations."""
+    if profile.counted == 0:
+        return WallSummary(0.0, 0.0)
+    skip = profile.skip
+    return WallSummary(float(profile.op_time[skip:].mean()), float(profile.wall[skip:].mean()))

@@ -1,0 +1,55 @@
+"""Timer backends and the factory that picks one.
+
+Only :func:`make_timer` with ``cuda`` (or ``auto`` on a machine with CuPy
+installed) imports CuPy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from .base import Timer
+from .cpu import CpuTimer
+from .fake import FakeDevice, FakeTimer
+
+BACKENDS = ("auto", "cpu", "cuda", "fake")
+
+
+class BackendUnavailable(Exception):
+    """The backend asked for cannot run here; the message says what to do."""
+
+
+def _cuda_problem() -> str | None:
+    """Why the CUDA backend cannot run here, or None when it can."""
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy is not installed (pip install 'pytest-opprof[cuda12]' or '[cuda13]')"
+    try:
+        import cupy
+
+        if not cupy.cuda.is_available():
+            return "CuPy is installed but finds no CUDA device"
+    except Exception as exc:  # a broken CuPy install raises many kinds of error
+        return f"CuPy failed to load: {type(exc).__name__}: {exc}".splitlines()[0]
+    return None
+
+
+def make_timer(backend: str) -> Timer:
+    """The timer for ``backend``: one of :data:`BACKENDS`."""
+    if backend == "cpu":
+        return CpuTimer()
+    if backend == "fake":
+        return FakeTimer()
+    if backend not in ("auto", "cuda"):
+        raise BackendUnavailable(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    problem = _cuda_problem()
+    if problem is None:
+        from .cuda import CudaTimer, CupyEvents
+
+        return CudaTimer(CupyEvents())
+    if backend == "cuda":
+        raise BackendUnavailable(f"--opprof-backend=cuda: {problem}; use --opprof-backend=auto")
+    return CpuTimer()
+
+
+__all__ = ["BACKENDS", "BackendUnavailable", "CpuTimer", "FakeDevice", "FakeTimer", "Timer",
+           "make_timer"]

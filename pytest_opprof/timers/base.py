@@ -1,0 +1,51 @@
+"""The interface every timer backend implements.
+
+A timer hands out *marks*: opaque tokens taken on the hot path, one at each op
+boundary. Nothing is converted to time until the iteration ends; then
+:meth:`Timer.end_iteration` synchronises at most once and :meth:`Timer.resolve`
+turns the iteration's marks into nanoseconds on one timeline.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+
+class Timer(ABC):
+    """A clock for op boundaries.
+
+    ``mark`` is an attribute, not a method, so that the CPU backend can bind it
+    straight to :func:`time.perf_counter_ns` and the hot path pays for one call.
+    """
+
+    #: "cpu", "cuda" or "fake".
+    kind: str
+    #: What the timeline is measured on, for reports: e.g. "AMD EPYC (2 cores)".
+    device: str
+    #: Takes a mark now and returns its token.
+    mark: Callable[[], Any]
+
+    @property
+    @abstractmethod
+    def xp(self) -> ModuleType:
+        """The array module that runs on this timer's device (numpy or cupy)."""
+
+    def begin_iteration(self) -> None:  # noqa: B027 - optional hook
+        """Called before the first mark of an iteration."""
+
+    def end_iteration(self) -> None:  # noqa: B027 - optional hook
+        """Called after the last mark of an iteration; may synchronise once."""
+
+    @abstractmethod
+    def resolve(self, marks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The iteration's marks as int64 nanoseconds.
+
+        Returns the primary timeline (the device's for CUDA) and, where it
+        differs, the host timeline at which each mark was taken (CPU dispatch
+        time); ``None`` when the two are the same clock.
+        """

@@ -1,0 +1,49 @@
+"""The CPU backend: :func:`time.perf_counter_ns` around each op."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Sequence
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+
+from .base import Timer
+
+
+@cache
+def cpu_name() -> str:
+    """The CPU model and the number of cores this process may use."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return f"{model} ({cores} cores)"
+
+
+class CpuTimer(Timer):
+    kind = "cpu"
+
+    def __init__(self) -> None:
+        self.device = cpu_name()
+        self.mark = time.perf_counter_ns
+
+    @property
+    def xp(self) -> ModuleType:
+        return np
+
+    def resolve(self, marks: Sequence[int]) -> tuple[np.ndarray, None]:
+        return np.array(marks, dtype=np.int64), None

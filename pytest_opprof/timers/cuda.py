@@ -1,0 +1,110 @@
+"""The CUDA backend: event pairs on the current stream, one sync per iteration.
+
+The timing logic lives in :class:`CudaTimer` and talks to the device only
+through a small event API, so that the same code runs on CuPy
+(:class:`CupyEvents`) and on the virtual device of the fake backend.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+import numpy as np
+
+from .base import Timer
+
+
+class EventAPI(Protocol):
+    """What :class:`CudaTimer` needs from a device."""
+
+    device: str
+    xp: ModuleType
+
+    def new_event(self) -> Any: ...
+    def record(self, event: Any) -> None: ...
+    def synchronize(self, event: Any) -> None: ...
+    def elapsed_ns(self, start: Any, end: Any) -> float: ...
+    def host_ns(self) -> int: ...
+
+
+class CudaTimer(Timer):
+    """Marks are CUDA events recorded on the current stream.
+
+    Events come from a pool that grows to the largest iteration and is reused
+    by every later one: no event is created per op per iteration. Elapsed times
+    are only read after the one synchronisation at the end of the iteration,
+    and the host time of each mark is kept as the op's CPU dispatch time.
+    """
+
+    kind = "cuda"
+
+    def __init__(self, api: EventAPI) -> None:
+        self.api = api
+        self.device = api.device
+        self._pool: list[Any] = []
+        self._host: list[int] = []
+        self._used = 0
+        self._device_ns = np.zeros(0)
+
+    @property
+    def xp(self) -> ModuleType:
+        return self.api.xp
+
+    def begin_iteration(self) -> None:
+        self._used = 0
+        self._host = []
+
+    def mark(self) -> int:
+        i = self._used
+        if i == len(self._pool):
+            self._pool.append(self.api.new_event())
+        self.api.record(self._pool[i])
+        self._host.append(self.api.host_ns())
+        self._used = i + 1
+        return i
+
+    def end_iteration(self) -> None:
+        """The iteration's one synchronisation, then every event's time at once."""
+        if not self._used:
+            self._device_ns = np.zeros(0, dtype=np.int64)
+            return
+        pool, elapsed = self._pool, self.api.elapsed_ns
+        self.api.synchronize(pool[self._used - 1])
+        first = pool[0]
+        times = [elapsed(first, pool[i]) for i in range(self._used)]
+        self._device_ns = np.rint(np.array(times)).astype(np.int64)
+
+    def resolve(self, marks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        index = np.asarray(marks, dtype=np.intp)
+        return self._device_ns[index], np.array(self._host, dtype=np.int64)[index]
+
+
+class CupyEvents:
+    """:class:`EventAPI` on CuPy. Importing this module never imports CuPy;
+    constructing this class does."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.xp = cupy
+        self._cuda = cupy.cuda
+        dev = cupy.cuda.Device()
+        name = cupy.cuda.runtime.getDeviceProperties(dev.id)["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        self.device = f"{name} (device {dev.id})"
+        self.host_ns = time.perf_counter_ns
+
+    def new_event(self) -> Any:
+        return self._cuda.Event()
+
+    def record(self, event: Any) -> None:
+        event.record(self._cuda.get_current_stream())
+
+    def synchronize(self, event: Any) -> None:
+        event.synchronize()
+
+    def elapsed_ns(self, start: Any, end: Any) -> float:
+        return self._cuda.get_elapsed_time(start, end) * 1e6

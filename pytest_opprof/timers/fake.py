@@ -1,0 +1,94 @@
+"""The fake backend: the CUDA timing logic on a virtual device and clock.
+
+:class:`FakeDevice` models one stream the way CUDA does: kernels are queued
+and run back to back on the device timeline while the host goes on; an event
+completes when the stream reaches it, and its time can only be read once the
+host has synchronised past it (reading it earlier raises, as
+``cudaErrorNotReady`` would). It counts event creations, records and
+synchronisations so that tests can hold the backend to its promises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import numpy as np
+
+from .cuda import CudaTimer
+
+
+class EventNotReady(RuntimeError):
+    """An event's time was read before the host synchronised past it."""
+
+
+@dataclass
+class FakeEvent:
+    time_ns: int | None = None
+
+
+@dataclass
+class FakeDevice:
+    """A virtual GPU with one stream, driven by the test."""
+
+    #: Host time each kernel launch costs (CPU dispatch).
+    launch_ns: int = 0
+    host_now: int = 0
+    stream_free_at: int = 0
+    events_created: int = 0
+    records: int = 0
+    syncs: int = 0
+    kernels: list[int] = field(default_factory=list)
+
+    device: str = "fake CUDA device"
+    xp: ModuleType = np
+
+    # -- what a workload does ------------------------------------------------
+    def kernel(self, ns: int) -> None:
+        """Queue a kernel that runs ``ns`` on the device."""
+        start = max(self.host_now, self.stream_free_at)
+        self.stream_free_at = start + int(ns)
+        self.host_now += self.launch_ns
+        self.kernels.append(int(ns))
+
+    def cpu(self, ns: int) -> None:
+        """Spend ``ns`` of host time (Python overhead, host-side work)."""
+        self.host_now += int(ns)
+
+    # -- the EventAPI the CUDA timer uses -------------------------------------
+    def new_event(self) -> FakeEvent:
+        self.events_created += 1
+        return FakeEvent()
+
+    def record(self, event: FakeEvent) -> None:
+        self.records += 1
+        event.time_ns = max(self.host_now, self.stream_free_at)
+        self.stream_free_at = event.time_ns
+
+    def synchronize(self, event: FakeEvent) -> None:
+        self.syncs += 1
+        assert event.time_ns is not None, "synchronize on an event never recorded"
+        self.host_now = max(self.host_now, event.time_ns)
+
+    def elapsed_ns(self, start: FakeEvent, end: FakeEvent) -> float:
+        for ev in (start, end):
+            if ev.time_ns is None or ev.time_ns > self.host_now:
+                raise EventNotReady("event time read before the host synchronised past it")
+        return float(end.time_ns - start.time_ns)
+
+    def host_ns(self) -> int:
+        return self.host_now
+
+
+class FakeTimer(CudaTimer):
+    """:class:`CudaTimer` on a :class:`FakeDevice` (``--opprof-backend=fake``)."""
+
+    kind = "fake"
+
+    def __init__(self, device: FakeDevice | None = None) -> None:
+        super().__init__(device or FakeDevice())
+
+    @property
+    def device_model(self) -> FakeDevice:
+        """The virtual device, for tests to queue kernels and spend host time on."""
+        return self.api

@@ -1,0 +1,38 @@
+"""Helpers shared by the tests: profiles on the fake backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_opprof import Profile, Profiler
+from pytest_opprof.timers import FakeDevice, FakeTimer
+
+
+def fake_profiler(skip: int = 1, **device: int) -> tuple[Profiler, FakeDevice]:
+    timer = FakeTimer(FakeDevice(**device))
+    return Profiler(timer, skip=skip, nodeid="test_x.py::test_x"), timer.device_model
+
+
+def train_profile(iterations: int = 4, skip: int = 1,
+                  body: Callable[[Profiler, FakeDevice, int], None] | None = None) -> Profile:
+    """A fake training step: conv2d (slow in iteration 0), relu | relu_grad, conv2d_grad,
+    then 1.25 us of host time the device waits for."""
+    profiler, dev = fake_profiler(skip)
+    for i in profiler.iterations(iterations):
+        if body is not None:
+            body(profiler, dev, i)
+            continue
+        with profiler.phase("forward"):
+            with profiler.op("conv2d"):
+                dev.kernel(3000 if i == 0 else 1000)
+            with profiler.op("relu"):
+                dev.kernel(250)
+        with profiler.phase("backward"):
+            with profiler.op("relu_grad"):
+                dev.kernel(500)
+            with profiler.op("conv2d_grad"):
+                dev.kernel(2000)
+        dev.cpu(5000 if i else 7000)  # the host is behind: the device idles 1.25 us
+    profile = profiler.profile
+    assert profile is not None
+    return profile

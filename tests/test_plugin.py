@@ -1,0 +1,279 @@
+"""The plugin as a user drives it: flags, ini, marker, reports, errors (pytester)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_opprof import timers
+
+TRAIN = """
+def test_train(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for i in gpu_profiler.iterations(4):
+        with gpu_profiler.phase("forward"):
+            with gpu_profiler.op("conv2d"):
+                dev.kernel(3000 if i == 0 else 1000)
+            with gpu_profiler.op("relu"):
+                dev.kernel(250)
+        with gpu_profiler.phase("backward"):
+            with gpu_profiler.op("relu_grad"):
+                dev.kernel(500)
+            with gpu_profiler.op("conv2d_grad"):
+                dev.kernel(2000)
+        dev.cpu(5000 if i else 7000)
+"""
+
+
+@pytest.fixture
+def train(pytester):
+    pytester.makepyfile(test_train=TRAIN)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("--opprof-backend=fake", *args)
+
+
+def test_verbosity_0_prints_no_profile(train):
+    result = run(train)
+    result.assert_outcomes(passed=1)
+    assert "opprof profile" not in result.stdout.str()
+
+
+def test_verbosity_1_prints_singas_block_under_the_node_id(train):
+    result = run(train, "--opprof-verbosity=1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*= opprof profile =*",
+        "*- test_train.py::test_train -*",
+        "backend fake (fake CUDA device; virtual CUDA events): 3 of 4 iterations counted "
+        "(first 1 skipped)",
+        "",
+        "Time Profiling:",
+        "Forward Propagation Time : 1.25e-06 sec",
+        "Backward Propagation Time : 2.5e-06 sec",
+    ], consecutive=True)
+    assert "OP_ID" not in result.stdout.str()
+
+
+def test_verbosity_2_prints_ops_table_and_outside_line(train):
+    result = run(train, "--opprof-verbosity=2")
+    result.stdout.fnmatch_lines([
+        "Backward Propagation Time : 2.5e-06 sec",
+        "",
+        "Time Profiling:",
+        "OP_ID0. conv2d : 1e-06 sec",
+        "OP_ID1. relu : 2.5e-07 sec",
+        "OP_ID2. relu_grad : 5e-07 sec",
+        "OP_ID3. conv2d_grad : 2e-06 sec",
+        "",
+        "Stat=conv2d_grad   total=0.006 *   avg=0.002 *   max=0.002 *   min=0.002 *   count=3",
+        "Stat=conv2d  *",
+        "Stat=relu_grad  *",
+        "Stat=relu  *",
+        "",
+        "Op time : 3.75e-06 sec of 5e-06 sec iteration wall time per counted iteration, "
+        "25.0% outside any op",
+    ], consecutive=True)
+    assert result.stdout.str().count("test_train.py::test_train -") == 1  # printed once
+
+
+def test_skip_changes_the_counted_iterations_and_the_figures(train):
+    result = run(train, "--opprof-verbosity=2", "--opprof-skip=0")
+    result.stdout.fnmatch_lines([
+        "*: 4 of 4 iterations counted (none skipped)",
+        "*Forward Propagation Time : 1.75e-06 sec",  # the slow first iteration is in
+        "OP_ID0. conv2d : 1.5e-06 sec",
+    ])
+    result = run(train, "--opprof-verbosity=1", "--opprof-skip=3")
+    result.stdout.fnmatch_lines(["*: 1 of 4 iterations counted (first 3 skipped)"])
+
+
+def test_ini_twins(train):
+    train.makeini("[pytest]\nopprof_verbosity = 2\nopprof_skip = 2\nopprof_backend = fake\n")
+    result = train.runpytest()
+    result.stdout.fnmatch_lines(["*: 2 of 4 iterations counted (first 2 skipped)", "OP_ID0.*"])
+
+
+def test_the_flag_wins_over_the_ini(train):
+    train.makeini("[pytest]\nopprof_skip = 2\n")
+    result = run(train, "--opprof-verbosity=1", "--opprof-skip=1")
+    result.stdout.fnmatch_lines(["*: 3 of 4 iterations counted (first 1 skipped)"])
+
+
+def test_iterations_default_comes_from_the_ini(pytester):
+    pytester.makeini("[pytest]\nopprof_iterations = 6\n")
+    pytester.makepyfile("""
+        def test_n(gpu_profiler):
+            assert len(list(gpu_profiler.iterations())) == 6
+    """)
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_header_names_backend_device_verbosity_and_skip(train):
+    result = run(train, "--opprof-skip=2")
+    result.stdout.fnmatch_lines([
+        "opprof: backend fake (fake CUDA device), verbosity 0, skip 2, iterations 20"])
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("--opprof-verbosity=3", "*--opprof-verbosity: the verbosity must be 0, 1 or 2, not '3'"),
+    ("--opprof-verbosity=loud", "*--opprof-verbosity: the verbosity must be 0, 1 or 2, not 'loud'"),
+    ("--opprof-skip=-1", "*--opprof-skip: the number of skipped iterations must be a whole "
+                         "number >= 0, not '-1'"),
+    ("--opprof-skip=two", "*--opprof-skip: * not 'two'"),
+    ("--opprof-backend=tpu", "*--opprof-backend: invalid choice: 'tpu'*"),
+])
+def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
+    result = train.runpytest(flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(("ini", "message"), [
+    ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5': the verbosity must be "
+                             "0, 1 or 2, not '5'"),
+    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *>= 0*"),
+    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *>= 1*"),
+    ("opprof_backend = gpu", "ERROR: ini option opprof_backend = 'gpu': the backend must be "
+                             "one of auto, cpu, cuda, fake"),
+])
+def test_bad_ini_values_are_usage_errors_naming_the_key(train, ini, message):
+    train.makeini(f"[pytest]\n{ini}\n")
+    result = train.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_cuda_without_a_gpu_is_one_clear_usage_error(train, monkeypatch):
+    monkeypatch.setattr(timers, "_cuda_problem", lambda: "CuPy is not installed (pip ...)")
+    result = train.runpytest("--opprof-backend=cuda")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --opprof-backend=cuda: CuPy is not installed (pip ...); "
+        "use --opprof-backend=auto"])
+
+
+def test_marker_sets_skip_and_iterations_for_one_test(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.opprof(skip=0, iterations=3)
+        def test_marked(gpu_profiler):
+            for _ in gpu_profiler.iterations():
+                with gpu_profiler.op("x"):
+                    gpu_profiler.timer.device_model.kernel(10)
+
+        def test_plain(gpu_profiler):
+            for _ in gpu_profiler.iterations(5):
+                with gpu_profiler.op("x"):
+                    gpu_profiler.timer.device_model.kernel(10)
+    """)
+    result = run(pytester, "--opprof-verbosity=1", "--opprof-skip=2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*test_marked -*", "*: 3 of 3 iterations counted (none skipped)",
+        "*test_plain -*", "*: 3 of 5 iterations counted (first 2 skipped)",
+    ])
+
+
+def test_class_marker_applies_and_the_closest_wins(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.opprof(skip=3, iterations=8)
+        class TestK:
+            @pytest.mark.opprof(skip=1)
+            def test_m(self, gpu_profiler):
+                assert gpu_profiler.skip == 1
+                assert len(list(gpu_profiler.iterations())) == 8
+    """)
+    run(pytester).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ("skp=1", "unknown argument 'skp'; accepted: iterations, skip"),
+    ("2", "takes keyword arguments only (iterations, skip), got (2,)"),
+    ("skip=-1", "skip=-1: the number of skipped iterations must be a whole number >= 0"),
+    ("iterations='10'", "iterations='10': the number of iterations must be a whole number >= 1"),
+    ("skip=True", "skip=True: *"),
+])
+def test_bad_marker_arguments_error_that_test_in_one_line(pytester, marker, message):
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.opprof({marker})
+        def test_bad(gpu_profiler):
+            pass
+
+        def test_good(gpu_profiler):
+            pass
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines([f"opprof: @pytest.mark.opprof on test_*.py::test_bad: {message}"])
+    assert "Traceback" not in result.stdout.str()
+    assert "def test_bad" not in result.stdout.str()
+
+
+def test_zero_counted_iterations_fail_in_one_line(pytester):
+    pytester.makepyfile("""
+        def test_short(gpu_profiler):
+            for _ in gpu_profiler.iterations(2):
+                pass
+    """)
+    result = run(pytester, "--opprof-skip=2", "--opprof-verbosity=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "opprof: iterations(2) with skip=2 leaves no iteration to count: run more than 2 "
+        "iterations or lower --opprof-skip"])
+    assert "opprof profile" not in result.stdout.str()
+    assert "def test_short" not in result.stdout.str()
+
+
+def test_a_failing_workload_still_reports_and_the_next_test_starts_clean(pytester):
+    pytester.makepyfile("""
+        import pytest_opprof
+
+        def test_boom(gpu_profiler):
+            for i in gpu_profiler.iterations(5):
+                with gpu_profiler.op("x"):
+                    gpu_profiler.timer.device_model.kernel(10)
+                    if i == 3:
+                        raise RuntimeError("workload broke")
+
+        def test_next():
+            assert not pytest_opprof.is_recording()
+    """)
+    result = run(pytester, "--opprof-verbosity=1")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: workload broke", "*test_boom -*",
+                                 "*: 2 of 3 iterations counted (first 1 skipped)"])
+
+
+def test_a_test_that_never_iterates_gets_no_report(pytester):
+    pytester.makepyfile("def test_idle(gpu_profiler):\n    pass\n")
+    result = run(pytester, "--opprof-verbosity=2")
+    result.assert_outcomes(passed=1)
+    assert "opprof profile" not in result.stdout.str()
+
+
+def test_cpu_backend_end_to_end(pytester):
+    pytester.makepyfile("""
+        def test_numpy(gpu_profiler):
+            xp = gpu_profiler.xp
+            a = xp.ones((64, 64))
+            for _ in gpu_profiler.iterations(5):
+                with gpu_profiler.op("matmul"):
+                    a @ a
+    """)
+    result = pytester.runpytest("--opprof-backend=cpu", "--opprof-verbosity=2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["backend cpu (*; perf_counter_ns): 4 of 5 iterations counted*",
+                                 "OP_ID0. matmul : * sec", "Stat=matmul   total=*count=4"])
+
+
+def test_marker_is_registered(pytester):
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.opprof(skip=N, iterations=N)*"])

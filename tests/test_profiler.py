@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import pytest_opprof
+from pytest_opprof import OpprofError, is_recording
+
+from .fakes import fake_profiler, train_profile
+
+
+def names(profile):
+    return [(o.op_id, o.name, o.occurrence) for o in profile.ops]
+
+
+def test_graph_order_gives_op_ids_and_repeats_get_their_own():
+    profiler, dev = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        for name, ns in [("matmul", 100), ("relu", 20), ("matmul", 300)]:
+            with profiler.op(name):
+                dev.kernel(ns)
+    profile = profiler.profile
+    assert names(profile) == [(0, "matmul", 0), (1, "relu", 0), (2, "matmul", 1)]
+    assert profile.samples.tolist() == [[100, 20, 300], [100, 20, 300]]
+
+
+def test_a_changed_sequence_matches_by_name_and_occurrence_and_drops_nothing():
+    profiler, dev = fake_profiler(skip=0)
+    sequences = [["a", "b"], ["a", "c", "b"], ["b"], ["a", "b", "a"]]
+    for i in profiler.iterations(len(sequences)):
+        for name in sequences[i]:
+            with profiler.op(name):
+                dev.kernel(10)
+    profile = profiler.profile
+    assert names(profile) == [(0, "a", 0), (1, "b", 0), (2, "c", 0), (3, "a", 1)]
+    present = ~np.isnan(profile.samples)
+    assert present.tolist() == [
+        [True, True, False, False],
+        [True, True, True, False],
+        [False, True, False, False],
+        [True, True, False, True],
+    ]
+
+
+def test_nested_ops_record_inclusive_time_and_op_time_counts_the_outer_only():
+    profiler, dev = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        with profiler.op("block"):
+            dev.kernel(100)
+            with profiler.op("conv2d"):
+                dev.kernel(400)
+            dev.kernel(50)
+    profile = profiler.profile
+    assert [(o.name, o.depth) for o in profile.ops] == [("block", 0), ("conv2d", 1)]
+    assert profile.samples[0].tolist() == [550, 400]
+    assert profile.op_time.tolist() == [550, 550]
+
+
+def test_phases_time_their_boundaries_and_label_their_ops():
+    profile = train_profile()
+    assert profile.phases == ["forward", "backward"]
+    assert [o.phase for o in profile.ops] == ["forward", "forward", "backward", "backward"]
+    assert profile.phase_samples.tolist() == [[3250, 2500], [1250, 2500], [1250, 2500],
+                                              [1250, 2500]]
+    assert profile.wall.tolist() == [7000, 5000, 5000, 5000]
+
+
+def test_a_phase_entered_twice_in_an_iteration_adds_up():
+    profiler, dev = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        for _ in range(2):
+            with profiler.phase("forward"), profiler.op("x"):
+                dev.kernel(10)
+    assert profiler.profile.phase_samples.tolist() == [[20], [20]]
+
+
+def test_skip_keeps_every_iteration_but_counts_only_the_rest():
+    profile = train_profile(iterations=5, skip=2)
+    assert (profile.iterations, profile.counted, profile.skip) == (5, 3, 2)
+
+
+@pytest.mark.parametrize(("n", "skip", "message"), [
+    (3, 3, r"iterations\(3\) with skip=3 leaves no iteration to count"),
+    (0, 0, r"iterations\(0\): give a whole number"),
+    (2.5, 0, r"iterations\(2.5\): give a whole number"),
+    (True, 0, r"iterations\(True\): give a whole number"),
+])
+def test_iterations_refuses_loops_that_count_nothing(n, skip, message):
+    profiler, _ = fake_profiler(skip=skip)
+    with pytest.raises(OpprofError, match=message):
+        profiler.iterations(n)
+
+
+def test_iterations_runs_once_per_test():
+    profiler, _ = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        pass
+    with pytest.raises(OpprofError, match="already run in this test"):
+        profiler.iterations(2)
+
+
+def test_iterations_without_n_uses_the_default():
+    profiler, _ = fake_profiler(skip=0)
+    profiler.default_iterations = 7
+    assert list(profiler.iterations()) == list(range(7))
+
+
+def test_an_exception_in_an_op_keeps_finished_iterations_and_stops_recording():
+    profiler, dev = fake_profiler(skip=0)
+    with pytest.raises(ZeroDivisionError):
+        for i in profiler.iterations(5):
+            with profiler.op("step"):
+                dev.kernel(10)
+                if i == 2:
+                    1 / 0  # noqa: B018
+    assert not is_recording()
+    assert profiler.profile.iterations == 2
+
+
+def test_breaking_out_of_the_loop_stops_recording():
+    profiler, _ = fake_profiler(skip=0)
+    for i in profiler.iterations(5):
+        if i == 3:
+            break
+    assert not is_recording()
+    assert profiler.profile.iterations == 3
+
+
+def test_ops_outside_an_iteration_run_untimed():
+    profiler, dev = fake_profiler(skip=0)
+    with profiler.op("setup"):
+        dev.kernel(1)
+    for _ in profiler.iterations(2):
+        with profiler.op("step"):
+            dev.kernel(1)
+    assert [o.name for o in profiler.profile.ops] == ["step"]
+
+
+def test_an_op_left_open_across_the_iteration_boundary_is_counted_as_unbalanced():
+    profiler, dev = fake_profiler(skip=0)
+    scope = profiler.op("straddle")
+    for i in profiler.iterations(2):
+        if i == 0:
+            scope.__enter__()
+        else:
+            scope.__exit__(None, None, None)
+        with profiler.op("step"):
+            dev.kernel(1)
+    profile = profiler.profile
+    assert [o.name for o in profile.ops] == ["step"]
+    assert profile.unbalanced == 2
+
+
+def test_library_op_decorator_records_into_the_active_profiler():
+    @pytest_opprof.op("conv2d")
+    def conv(x):
+        return x * 2
+
+    @pytest_opprof.op
+    def relu(x):
+        return max(x, 0)
+
+    assert conv(3) == 6 and relu(-1) == 0  # no profiler: a plain call
+    assert conv.__name__ == "conv"
+    profiler, _ = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        relu(conv(1))
+        with pytest_opprof.op("sum"):
+            pass
+    assert [o.name for o in profiler.profile.ops] == ["conv2d", "relu", "sum"]
+
+
+def test_an_exception_inside_a_decorated_op_still_closes_it():
+    @pytest_opprof.op("boom")
+    def boom():
+        raise ValueError("x")
+
+    profiler, _ = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        with pytest.raises(ValueError):
+            boom()
+    assert profiler.profile.unbalanced == 0
+    assert [o.name for o in profiler.profile.ops] == ["boom"]
+
+
+@pytest.mark.parametrize("bad", ["", None, 3])
+def test_op_and_phase_names_must_be_strings(bad):
+    profiler, _ = fake_profiler()
+    with pytest.raises(OpprofError, match="name must be a non-empty string"):
+        profiler.phase(bad)
+    if bad is not None and not callable(bad):
+        with pytest.raises(OpprofError, match="name must be a non-empty string"):
+            pytest_opprof.op(bad)
+
+
+def test_the_same_op_object_serves_every_call():
+    assert pytest_opprof.op("relu") is pytest_opprof.op("relu")
+
+
+def test_profile_is_none_before_an_iteration_ends():
+    profiler, _ = fake_profiler()
+    assert profiler.profile is None
+
+
+def test_profile_is_plain_numpy_data():
+    profile = train_profile()
+    assert profile.samples.dtype == np.float64 and profile.samples.shape == (4, 4)
+    assert math.isclose(profile.samples[1, 0], 1000)
+
+
+class TestInstrument:
+    def test_times_calls_named_after_the_attribute_and_leaves_the_module_alone(self):
+        profiler, _ = fake_profiler(skip=0)
+        xp = profiler.instrument(np)
+        assert np.matmul.__class__.__name__ != "function"  # numpy itself is not patched
+        for _ in profiler.iterations(2):
+            a = xp.ones(4)
+            xp.linalg.norm(xp.add(a, a))
+            xp.add.reduce(a)  # attributes of a timed ufunc still work (untimed)
+        assert [o.name for o in profiler.profile.ops] == ["ones", "add", "linalg.norm"]
+        assert not hasattr(np.ones, "_opprof_call")
+
+    def test_classes_and_values_pass_through(self):
+        profiler, _ = fake_profiler()
+        xp = profiler.instrument(np)
+        assert xp.ndarray is np.ndarray and xp.float32 is np.float32 and xp.pi == np.pi
+        assert isinstance(xp.ones(2), xp.ndarray)
+
+    def test_names_limits_what_is_timed(self):
+        profiler, _ = fake_profiler(skip=0)
+        xp = profiler.instrument(np, names=["fft"])
+        for _ in profiler.iterations(2):
+            xp.fft.irfft(xp.fft.rfft(xp.ones(8)))
+        assert [o.name for o in profiler.profile.ops] == ["fft.rfft", "fft.irfft"]
+
+    def test_objects_methods_become_ops(self):
+        class Model:
+            def forward(self, x):
+                return x + 1
+
+        profiler, _ = fake_profiler(skip=0)
+        model = profiler.instrument(Model())
+        for _ in profiler.iterations(2):
+            assert model.forward(1) == 2
+        assert [o.name for o in profiler.profile.ops] == ["forward"]
+
+    def test_the_proxy_is_read_only(self):
+        profiler, _ = fake_profiler()
+        xp = profiler.instrument(np)
+        with pytest.raises(AttributeError, match="set it on the original object"):
+            xp.matmul = None
