@@ -48,7 +48,7 @@ class OpScope:
             sink[1](sink[2]())
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         sink = _active
         if sink is not None:
             sink[1](sink[2]())
@@ -90,7 +90,7 @@ class PhaseScope:
             sink[4]((self.name, len(sink[3]), sink[2]()))
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         sink = _active
         if sink is not None:
             sink[4]((None, len(sink[3]), sink[2]()))
@@ -145,6 +145,7 @@ class Profiler:
         self._graph = _GraphBuilder()
         self._started = False
         self._profile: Profile | None = None
+        self._sink: tuple | None = None
 
     @property
     def xp(self) -> ModuleType:
@@ -200,19 +201,24 @@ class Profiler:
                 phases: list[tuple] = []
                 timer.begin_iteration()
                 marks = [mark()]
-                _active = (names.append, marks.append, mark, names, phases.append)
+                _active = self._sink = (names.append, marks.append, mark, names, phases.append)
                 yield i
                 marks.append(mark())
                 _active = None
                 timer.end_iteration()
                 self._graph.add(names, marks, phases, timer)
         finally:
-            _active = None
+            self.close()
 
     def close(self) -> None:
-        """Stop recording (an abandoned loop ends here at the latest)."""
+        """Stop recording (an abandoned loop ends here at the latest).
+
+        Only this profiler's own sink is cleared: a loop abandoned by an earlier
+        test and garbage-collected later must not stop a later test's recording.
+        """
         global _active
-        _active = None
+        if _active is self._sink and self._sink is not None:
+            _active = None
 
     @property
     def profile(self) -> Profile | None:

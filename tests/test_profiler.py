@@ -251,3 +251,18 @@ class TestInstrument:
         xp = profiler.instrument(np)
         with pytest.raises(AttributeError, match="set it on the original object"):
             xp.matmul = None
+
+
+def test_an_abandoned_loop_collected_later_does_not_stop_another_profiler():
+    first, _ = fake_profiler(skip=0)
+    abandoned = first.iterations(3)
+    next(abandoned)
+    first.close()  # the fixture's teardown
+    assert not is_recording()
+    second, dev = fake_profiler(skip=0)
+    for i in second.iterations(2):
+        if i == 0:
+            abandoned.close()  # the garbage collector gets to the first loop now
+        with second.op("x"):
+            dev.kernel(5)
+    assert second.profile.samples.tolist() == [[5.0], [5.0]]
