@@ -7,8 +7,11 @@ then the defaults below.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +24,9 @@ DEFAULT_VERBOSITY = 0
 DEFAULT_SKIP = 1
 DEFAULT_ITERATIONS = 20
 DEFAULT_BACKEND = "auto"
+#: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
+DEFAULT_TOLERANCE = 0.05
+DEFAULT_BASELINE_DIR = ".opprof"
 
 HELP_VERBOSITY = (
     "opprof report: 0 none (profiles are still taken), 1 forward/backward time per "
@@ -34,6 +40,24 @@ HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the
 HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
                 "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
                 f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
+HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELINE_DIR}/ at the "
+                     "rootdir); one folder per machine key")
+HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
+                    "e.g. 'cpu-AMD EPYC (2 cores)'); set one name for a fleet of identical runners")
+HELP_UPDATE = "write the baselines of the profiled tests that ran and passed, instead of gating"
+HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored runs (the last "
+               "20 are kept) instead of replacing them: a history that learns how the "
+               "machine varies over time (for main-branch CI)")
+HELP_BATCH = ("runs of one baseline update share this id and are kept together "
+              "(set by opprof baseline update --runs N)")
+HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
+                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%})")
+HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
+HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
+HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
+                   "op looks regressed in a new process to confirm it")
+HELP_NO_GATE = "profile and report only: compare nothing with the baselines"
+HELP_PROFILE_OUT = "write the profile of the (one) profiled test to this file (used by re-runs)"
 
 
 def whole_number(what: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -60,16 +84,85 @@ _skip = whole_number("the number of skipped iterations", 0)
 _iterations = whole_number("the number of iterations", 1)
 
 
+def parse_fraction(value: Any, what: str = "the tolerance") -> float:
+    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]."""
+    text = str(value).strip()
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        fraction = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{what} must be a fraction or a percentage such as 0.05 or 5%, not {value!r}"
+        ) from None
+    if not (math.isfinite(fraction) and 0 < fraction <= 10):
+        raise argparse.ArgumentTypeError(f"{what} must lie between 0 and 1000%, not {value!r}")
+    return fraction
+
+
+_UNITS_NS = {"ns": 1.0, "us": 1e3, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9}
+_DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us|\u00b5s|ms|s)\s*$")
+
+
+def parse_duration_ns(value: Any, what: str) -> float:
+    """``"2ms"``, ``"300us"``, ``"1.5s"``, ``"500ns"`` or a number of seconds -> ns (> 0)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ns = float(value) * 1e9
+    else:
+        match = _DURATION.match(str(value))
+        if not isinstance(value, str) or not match:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a duration such as '2ms', '300us', '1.5s' or a number of "
+                f"seconds, not {value!r}")
+        ns = float(match.group(1)) * _UNITS_NS[match.group(2)]
+    if not (math.isfinite(ns) and ns > 0):
+        raise argparse.ArgumentTypeError(f"{what} must be a positive duration, not {value!r}")
+    return ns
+
+
+def _tolerance(text: str) -> float:
+    return parse_fraction(text)
+
+
+def _yes_no(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be true or false, not {text!r}")
+
+
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("opprof", "per-op profiling (pytest-opprof)")
     group.addoption("--opprof-verbosity", type=_verbosity, default=None, metavar="N",
                     help=HELP_VERBOSITY)
     group.addoption("--opprof-skip", type=_skip, default=None, metavar="N", help=HELP_SKIP)
     group.addoption("--opprof-backend", choices=BACKENDS, default=None, help=HELP_BACKEND)
+    group.addoption("--opprof-baseline-dir", default=None, metavar="DIR", help=HELP_BASELINE_DIR)
+    group.addoption("--opprof-machine-key", default=None, metavar="NAME", help=HELP_MACHINE_KEY)
+    group.addoption("--opprof-update-baseline", action="store_true", default=False,
+                    help=HELP_UPDATE)
+    group.addoption("--opprof-append-baseline", action="store_true", default=False,
+                    help=HELP_APPEND)
+    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=HELP_BATCH)
+    group.addoption("--opprof-tolerance", type=_tolerance, default=None, metavar="X",
+                    help=HELP_TOLERANCE)
+    group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
+    group.addoption("--opprof-json", default=None, metavar="PATH", help=HELP_JSON)
+    group.addoption("--opprof-no-confirm", action="store_true", default=False,
+                    help=HELP_NO_CONFIRM)
+    group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
+    group.addoption("--opprof-profile-out", default=None, metavar="PATH",
+                    help=HELP_PROFILE_OUT)
     parser.addini("opprof_verbosity", HELP_VERBOSITY, default="")
     parser.addini("opprof_skip", HELP_SKIP, default="")
     parser.addini("opprof_iterations", HELP_ITERATIONS, default="")
     parser.addini("opprof_backend", HELP_BACKEND, default="")
+    parser.addini("opprof_baseline_dir", HELP_BASELINE_DIR, default="")
+    parser.addini("opprof_machine_key", HELP_MACHINE_KEY, default="")
+    parser.addini("opprof_tolerance", HELP_TOLERANCE, default="")
+    parser.addini("opprof_strict_ops", HELP_STRICT, default="")
 
 
 def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], default: Any) -> Any:
@@ -92,6 +185,19 @@ def _backend(text: str) -> str:
     return text
 
 
+def _baseline_dir(config: pytest.Config) -> Path:
+    """The flag relative to where pytest was started; the ini value relative to the ini
+    file's folder; by default .opprof/ at the rootdir."""
+    flag = config.getoption("opprof_baseline_dir", None)
+    if flag:
+        return Path(config.invocation_params.dir, flag)
+    raw = str(config.getini("opprof_baseline_dir") or "").strip()
+    if raw:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return Path(base, raw)
+    return Path(config.rootpath, DEFAULT_BASELINE_DIR)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The session-wide settings, resolved once."""
@@ -100,14 +206,41 @@ class Settings:
     skip: int = DEFAULT_SKIP
     iterations: int = DEFAULT_ITERATIONS
     backend: str = DEFAULT_BACKEND
+    baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
+    #: None: derived from the backend and device once the backend is resolved.
+    machine_key: str | None = None
+    update_baseline: bool = False
+    append_baseline: bool = False
+    baseline_batch: str = ""
+    tolerance: float = DEFAULT_TOLERANCE
+    strict_ops: bool = False
+    json_path: Path | None = None
+    confirm: bool = True
+    gate: bool = True
+    profile_out: Path | None = None
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
+        json_path = config.getoption("opprof_json", None)
+        profile_out = config.getoption("opprof_profile_out", None)
+        machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
             iterations=_resolve(config, "opprof_iterations", _iterations, DEFAULT_ITERATIONS),
             backend=_resolve(config, "opprof_backend", _backend, DEFAULT_BACKEND),
+            baseline_dir=_baseline_dir(config),
+            machine_key=machine_key,
+            update_baseline=bool(config.getoption("opprof_update_baseline", False)
+                                 or config.getoption("opprof_append_baseline", False)),
+            append_baseline=bool(config.getoption("opprof_append_baseline", False)),
+            baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
+            tolerance=_resolve(config, "opprof_tolerance", _tolerance, DEFAULT_TOLERANCE),
+            strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
+            json_path=Path(config.invocation_params.dir, json_path) if json_path else None,
+            confirm=not config.getoption("opprof_no_confirm", False),
+            gate=not config.getoption("opprof_no_gate", False),
+            profile_out=Path(config.invocation_params.dir, profile_out) if profile_out else None,
         )
 
 
@@ -119,21 +252,44 @@ class TestSettings:
 
     skip: int
     iterations: int
+    #: The default tolerance and per-op-name exceptions.
+    tolerance: float = DEFAULT_TOLERANCE
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    #: Absolute budgets: op name -> the most its median may take, in ns.
+    budgets: Mapping[str, float] = field(default_factory=dict)
 
 
-MARKER_HELP = ("opprof(skip=N, iterations=N): per-test pytest-opprof settings: skipped "
-               "iterations and the default iteration count of gpu_profiler.iterations()")
+MARKER_HELP = ("opprof(skip=N, iterations=N, tolerance=X or {op: X}, max_time={op: '2ms'}): "
+               "per-test pytest-opprof settings: skipped iterations, the default iteration "
+               "count of gpu_profiler.iterations(), the gate's tolerance (overall or per op) "
+               "and absolute per-op time budgets")
 
-_MARKER_ARGS: dict[str, tuple[str, int]] = {
+_COUNT_ARGS: dict[str, tuple[str, int]] = {
     # argument: (what it is, its minimum)
     "skip": ("the number of skipped iterations", 0),
     "iterations": ("the number of iterations", 1),
 }
+_MARKER_ARGS = (*_COUNT_ARGS, "max_time", "tolerance")
+
+
+def _op_mapping(where: str, key: str, value: Any, parse: Callable[[Any, str], float]) -> dict:
+    if not isinstance(value, Mapping) or not value:
+        raise OpprofError(f"{where}: {key} must be a non-empty dict of op name to value, "
+                          f"not {value!r}")
+    parsed = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not name:
+            raise OpprofError(f"{where}: {key} has an op name {name!r}; use op names (strings)")
+        try:
+            parsed[name] = parse(item, f"{key}[{name!r}]")
+        except argparse.ArgumentTypeError as exc:
+            raise OpprofError(f"{where}: {exc}") from None
+    return parsed
 
 
 def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
     """The settings for ``item``; a bad ``opprof`` marker raises :class:`OpprofError`."""
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for mark in reversed(list(item.iter_markers("opprof"))):  # the closest marker wins
         where = f"@pytest.mark.opprof on {item.nodeid}"
         if mark.args:
@@ -143,10 +299,29 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
             if key not in _MARKER_ARGS:
                 raise OpprofError(f"{where}: unknown argument {key!r}; "
                                   f"accepted: {', '.join(sorted(_MARKER_ARGS))}")
-            what, minimum = _MARKER_ARGS[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise OpprofError(f"{where}: {key}={value!r}: {what} must be a whole number "
-                                  f">= {minimum}")
-            values[key] = value
-    return TestSettings(skip=values.get("skip", settings.skip),
-                        iterations=values.get("iterations", settings.iterations))
+            values[key] = _marker_value(where, key, value)
+    tolerance = values.get("tolerance", settings.tolerance)
+    return TestSettings(
+        skip=values.get("skip", settings.skip),
+        iterations=values.get("iterations", settings.iterations),
+        tolerance=tolerance if isinstance(tolerance, float) else settings.tolerance,
+        tolerances=tolerance if isinstance(tolerance, dict) else {},
+        budgets=values.get("max_time", {}),
+    )
+
+
+def _marker_value(where: str, key: str, value: Any) -> Any:
+    if key in _COUNT_ARGS:
+        what, minimum = _COUNT_ARGS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise OpprofError(f"{where}: {key}={value!r}: {what} must be a whole number "
+                              f">= {minimum}")
+        return value
+    if key == "max_time":
+        return _op_mapping(where, key, value, parse_duration_ns)
+    if isinstance(value, Mapping):  # tolerance per op
+        return _op_mapping(where, key, value, parse_fraction)
+    try:
+        return parse_fraction(value, f"tolerance={value!r}: the tolerance")
+    except argparse.ArgumentTypeError as exc:
+        raise OpprofError(f"{where}: {exc}") from None

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from .errors import OpprofError
 from .options import MARKER_HELP, Settings, add_options
 from .profiler import Profiler
 from .session import OpprofSession
@@ -22,7 +23,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    config.stash[SESSION] = OpprofSession(Settings.from_pytest_config(config))
+    config.stash[SESSION] = OpprofSession(config, Settings.from_pytest_config(config))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -50,9 +51,25 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo
 ) -> Iterator[None]:
     report = yield
+    if report.when == "call":
+        item.config.stash[SESSION].after_call(item, report)
     OpprofSession.one_line_error(report, call)
     return report
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.config.stash[SESSION].report(terminalreporter)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    opprof = session.config.stash.get(SESSION, None)
+    if opprof is None:
+        return
+    try:
+        opprof.write_json()
+    except OpprofError as exc:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"ERROR: opprof: {exc}", red=True)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR

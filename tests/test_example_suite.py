@@ -91,7 +91,8 @@ def suite_v2_skip3(tmp_path_factory):
 
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "--opprof-verbosity=2",
-         "--opprof-skip=3", "--opprof-backend=cpu", "-p", "no:cacheprovider"],
+         "--opprof-skip=3", "--opprof-backend=cpu", "-p", "no:cacheprovider",
+         f"--opprof-baseline-dir={pytester_dir / 'baselines'}"],
         cwd=pytester_dir, capture_output=True, text=True, timeout=300,
     )
     return proc

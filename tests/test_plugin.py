@@ -193,8 +193,8 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
 
 
 @pytest.mark.parametrize(("marker", "message"), [
-    ("skp=1", "unknown argument 'skp'; accepted: iterations, skip"),
-    ("2", "takes keyword arguments only (iterations, skip), got (2,)"),
+    ("skp=1", "unknown argument 'skp'; accepted: iterations, max_time, skip, tolerance"),
+    ("2", "takes keyword arguments only (iterations, max_time, skip, tolerance), got (2,)"),
     ("skip=-1", "skip=-1: the number of skipped iterations must be a whole number >= 0"),
     ("iterations='10'", "iterations='10': the number of iterations must be a whole number >= 1"),
     ("skip=True", "skip=True: *"),
@@ -276,4 +276,4 @@ def test_cpu_backend_end_to_end(pytester):
 
 def test_marker_is_registered(pytester):
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.opprof(skip=N, iterations=N)*"])
+    result.stdout.fnmatch_lines(["@pytest.mark.opprof(skip=N, iterations=N, tolerance=*"])

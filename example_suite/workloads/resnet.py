@@ -10,6 +10,8 @@ from typing import Any
 
 from pytest_opprof import op
 
+from . import redo_extra
+
 Array = Any
 
 
@@ -62,6 +64,8 @@ class Conv2d(Layer):
         self.x_shape = x.shape
         self.col = im2col(self.xp, x, self.k, self.stride, self.pad)
         out = self.col @ W.reshape(W.shape[0], -1).T
+        redo_extra("conv2d", lambda part: im2col(self.xp, part, self.k, self.stride, self.pad)
+                   @ W.reshape(W.shape[0], -1).T, x)
         return out.reshape(n, oh, ow, -1).transpose(0, 3, 1, 2)
 
     @op("conv2d_grad")
@@ -85,11 +89,14 @@ class BatchNorm2d(Layer):
 
     @op("batch_norm")
     def forward(self, x: Array) -> Array:
-        mean = x.mean(axis=(0, 2, 3), keepdims=True)
-        var = x.var(axis=(0, 2, 3), keepdims=True)
-        self.inv_std = 1.0 / self.xp.sqrt(var + self.eps)
-        self.xhat = (x - mean) * self.inv_std
+        redo_extra("batch_norm", self._normalize, x)
+        self.inv_std, self.xhat = self._normalize(x)
         return self.params["gamma"] * self.xhat + self.params["beta"]
+
+    def _normalize(self, x: Array) -> tuple[Array, Array]:
+        mean = x.mean(axis=(0, 2, 3), keepdims=True)
+        inv_std = 1.0 / self.xp.sqrt(x.var(axis=(0, 2, 3), keepdims=True) + self.eps)
+        return inv_std, (x - mean) * inv_std
 
     @op("batch_norm_grad")
     def backward(self, dy: Array) -> Array:
@@ -107,11 +114,13 @@ class BatchNorm2d(Layer):
 class ReLU(Layer):
     @op("relu")
     def forward(self, x: Array) -> Array:
+        redo_extra("relu", lambda part: part * (part > 0), x)
         self.mask = x > 0
         return x * self.mask
 
     @op("relu_grad")
     def backward(self, dy: Array) -> Array:
+        redo_extra("relu_grad", lambda d, m: d * m, dy, self.mask)
         return dy * self.mask
 
 

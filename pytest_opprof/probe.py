@@ -1,0 +1,37 @@
+"""A reference probe: a fixed small workload whose time tracks the machine's speed.
+
+A test with too few ops to estimate the run's drift from itself compares the
+probe's time now with its time when the baseline was taken.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+import numpy as np
+
+
+def reference_probe(xp: ModuleType, repeats: int = 21) -> float:
+    """The median time in ns of one pass of a fixed mix of elementwise, reduction
+    and matmul work on ``xp`` (numpy or cupy; cupy is synchronised per pass)."""
+    sync = _synchronizer(xp)
+    a = xp.arange(1 << 16, dtype=xp.float32)
+    m = xp.ones((96, 96), dtype=xp.float32)
+    times = []
+    for _ in range(repeats + 2):
+        sync()
+        start = time.perf_counter_ns()
+        b = a * 1.0001 + 1.0
+        b.sum()
+        m @ m
+        sync()
+        times.append(time.perf_counter_ns() - start)
+    return float(np.median(times[2:]))  # the first passes warm caches and allocators
+
+
+def _synchronizer(xp: ModuleType):
+    cuda = getattr(xp, "cuda", None)
+    if cuda is None:
+        return lambda: None
+    return lambda: cuda.get_current_stream().synchronize()

@@ -1,0 +1,175 @@
+"""The baseline store: names, round trips, batches, bad files, atomic and concurrent writes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from pytest_opprof.baseline import (
+    MAX_RUNS,
+    SCHEMA,
+    BaselineError,
+    BaselineRun,
+    BaselineStore,
+    safe_name,
+)
+
+from .fakes import train_profile
+
+NODEID = "tests/test_x.py::test_x"
+
+
+def run_of(profile=None, **meta):
+    return BaselineRun.from_profile(profile or train_profile(), {"date": "d", **meta})
+
+
+@pytest.mark.parametrize("nodeid", [
+    "a/b.py::test[../../etc/passwd]", "t.py::test[ü/ü]", "x.py::test[" + "n" * 500 + "]",
+    "..", "/", "t.py::Test::test[a b]",
+])
+def test_file_names_stay_inside_the_machine_folder(tmp_path, nodeid):
+    store = BaselineStore(tmp_path, "cpu/../../x")
+    path = store.path_for(nodeid)
+    assert path.parent == store.folder and store.folder.parent == tmp_path
+    assert len(path.name) < 160 and "/" not in path.name
+    store.record(nodeid, run_of(), "b")
+    assert store.load(nodeid).nodeid == nodeid
+
+
+def test_distinct_tests_never_share_a_file():
+    names = {safe_name(n, always_hash=True) for n in
+             ["t.py::a[1/2]", "t.py::a[1_2]", "t.py::a[1-2]", "t.py::a[1 2]"]}
+    assert len(names) == 4
+    assert safe_name("ci-gpu-a100") == "ci-gpu-a100"  # a safe machine key reads as itself
+
+
+def test_round_trip_keeps_samples_summaries_and_metadata(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    store.record(NODEID, run_of(commit={"id": "abc"}), "batch1")
+    baseline = store.load(NODEID)
+    assert baseline.machine == "m" and len(baseline.runs) == 1
+    op = baseline.runs[0].ops[0]
+    assert (op["name"], op["n"], op["samples_ns"], op["median_ns"]) == (
+        "conv2d", 3, [1000, 1000, 1000], 1000.0)
+    assert baseline.runs[0].meta["counted"] == 3 and baseline.runs[0].meta["skip"] == 1
+    assert baseline.samples()[("relu", 0)][0].tolist() == [250.0, 250.0, 250.0]
+    assert baseline.op_ids()[("conv2d_grad", 0)] == 3
+
+
+def test_files_are_sorted_versioned_json(tmp_path):
+    path = BaselineStore(tmp_path, "m").record(NODEID, run_of(), "b")
+    text = path.read_text()
+    data = json.loads(text)
+    assert data["schema"] == SCHEMA
+    assert text == json.dumps(data, sort_keys=True, indent=1) + "\n"
+
+
+def test_same_batch_appends_a_new_batch_replaces(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    for _ in range(MAX_RUNS + 2):
+        store.record(NODEID, run_of(), "one")
+    assert len(store.load(NODEID).runs) == MAX_RUNS
+    store.record(NODEID, run_of(), "two")
+    assert len(store.load(NODEID).runs) == 1
+
+
+def test_append_grows_a_history_across_batches(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    store.record(NODEID, run_of(), "one")
+    store.record(NODEID, run_of(), "two", append=True)
+    store.record(NODEID, run_of(), "", append=True)
+    baseline = store.load(NODEID)
+    assert len(baseline.runs) == 3 and baseline.batch == "one"
+
+
+def test_no_file_means_no_baseline(tmp_path):
+    assert BaselineStore(tmp_path, "m").load(NODEID) is None
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "empty file"),
+    ("{not json", "not JSON"),
+    ("[1, 2]", "not a baseline"),
+    ('{"schema": "pytest-opprof/baseline/99"}', "schema 'pytest-opprof/baseline/99' is not"),
+    ('{"schema": "pytest-opprof/baseline/1", "nodeid": "x"}', "malformed baseline"),
+])
+def test_bad_files_raise_an_error_naming_the_file_and_what_to_do(tmp_path, content, message):
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(NODEID)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(BaselineError) as info:
+        store.load(NODEID)
+    assert str(path) in str(info.value) and message in str(info.value)
+    assert "--opprof-update-baseline" in str(info.value)
+    assert path.read_text() == content  # never rewritten by a read
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-5", "true", '"12"'])
+def test_non_finite_or_negative_times_are_rejected(tmp_path, bad):
+    store = BaselineStore(tmp_path, "m")
+    path = store.record(NODEID, run_of(), "b")
+    data = json.loads(path.read_text())
+    text = json.dumps(data).replace('"samples_ns": [1000', f'"samples_ns": [{bad}', 1)
+    path.write_text(text)
+    with pytest.raises(BaselineError, match="samples of 'conv2d'"):
+        store.load(NODEID)
+
+
+def test_a_file_holding_another_tests_baseline_is_refused(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    store.record("t.py::other", run_of(), "b")
+    store.path_for("t.py::other").rename(store.path_for(NODEID))
+    with pytest.raises(BaselineError, match=r"holds the baseline of 't\.py::other'"):
+        store.load(NODEID)
+
+
+def test_an_update_replaces_a_broken_file(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(NODEID)
+    path.parent.mkdir(parents=True)
+    path.write_text("garbage")
+    store.record(NODEID, run_of(), "b")
+    assert store.load(NODEID) is not None
+
+
+def test_writes_leave_no_temporary_files(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    for _ in range(3):
+        store.record(NODEID, run_of(), "b")
+    assert [p.name for p in store.folder.iterdir()] == [store.path_for(NODEID).name]
+
+
+def test_a_baseline_folder_that_is_a_file_is_one_clear_error(tmp_path):
+    (tmp_path / "base").write_text("")
+    with pytest.raises(BaselineError, match="cannot create the baseline folder"):
+        BaselineStore(tmp_path / "base", "m").record(NODEID, run_of(), "b")
+
+
+def test_to_profile_shows_the_latest_run(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    store.record(NODEID, run_of(), "b")
+    profile = store.load(NODEID).to_profile()
+    assert [o.name for o in profile.ops] == ["conv2d", "relu", "relu_grad", "conv2d_grad"]
+    assert profile.counted == 3 and profile.samples[:, 0].tolist() == [1000.0] * 3
+
+
+def _record_many(args):
+    root, worker = args
+    store = BaselineStore(Path(root), "m")
+    for i in range(5):
+        store.record(f"t.py::test_{worker}_{i}", run_of(), "batch")
+        store.record("t.py::shared", run_of(), "batch")
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_record_many, [(str(tmp_path), w) for w in range(4)])
+    store = BaselineStore(tmp_path, "m")
+    loaded = dict(store.entries())
+    assert all(not isinstance(v, BaselineError) for v in loaded.values())
+    assert len(loaded) == 4 * 5 + 1
+    assert len(store.load("t.py::shared").runs) == 4 * 5  # every append kept (MAX_RUNS 20)

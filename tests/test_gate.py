@@ -1,0 +1,326 @@
+"""The gate as a user drives it (pytester, fake backend: exact, repeatable times)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+NET = """
+import os
+import pytest
+
+
+def factor(name):
+    for part in filter(None, os.environ.get("SLOW", "").split(",")):
+        op, value = part.split(":")
+        if op == name:
+            return float(value)
+    return 1.0
+
+
+def run_ops(gpu_profiler, names):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        for k, name in enumerate(names):
+            with gpu_profiler.op(name):
+                dev.kernel(int((k + 1) * 10_000 * factor(name)))
+
+
+def test_net(gpu_profiler):
+    run_ops(gpu_profiler, ["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"])
+
+
+def test_other(gpu_profiler):
+    run_ops(gpu_profiler, ["a", "b", "c", "d", "e"])
+"""
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.delenv("SLOW", raising=False)
+    pytester.makepyfile(test_net=NET)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester
+
+
+def update(pytester, *args, runs=3):
+    for _ in range(runs):
+        result = pytester.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=t",
+                                    *args)
+        assert result.ret == 0, result.stdout.str()
+    return result
+
+
+def test_without_a_baseline_tests_pass_and_the_summary_says_so(suite):
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*= opprof gate: machine fake-fake CUDA device =*",
+        "test_net.py::test_net: no baseline on this machine (opprof baseline update to create "
+        "one)",
+    ])
+
+
+def test_update_writes_one_file_per_test_then_an_unchanged_run_passes(suite):
+    result = update(suite)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: baseline updated"])
+    files = sorted(p.name for p in (suite.path / ".opprof").rglob("*.json"))
+    assert len(files) == 2 and files[0].startswith("test_net.py_test_net-")
+    data = json.loads((suite.path / ".opprof").rglob("*test_net-*.json").__next__().read_text())
+    assert len(data["runs"]) == 3
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +0.0%"])
+
+
+def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
+    update(suite)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = suite.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "opprof: 1 op(s) regressed against the baseline of machine 'fake-fake CUDA device' "
+        "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
+        "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond the margin "
+        "+*%; between-run p=*, rank test p=*; 3 baseline runs)",
+        "To accept: opprof baseline update test_net.py::test_net",
+    ])
+    assert "FAILED test_net.py::test_net" in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_slowdown_the_rerun_does_not_show_passes(suite, monkeypatch):
+    update(suite)
+    # slow in the first process only: the re-run in a new process finds the op as before
+    suite.makeconftest("""
+        import os
+
+        def pytest_configure(config):
+            if config.getoption("opprof_profile_out"):  # the re-run
+                os.environ.pop("SLOW", None)
+    """)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; not confirmed by a re-run: "
+                                 "relu +30.0%"])
+
+
+def test_without_confirmation_the_first_run_decides(suite, monkeypatch):
+    update(suite)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = suite.runpytest("--opprof-no-confirm")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "confirmed by a re-run" not in result.stdout.str()
+
+
+def test_machine_wide_drift_fails_nothing(suite, monkeypatch):
+    update(suite)
+    everything = ",".join(f"{op}:1.2" for op in
+                          ["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"])
+    monkeypatch.setenv("SLOW", everything)
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +20.0%"])
+
+
+def test_an_improvement_is_reported_not_failed(suite, monkeypatch):
+    update(suite)
+    monkeypatch.setenv("SLOW", "pool2d:0.5")
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; improved: pool2d -50.0%"])
+
+
+def test_new_and_missing_ops_fail_only_when_strict(suite):
+    update(suite)
+    suite.makepyfile(test_net=NET.replace('"mul", "softmax"]', '"mul", "gelu"]'))
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; new: gelu; missing: softmax"])
+    result = suite.runpytest("--opprof-strict-ops")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["  OP_ID5. gelu: new, 60 us (not in the baseline)",
+                                 "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
+
+
+def test_machine_key_namespaces_baselines(suite, monkeypatch):
+    update(suite, "--opprof-machine-key=runner-a")
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = suite.runpytest("--opprof-machine-key=runner-b")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*= opprof gate: machine runner-b =*",
+                                 "test_net.py::test_net: no baseline on this machine*"])
+    assert (suite.path / ".opprof" / "runner-a").is_dir()
+    suite.runpytest("--opprof-machine-key=runner-a").assert_outcomes(passed=1, failed=1)
+
+
+def test_baseline_dir_flag_and_ini(suite):
+    update(suite, "--opprof-baseline-dir=elsewhere", runs=1)
+    assert list((suite.path / "elsewhere").rglob("*.json"))
+    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_baseline_dir = from_ini\n")
+    update(suite, runs=1)
+    assert list((suite.path / "from_ini").rglob("*.json"))
+
+
+def test_a_failing_test_writes_no_baseline_and_is_not_gated(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        def test_broken(gpu_profiler):
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("x"):
+                    gpu_profiler.timer.device_model.kernel(10)
+            assert False
+    """)
+    result = pytester.runpytest("--opprof-update-baseline")
+    result.assert_outcomes(failed=1)
+    assert not (pytester.path / ".opprof").exists()
+    result.stdout.fnmatch_lines(["*::test_broken: not gated"])
+
+
+@pytest.mark.parametrize("content", ["", "{", '{"schema": "pytest-opprof/baseline/0"}'])
+def test_a_corrupt_baseline_fails_its_test_in_one_line_and_is_kept(suite, content):
+    update(suite, runs=1)
+    path = next((suite.path / ".opprof").rglob("*test_net-*.json"))
+    path.write_text(content)
+    result = suite.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"opprof: {path}: *; delete it, or rerun with "
+                                 "--opprof-update-baseline (opprof baseline update) to write a "
+                                 "new one"])
+    assert "Traceback" not in result.stdout.str()
+    assert path.read_text() == content
+    update(suite, runs=1)
+    assert json.loads(path.read_text())["schema"] == "pytest-opprof/baseline/1"
+
+
+def test_max_time_budgets_need_no_baseline(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        import pytest
+
+        def work(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("conv2d"):
+                    dev.kernel(3_000_000)
+                with gpu_profiler.op("relu"):
+                    dev.kernel(200_000)
+
+        @pytest.mark.opprof(max_time={"conv2d": "2ms", "relu": "300us"})
+        def test_over(gpu_profiler):
+            work(gpu_profiler)
+
+        @pytest.mark.opprof(max_time={"conv2d": 0.005, "relu": "0.3 ms"})
+        def test_within(gpu_profiler):
+            work(gpu_profiler)
+
+        @pytest.mark.opprof(max_time={"convv2d": "5ms"})
+        def test_typo(gpu_profiler):
+            work(gpu_profiler)
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines([
+        "opprof: 1 op(s) over their max_time budget:",
+        "  OP_ID0. conv2d: median 3 ms > budget 2 ms (+50.0%)",
+    ])
+    result.stdout.fnmatch_lines(["  convv2d: has a budget of 5 ms but no op of that name ran"])
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ('max_time={"conv2d": "fast"}', "max_time['conv2d'] must be a duration such as '2ms'"),
+    ('max_time="2ms"', "max_time must be a non-empty dict of op name to value, not '2ms'"),
+    ("tolerance=-1", "tolerance=-1: the tolerance must lie between 0 and 1000%, not -1"),
+    ('tolerance="lots"', "tolerance='lots': the tolerance must be a fraction or a percentage"),
+    ('tolerance={"relu": "x"}', "tolerance['relu'] must be a fraction or a percentage"),
+])
+def test_bad_gate_marker_arguments_are_one_line_errors(pytester, marker, message):
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.opprof({marker})
+        def test_m(gpu_profiler):
+            pass
+    """)
+    result = pytester.runpytest("--opprof-backend=fake")
+    result.assert_outcomes(errors=1)
+    assert "opprof: @pytest.mark.opprof on test_bad_gate_marker_arguments_are_one_line_errors" \
+        in result.stdout.str()
+    assert message in result.stdout.str()
+
+
+def test_tolerance_per_op_through_the_marker(suite, monkeypatch):
+    update(suite)
+    suite.makepyfile(test_net=NET.replace(
+        "def test_net(", '@pytest.mark.opprof(tolerance={"relu": "50%"})\ndef test_net('))
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    suite.runpytest().assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("--opprof-tolerance=0", "*--opprof-tolerance: the tolerance must lie between 0 and 1000%*"),
+    ("--opprof-tolerance=abc", "*--opprof-tolerance: the tolerance must be a fraction*"),
+])
+def test_bad_tolerance_flag(suite, flag, message):
+    result = suite.runpytest(flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_json_results(suite, monkeypatch):
+    update(suite)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = suite.runpytest("--opprof-json=out/results.json", "--opprof-no-confirm")
+    result.assert_outcomes(passed=1, failed=1)
+    data = json.loads((suite.path / "out" / "results.json").read_text())
+    assert data["schema"] == "pytest-opprof/results/1"
+    assert data["machine"]["key"] == "fake-fake CUDA device" and "numpy" in data["machine"]
+    tests = {t["nodeid"]: t for t in data["tests"]}
+    net = tests["test_net.py::test_net"]
+    assert net["verdict"] == "failed" and net["baseline_runs"] == 3 and net["counted"] == 7
+    relu = next(op for op in net["ops"] if op["name"] == "relu")
+    assert relu["verdict"] == "regressed"
+    assert relu["current"]["median_ns"] == 39_000
+    assert relu["baseline"]["median_ns"] == pytest.approx(30_000)
+    assert relu["baseline"]["ratio"] == pytest.approx(1.3)
+    assert {op["verdict"] for op in net["ops"] if op["name"] != "relu"} == {"ok"}
+    assert tests["test_net.py::test_other"]["verdict"] == "passed"
+
+
+def test_json_that_cannot_be_written_is_one_error(suite):
+    (suite.path / "afile").write_text("")
+    result = suite.runpytest("--opprof-json=afile/r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-json=*afile/r.json: cannot write*"])
+
+
+def _profile(factor_of):
+    from .fakes import train_profile
+
+    def body(profiler, dev, i):
+        for k in range(8):
+            with profiler.op(f"op{k}"):
+                dev.kernel(int(10_000 * factor_of(k)))
+
+    return train_profile(iterations=8, body=body)
+
+
+@pytest.mark.parametrize(("hours", "verdict"), [(0.0, "ok"), (2.0, "regressed")])
+def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
+    import datetime
+
+    from pytest_opprof.baseline import Baseline, BaselineRun
+    from pytest_opprof.gate import gate_config, judge
+
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    runs = [BaselineRun.from_profile(_profile(lambda k: 1.0), {
+        "date": (start + datetime.timedelta(hours=hours * r / 4)).isoformat()})
+        for r in range(5)]
+    baseline = Baseline("test_x.py::test_x", "m", runs)
+    assert baseline.span_seconds() == hours * 3600
+    current = _profile(lambda k: 1.28 if k == 3 else 1.0)
+    result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
+                   budgets={}, strict_ops=False)
+    assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
