@@ -114,6 +114,8 @@ class OpVerdict:
     n_baseline: int = 0
     runs: int = 0
     reason: str = ""
+    #: Would regress at the looser ``trigger_alpha``: worth a confirmation re-run.
+    suspect: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,28 +267,23 @@ def compare_with_rerun(
     judged together at ``config.alpha``, and an op regresses only if the combined
     runs and the first run agree.
     """
-    final = compare(current, baseline, op_ids, config, probe_drift)
-    if rerun is None:
-        return final
-    trigger = compare(current, baseline, op_ids,
-                      replace(config, alpha=max(config.trigger_alpha, config.alpha)), probe_drift)
-    suspects = {(v.name, v.occurrence) for v in trigger.having("regressed")}
-    if not suspects:
-        return final
+    first = compare(current, baseline, op_ids, config, probe_drift)
+    suspects = {(v.name, v.occurrence) for v in first.ops if v.suspect}
+    if rerun is None or not suspects:
+        return first
     again = rerun()
     if again is None:
-        return final
+        return first
     both = {key: [samples, again[key]] if key in again else samples
             for key, samples in current.items()}
     combined = compare(both, baseline, op_ids, config, probe_drift)
-    ops, unconfirmed = [], []
+    ops = []
     for v in combined.ops:
         if v.verdict == "regressed" and (v.name, v.occurrence) not in suspects:
             v = replace(v, verdict="ok")
         ops.append(v)
     confirmed = {(v.name, v.occurrence) for v in ops if v.verdict == "regressed"}
-    unconfirmed = [v for v in trigger.having("regressed")
-                   if (v.name, v.occurrence) not in confirmed]
+    unconfirmed = [v for v in first.ops if v.suspect and (v.name, v.occurrence) not in confirmed]
     return replace(combined, ops=ops, current_runs=2, unconfirmed=unconfirmed)
 
 
@@ -332,6 +329,8 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
     p_rank_slower, p_rank_faster = mann_whitney(cur_scaled, pooled)
     slower = holm(p_between_slower, config.alpha) & holm(p_rank_slower, config.alpha)
     faster = holm(p_between_faster, config.alpha) & holm(p_rank_faster, config.alpha)
+    loose = max(config.trigger_alpha, config.alpha)
+    suspect = holm(p_between_slower, loose) & holm(p_rank_slower, loose)
 
     for i, key in enumerate(keys):
         name, occurrence = key
@@ -339,7 +338,8 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
         effect = math.log1p(tol)
         base_med, cur_med = medians[i]
         grown_ns = cur_med / scale - base_med
-        if d[i] > effect and slower[i] and grown_ns > config.floor_ns:
+        slower_enough = d[i] > effect and grown_ns > config.floor_ns
+        if slower_enough and slower[i]:
             verdict = "regressed"
         elif d[i] < -effect and faster[i] and -grown_ns > config.floor_ns:
             verdict = "improved"
@@ -360,6 +360,7 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
             rank_p_value=float(p_rank_slower[i] if up else p_rank_faster[i]),
             n_current=sum(len(r) for r in cur_runs),
             n_baseline=sum(len(b) for b in base_runs), runs=int(runs[i]),
+            suspect=bool(slower_enough and suspect[i]),
         )
     return math.exp(drift_log), source
 
