@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from .render.text import render
 from .timers import BackendUnavailable, Timer, make_timer
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class OpprofSession:
@@ -58,9 +60,16 @@ class OpprofSession:
     def header_lines(self) -> list[str]:
         s = self.settings
         mode = "updating baselines" if s.update_baseline else f"tolerance {s.tolerance:.0%}"
-        return [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
-                f"skip {s.skip}, iterations {s.iterations}",
-                f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
+        lines = [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
+                 f"skip {s.skip}, iterations {s.iterations}",
+                 f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
+        if self.backend == "cpu" and s.gate and self.store.root.is_dir() and not any(
+                os.environ.get(v) for v in BLAS_THREAD_VARIABLES):
+            lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
+                         "can slow multi-threaded ops for minutes; set OPENBLAS_NUM_THREADS=1 "
+                         "OMP_NUM_THREADS=1 for baselines and checks (README: 'On shared CPU "
+                         "runners')")
+        return lines
 
     # -- one test ----------------------------------------------------------------------
     def start(self, item: pytest.Item) -> Profiler:

@@ -324,3 +324,15 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
+
+
+def test_cpu_gating_without_pinned_blas_threads_gets_a_hint(pytester, monkeypatch):
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    hint = "opprof: BLAS threads are not pinned*"
+    assert "BLAS threads" not in pytester.runpytest("--opprof-backend=cpu").stdout.str()
+    (pytester.path / ".opprof").mkdir()  # baselines exist: the gate is in use
+    pytester.runpytest("--opprof-backend=cpu").stdout.fnmatch_lines([hint])
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert "BLAS threads" not in pytester.runpytest("--opprof-backend=cpu").stdout.str()
