@@ -115,11 +115,15 @@ def op(name: str | F) -> Any:
     or bare ``@pytest_opprof.op`` (named after the function). Costs a global
     lookup and a comparison when no profiler is recording.
     """
+    try:
+        scope = _scopes.get(name)  # type: ignore[arg-type]
+    except TypeError:  # unhashable: not a name; _check_name says so below
+        scope = None
+    if scope is not None:
+        return scope
     if callable(name) and not isinstance(name, str):
         return OpScope(name.__name__)(name)
-    scope = _scopes.get(name)  # type: ignore[arg-type]
-    if scope is None:
-        scope = _scopes[_check_name("op", name)] = OpScope(name)
+    scope = _scopes[_check_name("op", name)] = OpScope(name)
     return scope
 
 
@@ -152,9 +156,9 @@ class Profiler:
         """The array module of the active backend: cupy on CUDA, else numpy."""
         return self.timer.xp
 
-    def op(self, name: str) -> OpScope:
-        """A named op, as a context manager or a decorator; ops may nest."""
-        return op(name)
+    #: A named op, as a context manager or a decorator; ops may nest (the same object
+    #: as :func:`pytest_opprof.op`: no second call on the hot path).
+    op = staticmethod(op)
 
     def phase(self, name: str) -> PhaseScope:
         """A named phase grouping the ops run inside it (``forward``, ``backward``)."""
@@ -231,13 +235,13 @@ class Profiler:
 
 
 class _Iteration:
-    """One iteration's measurements, indexed by OP_ID."""
+    """One iteration as recorded: its layout and its marks, resolved to times but not
+    yet turned into durations (that happens for all iterations at once in build())."""
 
-    __slots__ = ("host", "ids", "op_time", "phase_ids", "phase_times", "times", "wall")
+    __slots__ = ("host", "layout", "phase_times", "times")
 
-    def __init__(self, ids, times, host, op_time, phase_ids, phase_times, wall) -> None:
-        self.ids, self.times, self.host, self.op_time = ids, times, host, op_time
-        self.phase_ids, self.phase_times, self.wall = phase_ids, phase_times, wall
+    def __init__(self, layout, times, host, phase_times) -> None:
+        self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
 
 
 class _Layout:
@@ -267,26 +271,17 @@ class _GraphBuilder:
         self._layout: _Layout | None = None
 
     def add(self, names: list, marks: list, phase_events: list, timer: Timer) -> None:
-        phase_key = [(p[0], p[1]) for p in phase_events]
+        """Called once per iteration, after its sync: kept cheap, the arithmetic waits."""
+        phase_key = [(p[0], p[1]) for p in phase_events] if phase_events else []
         if names == self._last_names and phase_key == self._last_phase_key:
             layout = self._layout
         else:
             layout = self._layout = self._match(names, phase_key)
             self._last_names, self._last_phase_key = names, phase_key
-        assert layout is not None
         times, host = timer.resolve(marks)
+        phase_times = timer.resolve([p[2] for p in phase_events])[0] if phase_events else ()
         self.unbalanced += layout.unbalanced
-        # marks[0] opens the iteration, so event k of `names` is mark k + 1
-        op_times = times[layout.exits + 1] - times[layout.enters + 1]
-        host_times = None if host is None else host[layout.exits + 1] - host[layout.enters + 1]
-        phase_times = np.zeros(0, dtype=np.int64)
-        if len(layout.phase_ids):
-            ptimes, _ = timer.resolve([p[2] for p in phase_events])
-            phase_times = ptimes[layout.phase_exits] - ptimes[layout.phase_enters]
-        self.rows.append(_Iteration(
-            layout.ids, op_times, host_times, int(op_times[layout.top].sum()),
-            layout.phase_ids, phase_times, int(times[-1] - times[0]),
-        ))
+        self.rows.append(_Iteration(layout, times, host, phase_times))
 
     def _match(self, names: list, phase_key: list) -> _Layout:
         # Pair enters with exits; an exit with nothing open, or an op still open at
@@ -378,21 +373,35 @@ class _GraphBuilder:
         phase_samples = np.full((n_iter, n_phases), np.nan)
         has_host = self.rows[0].host is not None
         host = np.full((n_iter, n_ops), np.nan) if has_host else None
+        wall = np.zeros(n_iter)
+        op_time = np.zeros(n_iter)
+        groups: dict[int, list[int]] = {}
         for i, row in enumerate(self.rows):
-            samples[i, row.ids] = row.times
+            groups.setdefault(id(row.layout), []).append(i)
+        for members in groups.values():
+            layout = self.rows[members[0]].layout
+            rows = np.array(members)[:, None]
+            # marks[0] opens the iteration, so event k of `names` is mark k + 1
+            times = np.array([self.rows[i].times for i in members], dtype=np.int64)
+            durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
+            samples[rows, layout.ids] = durations
+            wall[members] = times[:, -1] - times[:, 0]
+            op_time[members] = durations[:, layout.top].sum(axis=1)
             if host is not None:
-                host[i, row.ids] = row.host
-            if len(row.phase_ids):
+                h = np.array([self.rows[i].host for i in members], dtype=np.int64)
+                host[rows, layout.ids] = h[:, layout.exits + 1] - h[:, layout.enters + 1]
+            if len(layout.phase_ids):
+                p = np.array([self.rows[i].phase_times for i in members], dtype=np.int64)
+                spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
                 # a phase entered several times in one iteration adds up
-                sums = np.bincount(row.phase_ids, weights=row.phase_times, minlength=n_phases)
+                sums = np.zeros((len(members), n_phases))
+                np.add.at(sums, (slice(None), layout.phase_ids), spans)
                 present = np.zeros(n_phases, dtype=bool)
-                present[row.phase_ids] = True
-                phase_samples[i, present] = sums[present]
+                present[layout.phase_ids] = True
+                phase_samples[rows, np.flatnonzero(present)] = sums[:, present]
         return Profile(
             nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
             ops=list(self.ops), samples=samples, phase_samples=phase_samples,
-            phases=list(self.phases), host_samples=host,
-            wall=np.array([r.wall for r in self.rows], dtype=float),
-            op_time=np.array([r.op_time for r in self.rows], dtype=float),
+            phases=list(self.phases), host_samples=host, wall=wall, op_time=op_time,
             unbalanced=self.unbalanced,
         )

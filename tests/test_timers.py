@@ -18,7 +18,7 @@ def test_cpu_timer_marks_are_perf_counter_ns():
     timer = CpuTimer()
     assert timer.mark is time.perf_counter_ns
     times, host = timer.resolve([5, 7, 11])
-    assert times.dtype == np.int64 and times.tolist() == [5, 7, 11]
+    assert list(times) == [5, 7, 11]  # already nanoseconds: made arrays in bulk later
     assert host is None
     assert timer.xp is np
     assert "cores" in timer.device

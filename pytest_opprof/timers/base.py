@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-
 
 class Timer(ABC):
     """A clock for op boundaries.
@@ -42,8 +40,8 @@ class Timer(ABC):
         """Called after the last mark of an iteration; may synchronise once."""
 
     @abstractmethod
-    def resolve(self, marks: Sequence[Any]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The iteration's marks as int64 nanoseconds.
+    def resolve(self, marks: Sequence[Any]) -> tuple[Sequence[int], Sequence[int] | None]:
+        """The iteration's marks as integer nanoseconds (an array or a plain list).
 
         Returns the primary timeline (the device's for CUDA) and, where it
         differs, the host timeline at which each mark was taken (CPU dispatch
