@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +89,6 @@ def test_spectral_taylor_green_vortex_decays_at_the_viscous_rate():
 def suite_v2_skip3(tmp_path_factory):
     """The README's main command, with --opprof-skip=3, in a new process."""
     pytester_dir = tmp_path_factory.mktemp("suite")
-    import subprocess
-    import sys
-
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "--opprof-verbosity=2",
          "--opprof-skip=3", "--opprof-backend=cpu", "-p", "no:cacheprovider",
@@ -114,3 +114,13 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
     assert "27 of 30 iterations counted" in spectral  # its marker asks for 30
     assert "Advection Time : " in spectral and "fft.irfft2" in spectral
     assert "test_transformer_block[32] -" in out and "test_transformer_block[64] -" in out
+
+
+def test_a_bad_slowdown_variable_is_one_usage_error():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "-q", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPPROF_EXAMPLE_SLOWDOWN": "bogus:2"})
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: OPPROF_EXAMPLE_SLOWDOWN='bogus:2': 'bogus:2' must be OP:FACTOR" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout

@@ -11,6 +11,7 @@ repeats its computation on the leading 30% of the batch.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -37,16 +38,15 @@ def parse_slowdowns(text: str) -> dict[str, float]:
     return extra
 
 
+@functools.cache
 def slowdowns() -> dict[str, float]:
+    """The extra work asked for, read once (example_suite/conftest.py has checked it)."""
     return parse_slowdowns(os.environ.get(SLOWDOWN_ENV, ""))
-
-
-_EXTRA = slowdowns() if os.environ.get(SLOWDOWN_ENV) else {}
 
 
 def redo_extra(name: str, fn: Callable[..., Any], *batch_arrays: Any) -> None:
     """Repeat ``fn`` on leading slices of the batch: ``extra`` times the batch in all."""
-    extra = _EXTRA.get(name)
+    extra = slowdowns().get(name)
     if not extra:
         return
     batch = batch_arrays[0].shape[0]
