@@ -286,7 +286,13 @@ class BaselineStore:
                 runs = [*old.runs, run][-MAX_RUNS:]
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
-            atomic_write(path, json.dumps(baseline.to_dict(), sort_keys=True, indent=1) + "\n")
+            try:
+                atomic_write(path, json.dumps(baseline.to_dict(), sort_keys=True, indent=1)
+                             + "\n")
+            except OSError as exc:
+                raise BaselineError(f"{path}: cannot write the baseline ({exc}); make the "
+                                    "folder writable or choose another with "
+                                    "--opprof-baseline-dir") from None
         return path
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:

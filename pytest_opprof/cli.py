@@ -199,7 +199,10 @@ def prune(root: Path, machine_key: str | None, pytest_args: list[str], apply: bo
                 stale.append((path, entry.nodeid))
     for path, nodeid in stale:
         if apply:
-            path.unlink()
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise CommandError(f"{path}: cannot remove ({exc})") from None
         print(f"{'removed' if apply else 'would remove'}: {nodeid}  [{path}]")
     if stale and not apply:
         print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")

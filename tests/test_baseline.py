@@ -173,3 +173,18 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert all(not isinstance(v, BaselineError) for v in loaded.values())
     assert len(loaded) == 4 * 5 + 1
     assert len(store.load("t.py::shared").runs) == 4 * 5  # every append kept (MAX_RUNS 20)
+
+
+def test_a_baseline_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypatch):
+    import pytest_opprof.baseline as module
+
+    store = BaselineStore(tmp_path, "m")
+    store.record(NODEID, run_of(), "b")
+
+    def read_only(path, text):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(module, "atomic_write", read_only)
+    with pytest.raises(BaselineError, match=r"cannot write the baseline .*--opprof-baseline-dir"):
+        store.record(NODEID, run_of(), "c")
+    assert store.load(NODEID).batch == "b"  # the old file is intact
