@@ -27,7 +27,7 @@ from .profiler import Profiler
 from .render import results_json
 from .render.gate import failure_text, summary_line
 from .render.text import render
-from .timers import BackendUnavailable, Timer, make_timer
+from .timers import BackendUnavailable, Timer, build_timer, make_timer
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -54,8 +54,8 @@ class OpprofSession:
         self.results: dict[str, TestResult] = {}
 
     def new_timer(self) -> Timer:
-        """A fresh timer of the resolved backend for one test."""
-        return make_timer(self.backend)
+        """A fresh timer of the resolved backend for one test (CuPy is not probed again)."""
+        return build_timer(self.backend)
 
     def header_lines(self) -> list[str]:
         s = self.settings

@@ -33,23 +33,34 @@ def _cuda_problem() -> str | None:
     return None
 
 
-def make_timer(backend: str) -> Timer:
-    """The timer for ``backend``: one of :data:`BACKENDS`."""
-    if backend == "cpu":
-        return CpuTimer()
-    if backend == "fake":
-        return FakeTimer()
+def resolve_backend(backend: str) -> str:
+    """``auto`` becomes ``cuda`` or ``cpu``; ``cuda`` where it cannot run raises
+    :class:`BackendUnavailable`. Only this probes CuPy."""
+    if backend in ("cpu", "fake"):
+        return backend
     if backend not in ("auto", "cuda"):
         raise BackendUnavailable(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     problem = _cuda_problem()
     if problem is None:
+        return "cuda"
+    if backend == "cuda":
+        raise BackendUnavailable(f"--opprof-backend=cuda: {problem}; use --opprof-backend=auto")
+    return "cpu"
+
+
+def build_timer(kind: str) -> Timer:
+    """A new timer of a resolved backend (``cpu``, ``cuda`` or ``fake``)."""
+    if kind == "cuda":
         from .cuda import CudaTimer, CupyEvents
 
         return CudaTimer(CupyEvents())
-    if backend == "cuda":
-        raise BackendUnavailable(f"--opprof-backend=cuda: {problem}; use --opprof-backend=auto")
-    return CpuTimer()
+    return FakeTimer() if kind == "fake" else CpuTimer()
+
+
+def make_timer(backend: str) -> Timer:
+    """The timer for ``backend``: one of :data:`BACKENDS`."""
+    return build_timer(resolve_backend(backend))
 
 
 __all__ = ["BACKENDS", "BackendUnavailable", "CpuTimer", "FakeDevice", "FakeTimer", "Timer",
-           "make_timer"]
+           "build_timer", "make_timer", "resolve_backend"]

@@ -47,7 +47,8 @@ class CudaTimer(Timer):
         self._pool: list[Any] = []
         self._host: list[int] = []
         self._used = 0
-        self._device_ns = np.zeros(0)
+        self._device_ns = np.zeros(0, dtype=np.int64)
+        self._host_ns = np.zeros(0, dtype=np.int64)
 
     @property
     def xp(self) -> ModuleType:
@@ -68,6 +69,7 @@ class CudaTimer(Timer):
 
     def end_iteration(self) -> None:
         """The iteration's one synchronisation, then every event's time at once."""
+        self._host_ns = np.array(self._host, dtype=np.int64)
         if not self._used:
             self._device_ns = np.zeros(0, dtype=np.int64)
             return
@@ -79,7 +81,7 @@ class CudaTimer(Timer):
 
     def resolve(self, marks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         index = np.asarray(marks, dtype=np.intp)
-        return self._device_ns[index], np.array(self._host, dtype=np.int64)[index]
+        return self._device_ns[index], self._host_ns[index]
 
 
 class CupyEvents:
