@@ -7,11 +7,11 @@ the baseline directory and distinct tests never share a file.
 
 A file keeps the last :data:`MAX_RUNS` runs of its test: those of one
 ``opprof baseline update`` (each run a separate process), and any appended since
-with ``--opprof-append-baseline``; for each op of
-each run its summary statistics and up to :data:`MAX_SAMPLES` raw samples in
-iteration order. Writes go to a temporary file that replaces the old one, under
-an exclusive lock on the machine folder, so that a reader sees the old file or
-the new one and concurrent writers lose nothing.
+with ``--opprof-append-baseline``; for each run, column by column, each op's name,
+occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
+in iteration order. Writes go to a temporary file that replaces the old one, under
+an exclusive lock on the machine folder, so that a reader sees the old file or the
+new one and concurrent writers lose nothing.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from .errors import OpprofError
 from .profile import OpInfo, Profile
 from .regression import Key
 
-SCHEMA = "pytest-opprof/baseline/1"
+SCHEMA = "pytest-opprof/baseline/2"
 MAX_SAMPLES = 100
 MAX_RUNS = 20
 
@@ -57,36 +58,43 @@ def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
     return slug
 
 
+#: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
+OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
+
+
 @dataclass
 class BaselineRun:
-    """One profiled run of a test, as stored."""
+    """One profiled run of a test, as stored.
 
-    ops: list[dict[str, Any]]
+    ``ops`` is by column (see :data:`OP_COLUMNS`): each field's name is stored once per
+    run, not once per op, which halves the file and the time to load it.
+    ``median_ns`` is a summary for readers (None where an op has no sample);
+    ``samples_ns`` holds each op's last :data:`MAX_SAMPLES` counted samples.
+    """
+
+    ops: dict[str, list[Any]]
     wall_ns: list[int]
     op_time_ns: list[int]
     phases: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def n_ops(self) -> int:
+        return len(self.ops["name"])
+
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
         counted = profile.samples[profile.skip:]
-        ops = []
+        ops: dict[str, list[Any]] = {key: [] for key in OP_COLUMNS}
         for info in profile.ops:
             column = counted[:, info.op_id]
             column = column[~np.isnan(column)]
-            entry: dict[str, Any] = {
-                "op_id": info.op_id, "name": info.name, "occurrence": info.occurrence,
-                "depth": info.depth, "phase": info.phase, "n": int(column.size),
-                "samples_ns": [round(x) for x in column[-MAX_SAMPLES:].tolist()],
-            }
-            if column.size:
-                median = float(np.median(column))
-                entry.update(
-                    median_ns=median, mean_ns=float(column.mean()),
-                    mad_ns=float(np.median(np.abs(column - median))),
-                    min_ns=float(column.min()), max_ns=float(column.max()),
-                )
-            ops.append(entry)
+            for key, value in (("op_id", info.op_id), ("name", info.name),
+                               ("occurrence", info.occurrence), ("depth", info.depth),
+                               ("phase", info.phase), ("n", int(column.size)),
+                               ("median_ns", float(np.median(column)) if column.size else None),
+                               ("samples_ns", [round(x) for x in column[-MAX_SAMPLES:].tolist()])):
+                ops[key].append(value)
         return cls(
             ops=ops,
             wall_ns=[round(x) for x in profile.wall[profile.skip:][-MAX_SAMPLES:].tolist()],
@@ -114,16 +122,19 @@ class Baseline:
         """Each op's samples, one array per run that has it."""
         found: dict[Key, list[np.ndarray]] = {}
         for run in self.runs:
-            for op in run.ops:
-                found.setdefault((op["name"], op["occurrence"]), []).append(
-                    np.asarray(op["samples_ns"], dtype=float))
+            ops = run.ops
+            keys = zip(ops["name"], ops["occurrence"], strict=True)
+            for key, values in zip(keys, ops["samples_ns"], strict=True):
+                found.setdefault(key, []).append(np.asarray(values, dtype=float))
         return found
 
     def op_ids(self) -> dict[Key, int]:
         """OP_IDs as the latest run numbered them."""
         ids: dict[Key, int] = {}
         for run in self.runs:
-            ids.update({(op["name"], op["occurrence"]): op["op_id"] for op in run.ops})
+            ops = run.ops
+            ids.update(zip(zip(ops["name"], ops["occurrence"], strict=True), ops["op_id"],
+                           strict=True))
         return ids
 
     def span_seconds(self) -> float:
@@ -149,16 +160,16 @@ class Baseline:
     def to_profile(self, run: int = -1) -> Profile:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
         r = self.runs[run]
-        width = max([len(op["samples_ns"]) for op in r.ops] + [len(r.wall_ns)])
-        samples = np.full((width, len(r.ops)), np.nan)
-        for k, op in enumerate(r.ops):
-            values = op["samples_ns"]
+        ops = r.ops
+        width = max([len(values) for values in ops["samples_ns"]] + [len(r.wall_ns)])
+        samples = np.full((width, r.n_ops), np.nan)
+        for k, values in enumerate(ops["samples_ns"]):
             samples[width - len(values):, k] = values
         return Profile(
             nodeid=self.nodeid, backend=str(r.meta.get("backend", "?")),
             device=str(r.meta.get("device", "?")), skip=0,
-            ops=[OpInfo(k, op["name"], op["occurrence"], op.get("depth", 0), op.get("phase"))
-                 for k, op in enumerate(r.ops)],
+            ops=[OpInfo(k, *info) for k, info in enumerate(zip(
+                ops["name"], ops["occurrence"], ops["depth"], ops["phase"], strict=True))],
             samples=samples, phase_samples=np.full((width, 0), np.nan), phases=[],
             wall=_right_aligned(r.wall_ns, width), op_time=_right_aligned(r.op_time_ns, width),
         )
@@ -166,6 +177,16 @@ class Baseline:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
                 "batch": self.batch, "runs": [r.to_dict() for r in self.runs]}
+
+    def dumps(self) -> str:
+        """The stored text: JSON with one line per run, compact enough to load a
+        thousand tests' baselines in well under a second, and a diff of a committed
+        baseline shows runs added and dropped."""
+        data = self.to_dict()
+        runs = data.pop("runs")
+        head = json.dumps(data, sort_keys=True)[:-1]
+        lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs)
+        return f'{head}, "runs": [\n{lines}\n]}}\n'
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Baseline:
@@ -199,41 +220,61 @@ def _str(value: Any) -> str:
     return value
 
 
-def _number_list(values: Any, what: str) -> list[float]:
-    if not isinstance(values, list):
-        raise TypeError(f"{what} is not a list")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v < 0:
-            raise ValueError(f"{what} holds {v!r}; times are finite numbers >= 0")
-    return values
+_NUMBER_TYPES = frozenset({int, float})
+_LONGEST_NS = 1e18  # 31 years: beyond it a "time" is a corrupt number
+
+
+def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
+    """Each of ``lists`` must be a list of numbers of ns from 0 to 10^18. Checked in
+    bulk (a store holds millions of samples); only when that fails is the culprit
+    searched for, and named with ``label(its index)``."""
+    if set(map(type, lists)) <= {list}:
+        everything = list(itertools.chain.from_iterable(lists))
+        types = set(map(type, everything))
+        # whole numbers (what is written) are finite; with floats, a NaN or an infinity
+        # makes the sum NaN or infinite (min and max may miss a NaN)
+        if types <= _NUMBER_TYPES and (not everything or (
+                min(everything) >= 0 and max(everything) < _LONGEST_NS
+                and (float not in types or math.isfinite(sum(everything))))):
+            return
+    for i, values in enumerate(lists):
+        if not isinstance(values, list):
+            raise TypeError(f"{label(i)} is not a list")
+        for v in values:
+            if type(v) not in _NUMBER_TYPES or not (0 <= v < _LONGEST_NS):  # NaN fails too
+                raise ValueError(f"{label(i)} holds {v!r}; times are numbers of ns from 0 "
+                                 "to 10^18")
 
 
 def _parse_run(data: Any) -> BaselineRun:
     if not isinstance(data, dict):
         raise TypeError("a run is not an object")
     ops = data["ops"]
-    if not isinstance(ops, list):
-        raise TypeError("ops is not a list")
-    for op in ops:
-        if not isinstance(op, dict):
-            raise TypeError("an op is not an object")
-        _str(op["name"])
-        for key in ("op_id", "occurrence"):
-            if isinstance(op[key], bool) or not isinstance(op[key], int) or op[key] < 0:
-                raise ValueError(f"{key} {op[key]!r} is not a whole number >= 0")
-        _number_list(op["samples_ns"], f"samples of {op['name']!r}")
-        if op.get("phase") is not None:
-            _str(op["phase"])
-        if isinstance(op.get("depth", 0), bool) or not isinstance(op.get("depth", 0), int):
-            raise TypeError(f"depth {op.get('depth')!r} is not a whole number")
+    if not isinstance(ops, dict):
+        raise TypeError("ops is not an object of columns")
+    columns = [ops[key] for key in OP_COLUMNS]
+    if not set(map(type, columns)) <= {list} or len(set(map(len, columns))) > 1:
+        raise ValueError(f"the op columns {', '.join(OP_COLUMNS)} are lists of one length")
+    # each column at once: a store holds hundreds of thousands of ops
+    names, phases, medians = ops["name"], ops["phase"], ops["median_ns"]
+    if not set(map(type, names)) <= {str} or not set(map(type, phases)) <= {str, type(None)}:
+        raise TypeError("op names are strings, and phases strings or null")
+    for key in ("op_id", "occurrence", "depth", "n"):
+        values = ops[key]
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
+            bad = next(v for v in values if type(v) is not int or v < 0)
+            raise ValueError(f"{key} {bad!r} is not a whole number >= 0")
+    _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
+    wall, op_time = data.get("wall_ns", []), data.get("op_time_ns", [])
+    _check_numbers([wall, op_time, *ops["samples_ns"]],
+                   lambda i: ("wall_ns", "op_time_ns")[i] if i < 2
+                   else f"samples of {names[i - 2]!r}")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise TypeError("meta is not an object")
     phases = data.get("phases", [])
-    return BaselineRun(ops=ops, wall_ns=_number_list(data.get("wall_ns", []), "wall_ns"),
-                       op_time_ns=_number_list(data.get("op_time_ns", []), "op_time_ns"),
-                       phases=[_str(p) for p in phases], meta=meta)
+    return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall_ns=wall,
+                       op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta)
 
 
 class BaselineStore:
@@ -287,8 +328,7 @@ class BaselineStore:
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
             try:
-                atomic_write(path, json.dumps(baseline.to_dict(), sort_keys=True, indent=1)
-                             + "\n")
+                atomic_write(path, baseline.dumps())
             except OSError as exc:
                 raise BaselineError(f"{path}: cannot write the baseline ({exc}); make the "
                                     "folder writable or choose another with "

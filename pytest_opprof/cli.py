@@ -158,7 +158,7 @@ def show(root: Path, machine_key: str | None, test: str | None) -> int:
 
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
-    return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {len(last.ops)} ops, "
+    return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {last.n_ops} ops, "
             f"{last.meta.get('date', '?')}  [{path.name}]")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from .profiler import OpScope
+from .profiler import OpScope, _impl
 
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 
@@ -53,7 +53,9 @@ class InstrumentedProxy:
         name = self._opprof_prefix + attr
         if isinstance(value, types.ModuleType):
             wrapped: Any = InstrumentedProxy(value, None, name + ".")
-        elif isinstance(value, _PLAIN_FUNCTIONS):
+        elif isinstance(value, _PLAIN_FUNCTIONS) or (
+                _impl.FORWARDS_ATTRIBUTES and callable(value)
+                and not isinstance(value, type)):
             wrapped = OpScope(name)(value)
         elif callable(value) and not isinstance(value, type):
             wrapped = _TimedCallable(value, name)

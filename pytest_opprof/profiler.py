@@ -1,39 +1,51 @@
 """The Profiler: ops, phases and iterations, recorded into a Profile.
 
 Recording is kept off the hot path. While an iteration runs, the active
-*sink* is a tuple of bound list appends and the timer's ``mark``: entering an
-op appends its name and a mark, leaving it appends ``None`` and a mark.
-Pairing enters with exits, nesting, phases and graph matching all happen once
-per iteration, after the iteration's one synchronisation, and are skipped
-altogether when an iteration repeats the previous one's op sequence.
+*sink* is a tuple ``(names, marks, mark, phases)``: entering an op appends its
+name and a mark, leaving it appends a mark and ``None`` (``_cscope.c`` does
+that in C, ``_pyscope.py`` is its pure-Python reference). Pairing enters with
+exits, nesting, phases and graph matching happen once per iteration, after the
+iteration's one synchronisation, and are skipped when an iteration repeats the
+previous one's op sequence; the arithmetic waits for the end of the test.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
+from . import _pyscope
 from .errors import OpprofError
 from .profile import OpInfo, Profile
 from .timers import Timer
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-#: The sink of the iteration being recorded, or None: (names.append,
-#: marks.append, mark, names, phase_events.append). One per process.
-_active: tuple | None = None
+def _load_impl() -> ModuleType:
+    """The C hot path when it was built, unless OPPROF_PURE_PYTHON=1 asks for the reference."""
+    if os.environ.get("OPPROF_PURE_PYTHON", "") not in ("", "0"):
+        return _pyscope
+    try:
+        from . import _cscope
+    except ImportError:
+        return _pyscope
+    return _cscope
 
 
-class OpScope:
-    """A named op: ``with op("conv2d"): ...`` or ``@op("conv2d")``.
+#: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
+_impl: ModuleType = _load_impl()
+OpScope = _impl.OpScope
 
-    Records into whichever profiler is recording an iteration, and does
-    nothing else when none is. It keeps no state, so one object serves every
-    call, nested and recursive ones too.
+
+class PhaseScope:
+    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it.
+
+    Phases are rare (a few per iteration), so they stay in Python: entering or
+    leaving one appends (name or None, ops recorded so far, mark) to the sink's
+    phase list.
     """
 
     __slots__ = ("name",)
@@ -41,65 +53,23 @@ class OpScope:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __enter__(self) -> OpScope:
-        sink = _active
-        if sink is not None:
-            sink[0](self.name)
-            sink[1](sink[2]())
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        sink = _active
-        if sink is not None:
-            sink[1](sink[2]())
-            sink[0](None)
-
-    def __call__(self, fn: F) -> F:
-        name = self.name
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            sink = _active
-            if sink is None:
-                return fn(*args, **kwargs)
-            sink[0](name)
-            sink[1](sink[2]())
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                sink[1](sink[2]())
-                sink[0](None)
-
-        return timed  # type: ignore[return-value]
-
-    def __repr__(self) -> str:
-        return f"op({self.name!r})"
-
-
-class PhaseScope:
-    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
     def __enter__(self) -> PhaseScope:
-        sink = _active
+        sink = _impl.get_sink()
         if sink is not None:
-            sink[4]((self.name, len(sink[3]), sink[2]()))
+            sink[3].append((self.name, len(sink[0]), sink[2]()))
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        sink = _active
+        sink = _impl.get_sink()
         if sink is not None:
-            sink[4]((None, len(sink[3]), sink[2]()))
+            sink[3].append((None, len(sink[0]), sink[2]()))
 
     def __repr__(self) -> str:
         return f"phase({self.name!r})"
 
 
-_scopes: dict[str, OpScope] = {}
+#: One OpScope per name: they keep no state, so one serves every call.
+_scopes: dict[str, Any] = {}
 
 
 def _check_name(kind: str, name: object) -> str:
@@ -108,28 +78,22 @@ def _check_name(kind: str, name: object) -> str:
     return name
 
 
-def op(name: str | F) -> Any:
-    """Time a block or a function as a named op of the active profiler.
-
-    ``with pytest_opprof.op("conv2d"): ...``, ``@pytest_opprof.op("conv2d")``,
-    or bare ``@pytest_opprof.op`` (named after the function). Costs a global
-    lookup and a comparison when no profiler is recording.
-    """
-    try:
-        scope = _scopes.get(name)  # type: ignore[arg-type]
-    except TypeError:  # unhashable: not a name; _check_name says so below
-        scope = None
-    if scope is not None:
-        return scope
+def _make_op(name: Any) -> Any:
+    """op()'s slow path: a new name gets its one OpScope; a callable is a bare decorator."""
     if callable(name) and not isinstance(name, str):
         return OpScope(name.__name__)(name)
-    scope = _scopes[_check_name("op", name)] = OpScope(name)
+    scope = _scopes[_check_name("op", name)] = _impl.new_scope(name)
     return scope
+
+
+_impl.configure_op(_scopes, _make_op)
+#: ``op(name)``: time a block or a function as a named op (see ``_pyscope.op``).
+op = _impl.op
 
 
 def is_recording() -> bool:
     """Whether a profiler is recording an iteration in this process."""
-    return _active is not None
+    return _impl.get_sink() is not None
 
 
 class Profiler:
@@ -191,24 +155,24 @@ class Profiler:
         if self._started:
             raise OpprofError("iterations() was already run in this test: profile one loop "
                               "per test (split the test or parametrize it)")
-        if _active is not None:
+        if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
         self._started = True
         return self._run(n)
 
     def _run(self, n: int) -> Iterator[int]:
-        global _active
-        timer, mark = self.timer, self.timer.mark
+        timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink
         try:
             for i in range(n):
                 names: list[str | None] = []
                 phases: list[tuple] = []
                 timer.begin_iteration()
                 marks = [mark()]
-                _active = self._sink = (names.append, marks.append, mark, names, phases.append)
+                self._sink = (names, marks, mark, phases)
+                set_sink(self._sink)
                 yield i
                 marks.append(mark())
-                _active = None
+                set_sink(None)
                 timer.end_iteration()
                 self._graph.add(names, marks, phases, timer)
         finally:
@@ -220,9 +184,8 @@ class Profiler:
         Only this profiler's own sink is cleared: a loop abandoned by an earlier
         test and garbage-collected later must not stop a later test's recording.
         """
-        global _active
-        if _active is self._sink and self._sink is not None:
-            _active = None
+        if self._sink is not None and _impl.get_sink() is self._sink:
+            _impl.set_sink(None)
 
     @property
     def profile(self) -> Profile | None:

@@ -1,4 +1,8 @@
-"""Per-run state: the resolved backend, the profiles taken, the gate, the summary."""
+"""Per-run state: the resolved backend, the profiles taken, the gate, the summary.
+
+The gate's and the reports' modules are imported where they are first used, not at
+start-up: `pytest --collect-only` does not pay for them.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +15,21 @@ import tempfile
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from . import __version__
-from .baseline import Baseline, BaselineError, BaselineRun, BaselineStore, atomic_write
 from .errors import OpprofError
-from .gate import NOT_GATED, UPDATED, TestResult, gate_config, judge
 from .options import Settings, TestSettings, test_settings
-from .probe import reference_probe
 from .profile import Profile
 from .profiler import Profiler
-from .render import results_json
-from .render.gate import failure_text, summary_line
-from .render.text import render
 from .timers import BackendUnavailable, Timer, build_timer, make_timer
+
+if TYPE_CHECKING:
+    from .baseline import Baseline, BaselineStore
+    from .gate import TestResult
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -49,9 +51,14 @@ class OpprofSession:
         self.device = probe.device
         self.xp = probe.xp
         self.machine = settings.machine_key or f"{self.backend}-{self.device}"
-        self.store = BaselineStore(settings.baseline_dir, self.machine)
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
+
+    @cached_property
+    def store(self) -> BaselineStore:
+        from .baseline import BaselineStore
+
+        return BaselineStore(self.settings.baseline_dir, self.machine)
 
     def new_timer(self) -> Timer:
         """A fresh timer of the resolved backend for one test (CuPy is not probed again)."""
@@ -87,6 +94,10 @@ class OpprofSession:
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Gate the test, or record its baseline; a failing verdict fails this test only."""
+        from .baseline import BaselineError, atomic_write
+        from .gate import NOT_GATED, TestResult
+        from .render.gate import failure_text, summary_line
+
         started = item.stash.get(PROFILER, None)
         profile = started[0].profile if started else None
         if profile is None or profile.counted == 0:
@@ -120,6 +131,9 @@ class OpprofSession:
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
                  rerun: Callable[[], Profile | None] | None) -> TestResult:
+        from .baseline import BaselineRun
+        from .gate import UPDATED, gate_config, judge
+
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances)
         if self.settings.update_baseline:
             result = judge(profile, None, machine=self.machine, config=config,
@@ -161,6 +175,8 @@ class OpprofSession:
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
     def probe_ns(self) -> float:
+        from .probe import reference_probe
+
         return reference_probe(self.xp)
 
     def _probe_drift(self, baseline: Baseline) -> float | None:
@@ -193,6 +209,9 @@ class OpprofSession:
 
     # -- the end -----------------------------------------------------------------------
     def report(self, tr: pytest.TerminalReporter) -> None:
+        from .render.gate import summary_line
+        from .render.text import render
+
         verbosity = self.settings.verbosity
         if verbosity > 0 and self.profiles:
             tr.write_sep("=", "opprof profile")
@@ -208,6 +227,8 @@ class OpprofSession:
         path = self.settings.json_path
         if path is None:
             return
+        from .render import results_json
+
         try:
             results_json.write(path, self)
         except OSError as exc:

@@ -13,23 +13,31 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main(argv: list[str]) -> int:
+def cuda_device() -> tuple[Any, str]:
+    """(cupy, a line naming the versions and device 0), or (None, why not)."""
     try:
         import cupy
     except ImportError:
-        print("gpu_check: CuPy is not installed: pip install -e '.[cuda12]' (or '.[cuda13]')")
-        return 2
+        return None, "CuPy is not installed: pip install -e '.[cuda12]' (or '.[cuda13]')"
     if not cupy.cuda.is_available():
-        print("gpu_check: CuPy finds no CUDA device")
-        return 2
+        return None, "CuPy finds no CUDA device"
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    lines = [f"cupy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, "
-             f"device 0: {name}"]
+    return cupy, (f"cupy {cupy.__version__}, CUDA runtime "
+                  f"{cupy.cuda.runtime.runtimeGetVersion()}, device 0: {name}")
+
+
+def main(argv: list[str]) -> int:
+    cupy, line = cuda_device()
+    if cupy is None:
+        print(f"gpu_check: {line}")
+        return 2
+    lines = [line]
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--opprof-backend=cuda",
            "--opprof-verbosity=2", "-p", "no:cacheprovider", *argv]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

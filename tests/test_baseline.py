@@ -51,20 +51,25 @@ def test_round_trip_keeps_samples_summaries_and_metadata(tmp_path):
     store.record(NODEID, run_of(commit={"id": "abc"}), "batch1")
     baseline = store.load(NODEID)
     assert baseline.machine == "m" and len(baseline.runs) == 1
-    op = baseline.runs[0].ops[0]
-    assert (op["name"], op["n"], op["samples_ns"], op["median_ns"]) == (
+    ops = baseline.runs[0].ops
+    assert (ops["name"][0], ops["n"][0], ops["samples_ns"][0], ops["median_ns"][0]) == (
         "conv2d", 3, [1000, 1000, 1000], 1000.0)
     assert baseline.runs[0].meta["counted"] == 3 and baseline.runs[0].meta["skip"] == 1
     assert baseline.samples()[("relu", 0)][0].tolist() == [250.0, 250.0, 250.0]
     assert baseline.op_ids()[("conv2d_grad", 0)] == 3
 
 
-def test_files_are_sorted_versioned_json(tmp_path):
-    path = BaselineStore(tmp_path, "m").record(NODEID, run_of(), "b")
+def test_files_are_versioned_json_with_sorted_keys_and_one_line_per_run(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    for _ in range(3):
+        path = store.record(NODEID, run_of(), "b")
     text = path.read_text()
     data = json.loads(text)
-    assert data["schema"] == SCHEMA
-    assert text == json.dumps(data, sort_keys=True, indent=1) + "\n"
+    assert data["schema"] == SCHEMA and len(data["runs"]) == 3
+    lines = text.splitlines()
+    assert len(lines) == 1 + 3 + 1
+    assert [json.loads(line.rstrip(",")) for line in lines[1:-1]] == data["runs"]
+    assert lines[1] == json.dumps(data["runs"][0], sort_keys=True, separators=(",", ":")) + ","
 
 
 def test_same_batch_appends_a_new_batch_replaces(tmp_path):
@@ -94,7 +99,13 @@ def test_no_file_means_no_baseline(tmp_path):
     ("{not json", "not JSON"),
     ("[1, 2]", "not a baseline"),
     ('{"schema": "pytest-opprof/baseline/99"}', "schema 'pytest-opprof/baseline/99' is not"),
-    ('{"schema": "pytest-opprof/baseline/1", "nodeid": "x"}', "malformed baseline"),
+    ('{"schema": "pytest-opprof/baseline/1", "nodeid": "x"}',
+     "schema 'pytest-opprof/baseline/1' is not 'pytest-opprof/baseline/2'"),
+    (f'{{"schema": "{SCHEMA}", "nodeid": "x"}}', "malformed baseline"),
+    (f'{{"schema": "{SCHEMA}", "nodeid": "x", "machine": "m", "runs": [{{"ops": []}}]}}',
+     "ops is not an object of columns"),
+    (f'{{"schema": "{SCHEMA}", "nodeid": "x", "machine": "m", "runs": [{{"ops": '
+     '{"name": [], "op_id": [1]}}]}', "malformed baseline (KeyError"),
 ])
 def test_bad_files_raise_an_error_naming_the_file_and_what_to_do(tmp_path, content, message):
     store = BaselineStore(tmp_path, "m")
@@ -108,12 +119,13 @@ def test_bad_files_raise_an_error_naming_the_file_and_what_to_do(tmp_path, conte
     assert path.read_text() == content  # never rewritten by a read
 
 
-@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-5", "true", '"12"'])
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-5", "true", '"12"', "1e30"])
 def test_non_finite_or_negative_times_are_rejected(tmp_path, bad):
     store = BaselineStore(tmp_path, "m")
     path = store.record(NODEID, run_of(), "b")
     data = json.loads(path.read_text())
-    text = json.dumps(data).replace('"samples_ns": [1000', f'"samples_ns": [{bad}', 1)
+    text = json.dumps(data).replace('"samples_ns": [[1000', f'"samples_ns": [[{bad}', 1)
+    assert text != json.dumps(data)
     path.write_text(text)
     with pytest.raises(BaselineError, match="samples of 'conv2d'"):
         store.load(NODEID)

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from pytest_opprof.baseline import SCHEMA
+
 NET = """
 import os
 import pytest
@@ -192,7 +194,7 @@ def test_a_corrupt_baseline_fails_its_test_in_one_line_and_is_kept(suite, conten
     assert "Traceback" not in result.stdout.str()
     assert path.read_text() == content
     update(suite, runs=1)
-    assert json.loads(path.read_text())["schema"] == "pytest-opprof/baseline/1"
+    assert json.loads(path.read_text())["schema"] == SCHEMA
 
 
 def test_max_time_budgets_need_no_baseline(pytester):

@@ -1,0 +1,125 @@
+"""The recording hot path in pure Python: the reference for ``_cscope.c``.
+
+Both modules offer the same API, and the profiler uses the C one when it was
+built (``pip install`` compiles it where a C compiler is available):
+
+- ``configure_op(cache, make)`` and ``op(name)``: ``op`` returns ``cache[name]``
+  and leaves the rest (new names, checks, bare decorators) to ``make``;
+  ``new_scope(name)`` is the scope to cache for a new name (in C, one whose
+  ``with`` costs less than a plain ``OpScope``'s).
+- ``set_sink(sink)`` starts recording into ``sink = (names, marks, mark,
+  phases)``, a tuple of two lists, the timer's ``mark`` and the phase list;
+  ``set_sink(None)`` stops. ``get_sink()`` returns the active tuple or None.
+- ``OpScope(name)``: entering appends ``name`` to ``names`` and ``mark()`` to
+  ``marks``; leaving appends ``mark()`` to ``marks`` and None to ``names``.
+  With no sink, both do nothing. An exception inside the block still closes
+  the op and is never swallowed.
+- ``OpScope(name)(fn)`` times every call of ``fn`` the same way, binds as a
+  method when it decorates one, and carries ``fn``'s name and docstring. A call
+  records into the sink that was active when it started.
+
+``FORWARDS_ATTRIBUTES`` says whether a timed callable answers the wrapped
+object's other attributes (the C one does; here ``instrument`` adds a proxy).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+FORWARDS_ATTRIBUTES = False
+
+_sink: tuple | None = None
+#: (names.append, marks.append, mark) of the active sink: one lookup on the hot path
+_fast: tuple | None = None
+
+
+_op_cache: dict[str, OpScope] = {}
+_op_make: Callable[[Any], Any] | None = None
+
+
+def configure_op(cache: dict, make: Callable[[Any], Any]) -> None:
+    """op() looks names up in ``cache`` and calls ``make(name)`` for the rest."""
+    global _op_cache, _op_make
+    _op_cache, _op_make = cache, make
+
+
+def op(name: Any) -> Any:
+    """Time a block or a function as a named op of the active profiler.
+
+    ``with pytest_opprof.op("conv2d"): ...``, ``@pytest_opprof.op("conv2d")``, or
+    bare ``@pytest_opprof.op`` (named after the function). The op object of a name
+    is made once and reused; with no profiler recording it does nothing.
+    """
+    if type(name) is str:
+        scope = _op_cache.get(name)
+        if scope is not None:
+            return scope
+    if _op_make is None:
+        raise RuntimeError("op() is used before configure_op()")
+    return _op_make(name)
+
+
+def new_scope(name: str) -> OpScope:
+    return OpScope(name)
+
+
+def set_sink(sink: tuple | None) -> None:
+    global _sink, _fast
+    if sink is None:
+        _sink = _fast = None
+        return
+    if not (type(sink) is tuple and len(sink) >= 3 and type(sink[0]) is list
+            and type(sink[1]) is list and callable(sink[2])):
+        raise TypeError("set_sink takes None or (names, marks, mark, ...)")
+    _fast, _sink = (sink[0].append, sink[1].append, sink[2]), sink
+
+
+def get_sink() -> tuple | None:
+    return _sink
+
+
+class OpScope:
+    """A named op: ``with op("conv2d"): ...`` or ``@op("conv2d")``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> OpScope:
+        fast = _fast
+        if fast is not None:
+            fast[0](self.name)
+            fast[1](fast[2]())
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        fast = _fast
+        if fast is not None:
+            fast[1](fast[2]())
+            fast[0](None)
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(fn):
+            raise TypeError(f"op({self.name!r}) decorates a callable, got {fn!r}")
+        name = self.name
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            fast = _fast
+            if fast is None:
+                return fn(*args, **kwargs)
+            fast[0](name)
+            fast[1](fast[2]())
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                fast[1](fast[2]())
+                fast[0](None)
+
+        return timed
+
+    def __repr__(self) -> str:
+        return f"op({self.name!r})"

@@ -1,0 +1,18 @@
+"""The one thing pyproject.toml cannot say: the optional C extension.
+
+``pytest_opprof._cscope`` is the recording hot path in C. It is optional: where it
+cannot be compiled (no C compiler, another Python implementation) the install goes on
+and the profiler uses the pure-Python reference, ``pytest_opprof._pyscope``.
+"""
+
+import platform
+
+from setuptools import Extension, setup
+
+ext_modules = []
+if platform.python_implementation() == "CPython":
+    ext_modules.append(
+        Extension("pytest_opprof._cscope", ["pytest_opprof/_cscope.c"], optional=True)
+    )
+
+setup(ext_modules=ext_modules)

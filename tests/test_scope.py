@@ -1,0 +1,217 @@
+"""The recording hot path's contract, on the C module and on its Python reference."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import itertools
+import os
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_opprof import _pyscope
+
+
+class Sink:
+    """A sink whose clock counts 1, 2, 3, ... so every mark is visible."""
+
+    def __init__(self, impl) -> None:
+        self.names, self.marks, self.phases = [], [], []
+        self.mark = itertools.count(1).__next__
+        self.tuple = (self.names, self.marks, self.mark, self.phases)
+        self.impl = impl
+
+    def __enter__(self):
+        self.impl.set_sink(self.tuple)
+        return self
+
+    def __exit__(self, *exc):
+        self.impl.set_sink(None)
+
+
+def test_with_records_name_and_mark_on_enter_mark_and_none_on_exit(scope_impl):
+    scope = scope_impl.OpScope("conv2d")
+    with Sink(scope_impl) as sink:
+        with scope as entered:
+            with scope_impl.OpScope("relu"):
+                pass
+    assert entered is scope
+    assert sink.names == ["conv2d", "relu", None, None]
+    assert sink.marks == [1, 2, 3, 4]
+
+
+def test_nothing_is_recorded_without_a_sink(scope_impl):
+    names = []
+    with scope_impl.OpScope("x"):
+        pass
+    assert scope_impl.get_sink() is None and names == []
+
+
+def test_get_sink_returns_the_very_tuple_set(scope_impl):
+    with Sink(scope_impl) as sink:
+        assert scope_impl.get_sink() is sink.tuple
+    assert scope_impl.get_sink() is None
+
+
+@pytest.mark.parametrize("bad", [(), ([], []), ((), [], int), ([], [], 3), "names"])
+def test_set_sink_refuses_anything_but_the_sink_tuple(scope_impl, bad):
+    with pytest.raises(TypeError, match="set_sink takes None or"):
+        scope_impl.set_sink(bad)
+    assert scope_impl.get_sink() is None
+
+
+def test_an_exception_in_the_block_closes_the_op_and_propagates(scope_impl):
+    with Sink(scope_impl) as sink, pytest.raises(KeyError, match="boom"):
+        with scope_impl.OpScope("x"):
+            raise KeyError("boom")
+    assert sink.names == ["x", None] and sink.marks == [1, 2]
+
+
+def test_a_failing_clock_is_an_error_not_a_silent_gap(scope_impl):
+    def broken():
+        raise RuntimeError("clock")
+
+    scope_impl.set_sink(([], [], broken, []))
+    try:
+        with pytest.raises(RuntimeError, match="clock"):
+            with scope_impl.OpScope("x"):
+                pass
+    finally:
+        scope_impl.set_sink(None)
+
+
+def test_decorated_functions_record_each_call_and_keep_their_identity(scope_impl):
+    def conv(x, *, scale=1):
+        """Doc."""
+        return x * scale
+
+    timed = scope_impl.OpScope("conv2d")(conv)
+    assert timed(3, scale=2) == 6  # no sink: a plain call
+    assert (timed.__name__, timed.__doc__, timed.__wrapped__) == ("conv", "Doc.", conv)
+    assert str(inspect.signature(timed)) == "(x, *, scale=1)"
+    with Sink(scope_impl) as sink:
+        assert timed(2, scale=5) == 10
+    assert sink.names == ["conv2d", None] and sink.marks == [1, 2]
+
+
+def test_a_decorated_method_binds_like_a_function(scope_impl):
+    class Layer:
+        factor = 3
+
+        @scope_impl.OpScope("forward")
+        def forward(self, x):
+            return self.factor * x
+
+    with Sink(scope_impl) as sink:
+        assert Layer().forward(2) == 6
+        assert Layer.forward(Layer(), 1) == 3
+    assert sink.names == ["forward", None, "forward", None]
+
+
+def test_an_exception_in_a_decorated_function_closes_the_op_and_propagates(scope_impl):
+    @scope_impl.OpScope("boom")
+    def boom():
+        raise ValueError("x")
+
+    with Sink(scope_impl) as sink, pytest.raises(ValueError, match="x"):
+        boom()
+    assert sink.names == ["boom", None]
+
+
+def test_a_call_records_into_the_sink_active_when_it_started(scope_impl):
+    other = Sink(scope_impl)
+
+    @scope_impl.OpScope("switch")
+    def switch():
+        scope_impl.set_sink(other.tuple)
+
+    with Sink(scope_impl) as first:
+        switch()
+    assert first.names == ["switch", None] and other.names == []
+
+
+def test_decorating_a_non_callable_is_a_type_error(scope_impl):
+    with pytest.raises(TypeError, match="decorates a callable"):
+        scope_impl.OpScope("x")(3)
+
+
+def test_recursion_and_reentry_use_one_stateless_scope(scope_impl):
+    scope = scope_impl.OpScope("fib")
+
+    @scope
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    with Sink(scope_impl) as sink:
+        assert fib(4) == 3
+    assert sink.names.count("fib") == 9 and sink.names.count(None) == 9
+
+
+def test_wrappers_do_not_leak(scope_impl):
+    def fn():
+        return None
+
+    timed = scope_impl.OpScope("x")(fn)
+    ref = weakref.ref(timed)
+    timed.cycle = timed  # a reference cycle through the wrapper's __dict__
+    del timed
+    gc.collect()
+    assert ref() is None
+
+
+def test_the_c_wrapper_answers_the_wrapped_objects_attributes():
+    from .conftest import load_cscope
+
+    cscope = load_cscope()
+    timed_add = cscope.OpScope("add")(np.add)
+    assert timed_add.reduce(np.arange(4)) == 6 and timed_add.nin == 2
+    with pytest.raises(AttributeError):
+        timed_add.no_such_attribute  # noqa: B018
+
+
+def test_op_returns_the_cached_scope_and_leaves_the_rest_to_make(scope_impl):
+    cache = {"relu": scope_impl.OpScope("relu")}
+    made = []
+
+    def make(name):
+        made.append(name)
+        return "made"
+
+    scope_impl.configure_op(cache, make)
+    try:
+        assert scope_impl.op("relu") is cache["relu"]
+        assert [scope_impl.op(x) for x in ("new", 3, [1])] == ["made"] * 3
+        assert made == ["new", 3, [1]]
+    finally:
+        from pytest_opprof import profiler
+
+        scope_impl.configure_op(profiler._scopes, profiler._make_op)
+
+
+def test_the_profiler_records_through_the_c_module_where_it_was_built():
+    from pytest_opprof import profiler
+
+    from .conftest import load_cscope
+
+    expected = _pyscope if os.environ.get("OPPROF_PURE_PYTHON") == "1" else load_cscope()
+    assert profiler._impl is expected and profiler.op is expected.op
+
+
+def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypatch):
+    """OPPROF_PURE_PYTHON=1 (also the fallback where the C module cannot be built)."""
+    pytester.makepyfile(check="""
+        from pytest_opprof import _pyscope, profiler
+
+        def test_reference_in_use():
+            assert profiler._impl is _pyscope and profiler.op is _pyscope.op
+    """)
+    tests = Path(__file__).parent
+    monkeypatch.setenv("OPPROF_PURE_PYTHON", "1")
+    result = pytester.runpytest_subprocess(
+        "check.py", str(tests / "test_profiler.py"), "-p", "no:cacheprovider", "-q")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
+    assert outcomes["passed"] > 30
