@@ -6,17 +6,20 @@
  * decorated function forwards its call by vectorcall, so that with no profiler
  * recording the decorator costs one pointer test.
  *
- * The sink is a tuple (names, marks, mark, phases) set by the profiler at the
- * start of every iteration: entering an op appends its name to `names` and
- * mark() to `marks`; leaving it appends mark() to `marks` and None to `names`.
- * Every recording function holds a reference to the sink while it runs, since
- * mark() may run Python code that ends the iteration.
+ * The sink is a tuple (names, marks, mark, phases, thread) set by the profiler
+ * at the start of every iteration: entering an op appends its name to `names`
+ * and mark() to `marks`; leaving it appends mark() to `marks` and None to
+ * `names`. Only the thread that set the sink records (`thread` is its ident):
+ * ops called from other threads run untimed. Every recording function holds a
+ * reference to the sink while it runs, since mark() may run Python code that
+ * ends the iteration.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
 static PyObject *sink = NULL;           /* the active tuple, or NULL */
+static unsigned long owner = 0;         /* the ident of the thread that records */
 static PyObject *update_wrapper = NULL; /* functools.update_wrapper */
 static PyObject *op_cache = NULL;       /* name -> OpScope, shared with the profiler */
 static PyObject *op_make = NULL;        /* builds, checks and caches what is not there */
@@ -69,6 +72,13 @@ record_exit(PyObject *s)
     return PyList_Append(PyTuple_GET_ITEM(s, 0), Py_None);
 }
 
+/* The sink, if this thread records into it (a borrowed reference), else NULL. */
+static inline PyObject *
+my_sink(void)
+{
+    return (sink != NULL && PyThread_get_thread_ident() == owner) ? sink : NULL;
+}
+
 /* ---- TimedFunction: what @op(name) returns ---------------------------- */
 
 typedef struct {
@@ -84,7 +94,7 @@ static PyObject *
 timed_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     TimedObject *self = (TimedObject *)op;
-    PyObject *s = sink;
+    PyObject *s = my_sink();
     if (s == NULL)
         return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
     Py_INCREF(s);
@@ -240,7 +250,7 @@ scope_dealloc(ScopeObject *self)
 static PyObject *
 scope_enter(ScopeObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *s = sink;
+    PyObject *s = my_sink();
     if (s != NULL) {
         Py_INCREF(s);
         int rc = record_enter(s, self->name);
@@ -254,7 +264,7 @@ scope_enter(ScopeObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 scope_exit(ScopeObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *s = sink;
+    PyObject *s = my_sink();
     if (s != NULL) {
         Py_INCREF(s);
         int rc = record_exit(s);
@@ -400,6 +410,7 @@ set_sink(PyObject *module, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "set_sink takes None or (names, marks, mark, ...)");
         return NULL;
     }
+    owner = PyThread_get_thread_ident();
     Py_XSETREF(sink, Py_NewRef(arg));
     direct_clock = PyTuple_GET_ITEM(arg, 2) == perf_counter_ns;
     Py_RETURN_NONE;
@@ -411,9 +422,17 @@ get_sink(PyObject *module, PyObject *Py_UNUSED(ignored))
     return Py_NewRef(sink != NULL ? sink : Py_None);
 }
 
+static PyObject *
+recording_here(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(my_sink() != NULL);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_sink", set_sink, METH_O, "Start recording into a sink tuple, or stop (None)."},
     {"get_sink", get_sink, METH_NOARGS, "The active sink tuple, or None."},
+    {"recording_here", recording_here, METH_NOARGS,
+     "Whether ops called from this thread are recorded now."},
     {"new_scope", new_scope, METH_O, "The OpScope that op(name) hands out for a new name."},
     {"configure_op", configure_op, METH_VARARGS,
      "op() looks names up in `cache` and calls `make(name)` for the rest."},

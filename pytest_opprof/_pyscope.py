@@ -10,6 +10,8 @@ built (``pip install`` compiles it where a C compiler is available):
 - ``set_sink(sink)`` starts recording into ``sink = (names, marks, mark,
   phases)``, a tuple of two lists, the timer's ``mark`` and the phase list;
   ``set_sink(None)`` stops. ``get_sink()`` returns the active tuple or None.
+  Only the thread that called ``set_sink`` records: ops called from other
+  threads run untimed (``recording_here()`` says whether this thread records).
 - ``OpScope(name)``: entering appends ``name`` to ``names`` and ``mark()`` to
   ``marks``; leaving appends ``mark()`` to ``marks`` and None to ``names``.
   With no sink, both do nothing. An exception inside the block still closes
@@ -25,14 +27,16 @@ object's other attributes (the C one does; here ``instrument`` adds a proxy).
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
 FORWARDS_ATTRIBUTES = False
 
 _sink: tuple | None = None
-#: (names.append, marks.append, mark) of the active sink: one lookup on the hot path
-_fast: tuple | None = None
+#: ``fast``: (names.append, marks.append, mark) of the active sink, set in the
+#: recording thread's view only (a new object per sink: other threads see no ``fast``)
+_local = threading.local()
 
 
 _op_cache: dict[str, OpScope] = {}
@@ -66,14 +70,19 @@ def new_scope(name: str) -> OpScope:
 
 
 def set_sink(sink: tuple | None) -> None:
-    global _sink, _fast
-    if sink is None:
-        _sink = _fast = None
-        return
-    if not (type(sink) is tuple and len(sink) >= 3 and type(sink[0]) is list
+    global _sink, _local
+    if sink is not None and not (
+            type(sink) is tuple and len(sink) >= 3 and type(sink[0]) is list
             and type(sink[1]) is list and callable(sink[2])):
         raise TypeError("set_sink takes None or (names, marks, mark, ...)")
-    _fast, _sink = (sink[0].append, sink[1].append, sink[2]), sink
+    local = threading.local()
+    if sink is not None:
+        local.fast = (sink[0].append, sink[1].append, sink[2])
+    _sink, _local = sink, local
+
+
+def recording_here() -> bool:
+    return getattr(_local, "fast", None) is not None
 
 
 def get_sink() -> tuple | None:
@@ -89,14 +98,14 @@ class OpScope:
         self.name = name
 
     def __enter__(self) -> OpScope:
-        fast = _fast
+        fast = getattr(_local, "fast", None)
         if fast is not None:
             fast[0](self.name)
             fast[1](fast[2]())
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        fast = _fast
+        fast = getattr(_local, "fast", None)
         if fast is not None:
             fast[1](fast[2]())
             fast[0](None)
@@ -108,7 +117,7 @@ class OpScope:
 
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            fast = _fast
+            fast = getattr(_local, "fast", None)
             if fast is None:
                 return fn(*args, **kwargs)
             fast[0](name)

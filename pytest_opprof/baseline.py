@@ -25,6 +25,7 @@ import math
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -300,11 +301,9 @@ class BaselineStore:
         """The test's baseline; None when it has none here."""
         path = self.path_for(nodeid)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path)
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BaselineError(f"{path}: cannot be read ({exc}){_FIX}") from None
         baseline = parse(text, path)
         if baseline.nodeid != nodeid:
             raise BaselineError(f"{path}: holds the baseline of {baseline.nodeid!r}, "
@@ -341,11 +340,22 @@ class BaselineStore:
             return
         for path in sorted(self.folder.glob("*.json")):
             try:
-                yield path, parse(path.read_text(encoding="utf-8"), path)
-            except BaselineError as exc:
-                yield path, exc
-            except (OSError, UnicodeDecodeError) as exc:
-                yield path, BaselineError(f"{path}: cannot be read ({exc})")
+                yield path, parse(read_text(path), path)
+            except (BaselineError, FileNotFoundError) as exc:
+                yield path, BaselineError(str(exc))
+
+    def stale_temporary_files(self, older_than_s: float = 3600) -> list[Path]:
+        """Temporary files of writers that were killed mid-write (SIGKILL, power loss):
+        never read as baselines; ``opprof baseline prune --apply`` removes them."""
+        if not self.folder.is_dir():
+            return []
+        now = time.time()
+        found = []
+        for path in sorted(self.folder.glob(".*.json.*.tmp")):
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > older_than_s:
+                    found.append(path)
+        return found
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -369,6 +379,27 @@ _FIX = ("; delete it, or rerun with --opprof-update-baseline "
         "(opprof baseline update) to write a new one")
 
 
+#: A baseline file larger than this is refused unread (20 runs of 10,000 ops with 100
+#: samples each stay well under it).
+MAX_FILE_BYTES = 256 * 2**20
+
+
+def read_text(path: Path) -> str:
+    """The file's text; FileNotFoundError when there is none, else BaselineError for
+    anything that stops it being read (unreadable, too large, not UTF-8)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise BaselineError(f"{path}: is {size / 2**20:.0f} MB, more than a baseline "
+                                    f"can be ({MAX_FILE_BYTES // 2**20} MB){_FIX}")
+            return f.read().decode("utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: cannot be read ({exc}){_FIX}") from None
+
+
 def parse(text: str, path: Path | str) -> Baseline:
     if not text.strip():
         raise BaselineError(f"{path}: empty file{_FIX}")
@@ -376,6 +407,8 @@ def parse(text: str, path: Path | str) -> Baseline:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{path}: not JSON ({exc}){_FIX}") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not JSON (nested too deeply){_FIX}") from None
     try:
         return Baseline.from_dict(data, str(path))
     except BaselineError as exc:

@@ -197,6 +197,8 @@ def prune(root: Path, machine_key: str | None, pytest_args: list[str], apply: bo
             module = entry.nodeid.split("::", 1)[0]
             if module in modules or not (project / module).exists():
                 stale.append((path, entry.nodeid))
+        stale += [(path, "temporary file of an interrupted write")
+                  for path in store.stale_temporary_files()]
     for path, nodeid in stale:
         if apply:
             try:

@@ -117,9 +117,12 @@ class Profile:
     @classmethod
     def from_json(cls, text: str) -> Profile:
         try:
-            return cls.from_dict(json.loads(text))
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise OpprofError(f"profile is not JSON: {exc}") from None
+        except RecursionError:
+            raise OpprofError("profile is not JSON: nested too deeply") from None
+        return cls.from_dict(data)
 
 
 def _matrix_to_json(a: np.ndarray) -> list:

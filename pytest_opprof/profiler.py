@@ -45,7 +45,7 @@ class PhaseScope:
 
     Phases are rare (a few per iteration), so they stay in Python: entering or
     leaving one appends (name or None, ops recorded so far, mark) to the sink's
-    phase list.
+    phase list. Like ops, only in the thread that runs the iterations.
     """
 
     __slots__ = ("name",)
@@ -54,14 +54,14 @@ class PhaseScope:
         self.name = name
 
     def __enter__(self) -> PhaseScope:
-        sink = _impl.get_sink()
-        if sink is not None:
+        if _impl.recording_here():
+            sink = _impl.get_sink()
             sink[3].append((self.name, len(sink[0]), sink[2]()))
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        sink = _impl.get_sink()
-        if sink is not None:
+        if _impl.recording_here():
+            sink = _impl.get_sink()
             sink[3].append((None, len(sink[0]), sink[2]()))
 
     def __repr__(self) -> str:

@@ -344,6 +344,12 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
     faster = holm(p_between_faster, config.alpha) & holm(p_rank_faster, config.alpha)
     loose = max(config.trigger_alpha, config.alpha)
     suspect = holm(p_between_slower, loose) & holm(p_rank_slower, loose)
+    # an op whose samples could not reach the test's level even if every current
+    # sample exceeded every baseline one is not judged (saying "ok" would be a guess)
+    n_cur = np.array([len(c) for c in cur_scaled], dtype=float)
+    n_base = np.array([len(b) for b in pooled], dtype=float)
+    undecidable = normal_sf(np.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) \
+        > config.alpha / k_ops
 
     for i, key in enumerate(keys):
         name, occurrence = key
@@ -364,8 +370,13 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
             needed = _needed_shift(var_d[i], weight[i], config.alpha / k_ops)
             margin = math.exp(max(effect, needed))
         cur_runs, base_runs = stats[key]
+        reason = ""
+        if verdict == "ok" and undecidable[i]:
+            verdict = "unjudged"
+            reason = (f"{int(n_cur[i])} samples against {int(n_base[i])} cannot reach the "
+                      f"significance level over {k_ops} ops; run more iterations")
         verdicts[key] = OpVerdict(
-            name, occurrence, op_ids.get(key, -1), verdict,
+            name, occurrence, op_ids.get(key, -1), verdict, reason=reason,
             baseline_median=base_med, current_median=cur_med,
             ratio=cur_med / base_med, corrected_ratio=math.exp(d[i]), margin=margin,
             tolerance=tol, z=float(z[i]),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -99,6 +100,15 @@ def test_iterations_runs_once_per_test():
         pass
     with pytest.raises(OpprofError, match="already run in this test"):
         profiler.iterations(2)
+
+
+def test_iterations_loops_cannot_nest():
+    outer, _ = fake_profiler(skip=0)
+    inner, _ = fake_profiler(skip=0)
+    for _ in outer.iterations(2):
+        with pytest.raises(OpprofError, match="another profiler is recording"):
+            inner.iterations(2)
+    assert outer.profile.iterations == 2
 
 
 def test_iterations_without_n_uses_the_default():
@@ -266,3 +276,34 @@ def test_an_abandoned_loop_collected_later_does_not_stop_another_profiler():
         with second.op("x"):
             dev.kernel(5)
     assert second.profile.samples.tolist() == [[5.0], [5.0]]
+
+
+def test_ops_called_from_other_threads_run_untimed_and_leave_the_profile_whole():
+    import threading
+
+    stop = threading.Event()
+
+    def busy_thread():
+        while not stop.is_set():
+            with pytest_opprof.op("thread_op"), pytest_opprof.op("nested"):
+                pass
+
+    threads = [threading.Thread(target=busy_thread) for _ in range(3)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside ops and between them
+    for t in threads:
+        t.start()
+    try:
+        profiler, dev = fake_profiler(skip=0)
+        for _ in profiler.iterations(50):
+            with profiler.phase("forward"), profiler.op("main"):
+                dev.kernel(10)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
+    profile = profiler.profile
+    assert [o.name for o in profile.ops] == ["main"] and profile.unbalanced == 0
+    assert profile.samples.ravel().tolist() == [10.0] * 50
+    assert profile.phases == ["forward"]

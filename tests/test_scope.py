@@ -215,3 +215,26 @@ def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypa
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
     assert outcomes["passed"] > 30
+
+
+def test_only_the_thread_that_set_the_sink_records(scope_impl):
+    import threading
+
+    scope = scope_impl.OpScope("x")
+    timed = scope_impl.OpScope("f")(lambda: None)
+    seen = []
+
+    def other_thread():
+        seen.append(scope_impl.recording_here())
+        with scope:
+            timed()
+
+    with Sink(scope_impl) as sink:
+        assert scope_impl.recording_here()
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        with scope:
+            pass
+    assert seen == [False] and sink.names == ["x", None]
+    assert not scope_impl.recording_here()

@@ -1,0 +1,281 @@
+"""Failure modes end in one line and lose nothing: interruption, concurrency, hostile
+and odd input (docs/reliability.md lists each with its test)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_opprof.baseline import (
+    MAX_FILE_BYTES,
+    BaselineError,
+    BaselineRun,
+    BaselineStore,
+    parse,
+)
+
+from .fakes import train_profile
+
+TESTS = [f"t.py::test_{k}[a/b-{k}]" for k in range(4)]
+
+
+def run_of(tag: int) -> BaselineRun:
+    return BaselineRun.from_profile(train_profile(), {"date": "d", "tag": tag})
+
+
+# ---- interruption -----------------------------------------------------------------
+
+def _write_forever(root: str) -> None:
+    """A writer that never stops: every test's baseline rewritten, over and over, both
+    replacing (a new batch) and appending."""
+    store = BaselineStore(Path(root), "m")
+    tag = 0
+    while True:
+        tag += 1
+        for nodeid in TESTS:
+            store.record(nodeid, run_of(tag), batch=f"b{tag // 3}", append=tag % 2 == 0)
+
+
+def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path):
+    """100 writers, each killed (SIGKILL) or interrupted (SIGINT, Ctrl-C) at a random
+    moment: every baseline file is a whole, valid baseline of its test afterwards."""
+    store = BaselineStore(tmp_path, "m")
+    for nodeid in TESTS:
+        store.record(nodeid, run_of(0), batch="start")
+    fork = multiprocessing.get_context("fork")
+    rnd = random.Random(4)
+    interrupted = {signal.SIGKILL: 0, signal.SIGINT: 0}
+    for _ in range(100):
+        writer = fork.Process(target=_write_forever, args=(str(tmp_path),))
+        writer.start()
+        time.sleep(rnd.uniform(0.005, 0.06))
+        sig = rnd.choice(list(interrupted))
+        os.kill(writer.pid, sig)
+        writer.join(10)
+        assert writer.exitcode is not None and writer.exitcode != 0
+        interrupted[sig] += 1
+        for nodeid in TESTS:
+            baseline = store.load(nodeid)  # raises if a file were damaged
+            assert baseline.nodeid == nodeid and baseline.runs
+    assert min(interrupted.values()) > 20
+    leftovers = {p.name for p in store.folder.iterdir()} - {
+        store.path_for(n).name for n in TESTS}
+    assert all(name.endswith(".tmp") for name in leftovers)  # only SIGKILL's, never read
+
+
+def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsys):
+    from pytest_opprof.cli import main
+
+    store = BaselineStore(pytester.path / ".opprof", "m")
+    store.record(TESTS[0], run_of(1), batch="b")
+    fresh = store.folder / ".x.json.abc.tmp"
+    stale = store.folder / ".y.json.def.tmp"
+    for path in (fresh, stale):
+        path.write_text("{half a fi")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    assert store.stale_temporary_files() == [stale]
+    assert [p for p, _ in store.entries()] == [store.path_for(TESTS[0])]
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    os.chdir(pytester.path)
+    assert main(["baseline", "prune", "--apply", "--dir", ".opprof", "--machine-key", "m"]) == 0
+    assert "temporary file of an interrupted write" in capsys.readouterr().out
+    assert not stale.exists() and fresh.exists()
+
+
+# ---- concurrency --------------------------------------------------------------------
+
+SUITE = """
+import pytest
+
+@pytest.mark.parametrize("k", range(6))
+def test_op(gpu_profiler, k):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(6):
+        with gpu_profiler.op("matmul"):
+            dev.kernel(1000 * (k + 1))
+"""
+
+
+def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    procs = [pytester.popen([*pytester._getpytestargs(), "-p", "no:cacheprovider",
+                             "--opprof-append-baseline", "-q"],
+                            stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
+             for _ in range(2)]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    store = BaselineStore(pytester.path / ".opprof", "fake-" + "virtual CUDA device (fake)")
+    entries = list(BaselineStore.every_machine(pytester.path / ".opprof")[0].entries())
+    assert len(entries) == 6 and len({p.name for p, _ in entries}) == 6
+    for _, baseline in entries:
+        assert not isinstance(baseline, BaselineError) and len(baseline.runs) == 2
+    del store
+
+
+def test_xdist_workers_update_every_baseline(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    result = pytester.runpytest_subprocess("-n", "4", "--opprof-update-baseline",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    (store,) = BaselineStore.every_machine(pytester.path / ".opprof")
+    entries = list(store.entries())
+    assert sorted(b.nodeid for _, b in entries) == sorted(
+        f"test_suite.py::test_op[{k}]" for k in range(6))
+    result = pytester.runpytest_subprocess("-n", "4", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+
+
+# ---- hostile and odd files ---------------------------------------------------------
+
+def test_a_file_of_several_hundred_megabytes_is_refused_unread(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(TESTS[0])
+    path.parent.mkdir(parents=True)
+    with open(path, "wb") as f:
+        f.truncate(300 * 2**20)  # sparse: nothing is written, nothing must be read
+    assert path.stat().st_size > MAX_FILE_BYTES
+    with pytest.raises(BaselineError, match=r"is 300 MB, more than a baseline can be "
+                                            r"\(256 MB\); delete it"):
+        store.load(TESTS[0])
+    assert path.stat().st_size == 300 * 2**20
+
+
+def test_a_baseline_is_parsed_as_data_only(tmp_path):
+    """JSON into validated lists and numbers: a name that looks like code stays a name."""
+    hostile = "__import__('os').system('touch pwned')"
+    profile = train_profile()
+    profile.ops[0] = profile.ops[0].__class__(0, hostile, 0, 0, "!!python/object:os.system")
+    store = BaselineStore(tmp_path, "m")
+    store.record(hostile, BaselineRun.from_profile(profile, {"date": "d"}), batch="b")
+    baseline = store.load(hostile)
+    assert baseline.runs[0].ops["name"][0] == hostile
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["conv 2d", "свёртка", "fft/rfft2", "..", "a\\b", "x" * 300])
+def test_odd_op_names_round_trip_through_baselines_and_reports(tmp_path, name):
+    from pytest_opprof.render.text import render
+
+    def body(profiler, dev, i):
+        with profiler.op(name):
+            dev.kernel(100)
+
+    profile = train_profile(body=body)
+    store = BaselineStore(tmp_path, "m")
+    path = store.record("t.py::t", BaselineRun.from_profile(profile, {"date": "d"}), "b")
+    assert store.load("t.py::t").runs[0].ops["name"] == [name]
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == [path]  # the name is not a path
+    assert name[:40] in render(profile, 2)
+    json.loads(profile.to_json())
+
+
+def test_parse_refuses_a_file_holding_bytes_that_are_not_utf8(tmp_path):
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(TESTS[0])
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"schema": "\xff\xfe"}')
+    with pytest.raises(BaselineError, match="cannot be read"):
+        store.load(TESTS[0])
+    with pytest.raises(BaselineError, match=r"f\.json: not JSON"):
+        parse("\ud800", "f.json")
+
+
+# ---- workloads ---------------------------------------------------------------------
+
+def test_an_exception_in_a_phase_keeps_the_profile_consistent_and_the_next_test_clean(
+        pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        import pytest_opprof
+
+        def test_boom(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for i in gpu_profiler.iterations(5):
+                with gpu_profiler.phase("forward"):
+                    with gpu_profiler.op("conv2d"):
+                        dev.kernel(100)
+                    if i == 3:
+                        raise RuntimeError("diverged")
+
+        def test_next():
+            assert not pytest_opprof.is_recording()
+    """)
+    result = pytester.runpytest("--opprof-verbosity=2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: diverged*", "*OP_ID0. conv2d*"])
+    assert not (pytester.path / ".opprof").exists()
+
+
+def test_a_skipped_test_gets_no_verdict_and_no_baseline(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        import pytest
+
+        def test_skipped_midway(gpu_profiler):
+            for i in gpu_profiler.iterations(5):
+                with gpu_profiler.op("conv2d"):
+                    gpu_profiler.timer.device_model.kernel(100)
+                if i == 2:
+                    pytest.skip("no data today")
+    """)
+    result = pytester.runpytest("--opprof-update-baseline")
+    result.assert_outcomes(skipped=1)
+    assert not (pytester.path / ".opprof").exists()
+    result.stdout.fnmatch_lines(["*::test_skipped_midway: not gated"])
+
+
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, -2])
+def test_a_truncated_baseline_is_one_error_naming_the_file_and_is_kept(tmp_path, keep):
+    store = BaselineStore(tmp_path, "m")
+    path = store.record(TESTS[0], run_of(1), batch="b")
+    text = path.read_text()
+    cut = text[:keep] if keep < 0 else text[:int(len(text) * keep)]  # -2: all but "}\n"
+    path.write_text(cut)
+    with pytest.raises(BaselineError) as info:
+        store.load(TESTS[0])
+    message = str(info.value)
+    assert message.startswith(f"{path}: not JSON") and "\n" not in message
+    assert "opprof baseline update" in message
+    assert path.read_text() == cut
+
+
+def test_the_package_never_turns_file_contents_into_code():
+    """Loaders are json.loads plus validation: no pickle, YAML, eval, exec or imports
+    of names taken from data anywhere in the package."""
+    import re
+
+    import pytest_opprof
+
+    package = Path(pytest_opprof.__file__).parent
+    forbidden = re.compile(r"\b(pickle|marshal|shelve|yaml|eval|exec|__import__|"
+                           r"import_module|literal_eval)\b")
+    found = [f"{path.name}:{n}: {line.strip()}"
+             for path in sorted(package.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if forbidden.search(line.split("#")[0])]
+    assert found == []
+
+
+def test_every_test_docs_reliability_md_names_exists():
+    """docs/reliability.md's rows name tests as FILE::NAME (or ::NAME, same file)."""
+    import re
+
+    tests = Path(__file__).parent
+    doc = (tests.parent / "docs" / "reliability.md").read_text()
+    named, current = [], None
+    for file, name in re.findall(r"(test_\w+\.py)?::(test_\w+)", doc):
+        current = file or current
+        named.append((current, name))
+    assert len(named) > 50
+    missing = [f"{file}::{name}" for file, name in named
+               if not re.search(rf"^\s*def {name}\(", (tests / file).read_text(), re.M)]
+    assert missing == []
