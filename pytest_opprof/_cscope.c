@@ -6,13 +6,14 @@
  * decorated function forwards its call by vectorcall, so that with no profiler
  * recording the decorator costs one pointer test.
  *
- * The sink is a tuple (names, marks, mark, phases, thread) set by the profiler
- * at the start of every iteration: entering an op appends its name to `names`
- * and mark() to `marks`; leaving it appends mark() to `marks` and None to
- * `names`. Only the thread that set the sink records (`thread` is its ident):
- * ops called from other threads run untimed. Every recording function holds a
- * reference to the sink while it runs, since mark() may run Python code that
- * ends the iteration.
+ * The sink is a tuple (names, marks, mark, phases[, enter_hook, exit_hook]) set
+ * by the profiler at the start of every iteration: entering an op appends its
+ * name to `names`, calls enter_hook(name) and appends mark() to `marks`; leaving
+ * it appends mark() to `marks` and None to `names`, then calls exit_hook() (the
+ * hooks, NVTX ranges on CUDA, are None elsewhere, and stay out of the op's time).
+ * Only the thread that set the sink records: ops called from other threads run
+ * untimed. Every recording function holds a reference to the sink while it runs,
+ * since mark() may run Python code that ends the iteration.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,10 +47,24 @@ take_mark(PyObject *s)
 }
 static PyTypeObject TimedType;
 
+/* Calls the sink's hook at `index` (with `arg`, or with nothing) if it has one. */
+static inline int
+call_hook(PyObject *s, Py_ssize_t index, PyObject *arg)
+{
+    if (PyTuple_GET_SIZE(s) <= index || PyTuple_GET_ITEM(s, index) == Py_None)
+        return 0;
+    PyObject *hook = PyTuple_GET_ITEM(s, index);
+    PyObject *r = arg != NULL ? PyObject_CallOneArg(hook, arg) : PyObject_CallNoArgs(hook);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 static int
 record_enter(PyObject *s, PyObject *name)
 {
-    if (PyList_Append(PyTuple_GET_ITEM(s, 0), name) < 0)
+    if (PyList_Append(PyTuple_GET_ITEM(s, 0), name) < 0 || call_hook(s, 4, name) < 0)
         return -1;
     PyObject *t = take_mark(s);
     if (t == NULL)
@@ -67,9 +82,9 @@ record_exit(PyObject *s)
         return -1;
     int rc = PyList_Append(PyTuple_GET_ITEM(s, 1), t);
     Py_DECREF(t);
-    if (rc < 0)
+    if (rc < 0 || PyList_Append(PyTuple_GET_ITEM(s, 0), Py_None) < 0)
         return -1;
-    return PyList_Append(PyTuple_GET_ITEM(s, 0), Py_None);
+    return call_hook(s, 5, NULL);
 }
 
 /* The sink, if this thread records into it (a borrowed reference), else NULL. */

@@ -8,12 +8,14 @@ built (``pip install`` compiles it where a C compiler is available):
   ``new_scope(name)`` is the scope to cache for a new name (in C, one whose
   ``with`` costs less than a plain ``OpScope``'s).
 - ``set_sink(sink)`` starts recording into ``sink = (names, marks, mark,
-  phases)``, a tuple of two lists, the timer's ``mark`` and the phase list;
+  phases[, enter_hook, exit_hook])``, a tuple of two lists, the timer's ``mark``,
+  the phase list and optional hooks (NVTX ranges on CUDA; None elsewhere);
   ``set_sink(None)`` stops. ``get_sink()`` returns the active tuple or None.
   Only the thread that called ``set_sink`` records: ops called from other
   threads run untimed (``recording_here()`` says whether this thread records).
-- ``OpScope(name)``: entering appends ``name`` to ``names`` and ``mark()`` to
-  ``marks``; leaving appends ``mark()`` to ``marks`` and None to ``names``.
+- ``OpScope(name)``: entering appends ``name`` to ``names``, calls
+  ``enter_hook(name)`` and appends ``mark()`` to ``marks``; leaving appends
+  ``mark()`` to ``marks`` and None to ``names``, then calls ``exit_hook()``.
   With no sink, both do nothing. An exception inside the block still closes
   the op and is never swallowed.
 - ``OpScope(name)(fn)`` times every call of ``fn`` the same way, binds as a
@@ -77,7 +79,8 @@ def set_sink(sink: tuple | None) -> None:
         raise TypeError("set_sink takes None or (names, marks, mark, ...)")
     local = threading.local()
     if sink is not None:
-        local.fast = (sink[0].append, sink[1].append, sink[2])
+        hooks = (*sink[4:6], None, None)[:2]
+        local.fast = (sink[0].append, sink[1].append, sink[2], *hooks)
     _sink, _local = sink, local
 
 
@@ -101,6 +104,8 @@ class OpScope:
         fast = getattr(_local, "fast", None)
         if fast is not None:
             fast[0](self.name)
+            if fast[3] is not None:
+                fast[3](self.name)
             fast[1](fast[2]())
         return self
 
@@ -109,6 +114,8 @@ class OpScope:
         if fast is not None:
             fast[1](fast[2]())
             fast[0](None)
+            if fast[4] is not None:
+                fast[4]()
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -121,12 +128,16 @@ class OpScope:
             if fast is None:
                 return fn(*args, **kwargs)
             fast[0](name)
+            if fast[3] is not None:
+                fast[3](name)
             fast[1](fast[2]())
             try:
                 return fn(*args, **kwargs)
             finally:
                 fast[1](fast[2]())
                 fast[0](None)
+                if fast[4] is not None:
+                    fast[4]()
 
         return timed
 

@@ -3,6 +3,7 @@
     opprof baseline update [--runs N] [PYTEST ARGS...]
     opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
     opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
+    opprof report RESULTS.json [-o report.html]
 
 Every command exits non-zero on error with one line that says what to do.
 """
@@ -13,11 +14,12 @@ import argparse
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
 from .baseline import Baseline, BaselineError, BaselineStore, safe_name
+from .errors import OpprofError
 from .options import DEFAULT_BASELINE_DIR
 from .render.gate import duration
 from .render.text import paddle_table, singa_ops, wall_line
@@ -69,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "file was collected without it. Unrecognised arguments go to pytest.")
     prune.add_argument("--apply", action="store_true", help="delete them (default: only list)")
     where(prune)
+
+    report = commands.add_parser(
+        "report", help="draw a results file (pytest --opprof-json) as a self-contained HTML "
+                       "report with charts (needs matplotlib: the 'report' extra)")
+    report.add_argument("results", type=Path, help="the results JSON file")
+    report.add_argument("-o", "--output", type=Path, default=Path("opprof-report.html"),
+                        help="the HTML file to write (default opprof-report.html)")
     return parser
 
 
@@ -88,18 +97,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     action = getattr(args, "action", None)
     if extra and action not in ("update", "prune"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "report":
+        return _guarded(lambda: report(args.results, args.output))
     if args.command is None or action is None:
         parser.print_help(sys.stdout)
         return 0
+    return _guarded(lambda: _baseline(args, extra))
+
+
+def _guarded(run: Callable[[], int]) -> int:
+    """Runs a command; its errors are one line on stderr and exit status 1."""
     try:
-        if action == "update":
-            return update(args.runs, extra)
-        if action == "show":
-            return show(args.dir, args.machine_key, args.test)
-        return prune(args.dir, args.machine_key, extra, args.apply)
-    except CommandError as exc:
+        return run()
+    except (CommandError, OpprofError) as exc:
         print(f"opprof: {exc}", file=sys.stderr)
         return 1
+
+
+def report(results: Path, output: Path) -> int:
+    from .render.html import write_report
+    from .render.results_json import load
+
+    machine, records = load(results)
+    try:
+        write_report(output, records, machine)
+    except OSError as exc:
+        raise CommandError(f"{output}: cannot write ({exc})") from None
+    print(f"opprof: wrote {output} ({len(records)} test(s))")
+    return 0
+
+
+def _baseline(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.action == "update":
+        return update(args.runs, extra)
+    if args.action == "show":
+        return show(args.dir, args.machine_key, args.test)
+    return prune(args.dir, args.machine_key, extra, args.apply)
 
 
 def _pytest(args: Sequence[str], **kwargs) -> subprocess.CompletedProcess:

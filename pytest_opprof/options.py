@@ -57,6 +57,11 @@ HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to 
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
                    "op looks regressed in a new process to confirm it")
 HELP_NO_GATE = "profile and report only: compare nothing with the baselines"
+HELP_MARKDOWN = ("write a Markdown summary (regressions, improvements, new and missing ops) "
+                 "to PATH, e.g. $GITHUB_STEP_SUMMARY")
+HELP_TRACE = ("write one Chrome trace (Perfetto, chrome://tracing) per profiled test into "
+              "DIR")
+HELP_HTML = "write a self-contained HTML report with charts to PATH (needs matplotlib)"
 HELP_PROFILE_OUT = "write the profile of the (one) profiled test to this file (used by re-runs)"
 
 
@@ -150,6 +155,9 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_TOLERANCE)
     group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
     group.addoption("--opprof-json", default=None, metavar="PATH", help=HELP_JSON)
+    group.addoption("--opprof-markdown", default=None, metavar="PATH", help=HELP_MARKDOWN)
+    group.addoption("--opprof-trace", default=None, metavar="DIR", help=HELP_TRACE)
+    group.addoption("--opprof-html", default=None, metavar="PATH", help=HELP_HTML)
     group.addoption("--opprof-no-confirm", action="store_true", default=False,
                     help=HELP_NO_CONFIRM)
     group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
@@ -215,14 +223,20 @@ class Settings:
     tolerance: float = DEFAULT_TOLERANCE
     strict_ops: bool = False
     json_path: Path | None = None
+    markdown_path: Path | None = None
+    trace_dir: Path | None = None
+    html_path: Path | None = None
     confirm: bool = True
     gate: bool = True
     profile_out: Path | None = None
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
-        json_path = config.getoption("opprof_json", None)
-        profile_out = config.getoption("opprof_profile_out", None)
+        def path(option: str) -> Path | None:
+            value = config.getoption(option, None)
+            return Path(config.invocation_params.dir, value) if value else None
+
+
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
@@ -237,10 +251,13 @@ class Settings:
             baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
             tolerance=_resolve(config, "opprof_tolerance", _tolerance, DEFAULT_TOLERANCE),
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
-            json_path=Path(config.invocation_params.dir, json_path) if json_path else None,
+            json_path=path("opprof_json"),
+            markdown_path=path("opprof_markdown"),
+            trace_dir=path("opprof_trace"),
+            html_path=path("opprof_html"),
             confirm=not config.getoption("opprof_no_confirm", False),
             gate=not config.getoption("opprof_no_gate", False),
-            profile_out=Path(config.invocation_params.dir, profile_out) if profile_out else None,
+            profile_out=path("opprof_profile_out"),
         )
 
 

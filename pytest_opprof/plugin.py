@@ -6,13 +6,14 @@ State lives in :class:`~pytest_opprof.session.OpprofSession`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from .errors import OpprofError
 from .options import MARKER_HELP, Settings, add_options
 from .profiler import Profiler
-from .session import OpprofSession
+from .session import OpprofSession, pin_worker_device
 
 SESSION = pytest.StashKey[OpprofSession]()
 
@@ -23,6 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    pin_worker_device(config)  # before the backend is probed: CUDA reads it once
     config.stash[SESSION] = OpprofSession(config, Settings.from_pytest_config(config))
 
 
@@ -65,11 +67,28 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     opprof = session.config.stash.get(SESSION, None)
     if opprof is None:
         return
+    if opprof.is_worker:
+        opprof.worker_output()
+        return
     try:
-        opprof.write_json()
+        opprof.write_outputs()
     except OpprofError as exc:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.ensure_newline()
             reporter.write_line(f"ERROR: opprof: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+# -- pytest-xdist (optional hooks: called only where xdist is installed) -------------
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the controller, for each worker: the CUDA devices to spread workers over."""
+    node.config.stash[SESSION].configure_worker(node.workerinput)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the controller: a worker finished; its records join the report."""
+    node.config.stash[SESSION].add_worker_output(getattr(node, "workeroutput", {}))

@@ -54,6 +54,18 @@ class Profile:
     #: Op exits with no open op and ops still open when their iteration ended.
     unbalanced: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    # Where things happened, for timelines (the trace); None where not known (a profile
+    # rebuilt from a baseline). All ns; starts are from the start of their iteration.
+    #: (iterations, ops) when each op started, on the primary timeline (the device's on CUDA).
+    starts: np.ndarray | None = None
+    #: (iterations, ops) when each op was dispatched by the host (CUDA only).
+    host_starts: np.ndarray | None = None
+    #: (iterations, phases) when each phase was first entered.
+    phase_starts: np.ndarray | None = None
+    #: (iterations,) when each iteration started on the host, from the first one's start.
+    iteration_starts: np.ndarray | None = None
+    #: The CUDA stream each op ran on (CUDA only).
+    op_streams: list[int] | None = None
 
     @property
     def iterations(self) -> int:
@@ -86,6 +98,12 @@ class Profile:
             "op_time_ns": _matrix_to_json(self.op_time),
             "unbalanced": self.unbalanced,
             "meta": self.meta,
+            **{key: None if value is None else _matrix_to_json(value)
+               for key, value in (("starts_ns", self.starts),
+                                  ("host_starts_ns", self.host_starts),
+                                  ("phase_starts_ns", self.phase_starts),
+                                  ("iteration_starts_ns", self.iteration_starts))},
+            "op_streams": self.op_streams,
         }
 
     @classmethod
@@ -96,6 +114,12 @@ class Profile:
             ops = [OpInfo(int(o["op_id"]), str(o["name"]), int(o["occurrence"]),
                           int(o["depth"]), o["phase"]) for o in data["ops"]]
             host = data.get("host_samples_ns")
+
+            def optional(key: str, ndim: int) -> np.ndarray | None:
+                value = data.get(key)
+                return None if value is None else _matrix_from_json(value, ndim)
+
+            streams = data.get("op_streams")
             return cls(
                 nodeid=str(data["nodeid"]), backend=str(data["backend"]),
                 device=str(data["device"]), skip=int(data["skip"]), ops=ops,
@@ -107,8 +131,12 @@ class Profile:
                 host_samples=None if host is None else _matrix_from_json(host, 2),
                 unbalanced=int(data.get("unbalanced", 0)),
                 meta=dict(data.get("meta") or {}),
+                starts=optional("starts_ns", 2), host_starts=optional("host_starts_ns", 2),
+                phase_starts=optional("phase_starts_ns", 2),
+                iteration_starts=optional("iteration_starts_ns", 1),
+                op_streams=None if streams is None else [int(x) for x in streams],
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise OpprofError(f"malformed profile: {type(exc).__name__}: {exc}") from None
 
     def to_json(self) -> str:

@@ -1,7 +1,7 @@
 """The Profiler: ops, phases and iterations, recorded into a Profile.
 
 Recording is kept off the hot path. While an iteration runs, the active
-*sink* is a tuple ``(names, marks, mark, phases)``: entering an op appends its
+*sink* is a tuple ``(names, marks, mark, phases, hooks...)``: entering an op appends its
 name and a mark, leaving it appends a mark and ``None`` (``_cscope.c`` does
 that in C, ``_pyscope.py`` is its pure-Python reference). Pairing enters with
 exits, nesting, phases and graph matching happen once per iteration, after the
@@ -168,7 +168,7 @@ class Profiler:
                 phases: list[tuple] = []
                 timer.begin_iteration()
                 marks = [mark()]
-                self._sink = (names, marks, mark, phases)
+                self._sink = (names, marks, mark, phases, timer.enter_hook, timer.exit_hook)
                 set_sink(self._sink)
                 yield i
                 marks.append(mark())
@@ -201,10 +201,11 @@ class _Iteration:
     """One iteration as recorded: its layout and its marks, resolved to times but not
     yet turned into durations (that happens for all iterations at once in build())."""
 
-    __slots__ = ("host", "layout", "phase_times", "times")
+    __slots__ = ("host", "layout", "phase_times", "streams", "times")
 
-    def __init__(self, layout, times, host, phase_times) -> None:
+    def __init__(self, layout, times, host, phase_times, streams) -> None:
         self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
+        self.streams = streams
 
 
 class _Layout:
@@ -244,7 +245,7 @@ class _GraphBuilder:
         times, host = timer.resolve(marks)
         phase_times = timer.resolve([p[2] for p in phase_events])[0] if phase_events else ()
         self.unbalanced += layout.unbalanced
-        self.rows.append(_Iteration(layout, times, host, phase_times))
+        self.rows.append(_Iteration(layout, times, host, phase_times, timer.streams(marks)))
 
     def _match(self, names: list, phase_key: list) -> _Layout:
         # Pair enters with exits; an exit with nothing open, or an op still open at
@@ -338,6 +339,11 @@ class _GraphBuilder:
         host = np.full((n_iter, n_ops), np.nan) if has_host else None
         wall = np.zeros(n_iter)
         op_time = np.zeros(n_iter)
+        starts = np.full((n_iter, n_ops), np.nan)
+        host_starts = np.full((n_iter, n_ops), np.nan) if has_host else None
+        phase_starts = np.full((n_iter, n_phases), np.nan)
+        iteration_starts = np.zeros(n_iter)
+        op_streams = [0] * n_ops if self.rows[-1].streams is not None else None
         groups: dict[int, list[int]] = {}
         for i, row in enumerate(self.rows):
             groups.setdefault(id(row.layout), []).append(i)
@@ -348,11 +354,19 @@ class _GraphBuilder:
             times = np.array([self.rows[i].times for i in members], dtype=np.int64)
             durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
             samples[rows, layout.ids] = durations
+            starts[rows, layout.ids] = times[:, layout.enters + 1] - times[:, :1]
             wall[members] = times[:, -1] - times[:, 0]
             op_time[members] = durations[:, layout.top].sum(axis=1)
+            iteration_starts[members] = times[:, 0]
             if host is not None:
                 h = np.array([self.rows[i].host for i in members], dtype=np.int64)
                 host[rows, layout.ids] = h[:, layout.exits + 1] - h[:, layout.enters + 1]
+                host_starts[rows, layout.ids] = h[:, layout.enters + 1] - h[:, :1]
+                iteration_starts[members] = h[:, 0]  # iterations are placed by the host clock
+            if op_streams is not None:
+                last = self.rows[members[-1]].streams
+                for op_id, k in zip(layout.ids.tolist(), layout.enters.tolist(), strict=True):
+                    op_streams[op_id] = int(last[k + 1])
             if len(layout.phase_ids):
                 p = np.array([self.rows[i].phase_times for i in members], dtype=np.int64)
                 spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
@@ -362,9 +376,15 @@ class _GraphBuilder:
                 present = np.zeros(n_phases, dtype=bool)
                 present[layout.phase_ids] = True
                 phase_samples[rows, np.flatnonzero(present)] = sums[:, present]
+                # each phase's first entry (reversed, so the first one is written last)
+                entered = p[:, layout.phase_enters] - times[:, :1]
+                order = np.arange(len(layout.phase_ids))[::-1]
+                phase_starts[rows, layout.phase_ids[order]] = entered[:, order]
         return Profile(
             nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
             ops=list(self.ops), samples=samples, phase_samples=phase_samples,
             phases=list(self.phases), host_samples=host, wall=wall, op_time=op_time,
-            unbalanced=self.unbalanced,
+            unbalanced=self.unbalanced, starts=starts, host_starts=host_starts,
+            phase_starts=phase_starts, iteration_starts=iteration_starts - iteration_starts[0],
+            op_streams=op_streams,
         )

@@ -30,9 +30,33 @@ from .timers import BackendUnavailable, Timer, build_timer, make_timer
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
     from .gate import TestResult
+    from .records import TestRecord
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The key of the CUDA devices workers share, in an xdist worker's ``workerinput``.
+DEVICES_KEY = "opprof_cuda_devices"
+
+
+def visible_cuda_devices() -> list[str]:
+    """The devices CUDA_VISIBLE_DEVICES names, else every device CuPy counts."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip()]
+    import cupy
+
+    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
+
+
+def pin_worker_device(config: pytest.Config) -> None:
+    """On an xdist worker given several CUDA devices: one device per worker, round
+    robin by worker number (gw0 the first device, gw1 the second, ...)."""
+    workerinput = getattr(config, "workerinput", None)
+    devices = workerinput.get(DEVICES_KEY) if workerinput else None
+    if not devices or len(devices) < 2:
+        return
+    number = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(devices[number % len(devices)])
 
 
 class OpprofSession:
@@ -53,6 +77,10 @@ class OpprofSession:
         self.machine = settings.machine_key or f"{self.backend}-{self.device}"
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
+        #: Records sent by xdist workers (on the controller).
+        self.remote: list[TestRecord] = []
+        #: An xdist worker reports nothing itself: its records go to the controller.
+        self.is_worker = hasattr(config, "workerinput")
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -128,6 +156,31 @@ class OpprofSession:
             report.longrepr = failure_text(result)
         if result.comparison is not None:
             report.sections.append(("opprof", summary_line(result)))
+        self._properties(item, report, result)
+        self._benchmark_extra_info(item, result)
+
+    @staticmethod
+    def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
+        """The verdict and each regressed op as test properties (``record_property``'s
+        mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
+        from .render.gate import op_line
+
+        properties = [("opprof_verdict", result.verdict)]
+        properties += [("opprof_regressed", op_line(v)) for v in result.at_fault]
+        properties += [("opprof_over_budget", b.name) for b in result.over_budget]
+        item.user_properties.extend(properties)
+        report.user_properties = list(report.user_properties) + properties
+
+    @staticmethod
+    def _benchmark_extra_info(item: pytest.Item, result: TestResult) -> None:
+        """With pytest-benchmark's fixture in the same test, each op's statistics (its
+        own Stats, in seconds) go into ``benchmark.extra_info["opprof"]``."""
+        if "benchmark" not in getattr(item, "fixturenames", ()):
+            return
+        from .render.bench import extra_info
+
+        benchmark = item._request.getfixturevalue("benchmark")  # type: ignore[attr-defined]
+        benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
                  rerun: Callable[[], Profile | None] | None) -> TestResult:
@@ -208,31 +261,82 @@ class OpprofSession:
         return found
 
     # -- the end -----------------------------------------------------------------------
+    def records(self) -> list[TestRecord]:
+        """Every profiled test of the run, this process's and the workers', once each."""
+        from .records import TestRecord
+
+        local = [TestRecord.of(p, self.results.get(nodeid))
+                 for nodeid, p in self.profiles.items()]
+        if not self.remote:
+            return local  # in the order the tests ran
+        return sorted(local + self.remote, key=lambda r: r.nodeid)
+
+    def configure_worker(self, workerinput: dict[str, Any]) -> None:
+        """On the controller, for each xdist worker: the CUDA devices to pin it to."""
+        if self.backend == "cuda":
+            workerinput[DEVICES_KEY] = visible_cuda_devices()
+
+    def worker_output(self) -> None:
+        """On an xdist worker: hand this worker's records to the controller."""
+        from .records import WORKER_KEY, dumps
+
+        self.config.workeroutput[WORKER_KEY] = dumps(self.records())  # type: ignore[attr-defined]
+
+    def add_worker_output(self, workeroutput: dict[str, Any]) -> None:
+        """On the controller: a finished worker's records."""
+        from .records import WORKER_KEY, loads
+
+        text = workeroutput.get(WORKER_KEY)
+        if text is not None:
+            self.remote.extend(loads(text))
+
     def report(self, tr: pytest.TerminalReporter) -> None:
-        from .render.gate import summary_line
         from .render.text import render
 
-        verbosity = self.settings.verbosity
-        if verbosity > 0 and self.profiles:
-            tr.write_sep("=", "opprof profile")
-            for nodeid, profile in self.profiles.items():
-                tr.write_sep("-", nodeid)
-                tr.write_line(render(profile, verbosity))
-        if self.results:
-            tr.write_sep("=", f"opprof gate: machine {self.machine}")
-            for result in self.results.values():
-                tr.write_line(summary_line(result))
-
-    def write_json(self) -> None:
-        path = self.settings.json_path
-        if path is None:
+        if self.is_worker:
             return
-        from .render import results_json
+        records = self.records()
+        verbosity = self.settings.verbosity
+        if verbosity > 0 and records:
+            tr.write_sep("=", "opprof profile")
+            for record in records:
+                tr.write_sep("-", record.nodeid)
+                tr.write_line(render(record.profile, verbosity))
+        summaries = [r.summary for r in records if r.summary is not None]
+        if summaries:
+            tr.write_sep("=", f"opprof gate: machine {self.machine}")
+            for line in summaries:
+                tr.write_line(line)
 
-        try:
-            results_json.write(path, self)
-        except OSError as exc:
-            raise OpprofError(f"--opprof-json={path}: cannot write ({exc})") from None
+    def write_outputs(self) -> None:
+        """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``);
+        on the controller only. An unwritable path is one OpprofError naming its flag."""
+        if self.is_worker:
+            return
+        from .render import html, markdown, results_json, trace
+
+        s = self.settings
+        wanted = [(flag, path, writer) for flag, path, writer in (
+            ("--opprof-json", s.json_path, results_json.write),
+            ("--opprof-markdown", s.markdown_path, markdown.write),
+            ("--opprof-trace", s.trace_dir, trace.write),
+            ("--opprof-html", s.html_path, html.write),
+        ) if path is not None]
+        records = self.records() if wanted else []
+        for flag, path, write in wanted:
+            try:
+                write(path, records, self)
+            except OSError as exc:
+                raise OpprofError(f"{flag}={path}: cannot write ({exc})") from None
+
+    @cached_property
+    def machine_info(self) -> dict[str, Any]:
+        """Where the run happened: ours, and pytest-benchmark's machine info."""
+        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+        return {"key": self.machine, "backend": self.backend, "device": self.device,
+                **self.versions, "benchmark_machine_info":
+                    pytest_benchmark_generate_machine_info()}
 
     @staticmethod
     def one_line_error(report: pytest.TestReport, call: pytest.CallInfo) -> None:

@@ -1,6 +1,7 @@
 """``--opprof-json``: every profiled test's result, for machines.
 
-Schema ``pytest-opprof/results/1`` (fields in README.md, "Results for machines").
+Schema ``pytest-opprof/results/1``: pytest_opprof/schemas/results-1.schema.json (a JSON
+Schema, validated in the tests); the fields are described in README.md.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..baseline import atomic_write
-from ..gate import NOT_GATED, TestResult
+from ..errors import OpprofError
+from ..gate import TestResult
 from ..stats import op_stats
 
 if TYPE_CHECKING:
+    from ..records import TestRecord
     from ..session import OpprofSession
 
 SCHEMA = "pytest-opprof/results/1"
@@ -67,21 +70,41 @@ def _baseline_part(v: Any) -> dict[str, Any] | None:
             "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value)}
 
 
-def build(session: OpprofSession) -> dict[str, Any]:
-    tests = []
-    for nodeid, profile in session.profiles.items():
-        result = session.results.get(nodeid) or TestResult(nodeid, NOT_GATED, session.machine,
-                                                           profile)
-        tests.append(test_entry(result))
-    return {
-        "schema": SCHEMA,
-        "machine": {"key": session.machine, "backend": session.backend,
-                    "device": session.device, **session.versions},
-        "tests": tests,
-    }
+def build(records: list[TestRecord], session: OpprofSession) -> dict[str, Any]:
+    run = session.run_meta
+    return {"schema": SCHEMA, "machine": session.machine_info,
+            "run": {"date": run["date"], "commit": run["commit"]},
+            "tests": [{**r.entry, "profile": r.profile.to_dict()} for r in records]}
 
 
-def write(path: Path, session: OpprofSession) -> None:
+def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
+    """A results file's machine and its tests as records; OpprofError naming the file
+    when it cannot be read (JSON into validated data only)."""
+    from ..records import TestRecord
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise OpprofError(f"{path}: cannot be read as JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise OpprofError(f"{path}: not a results file of schema {SCHEMA!r} "
+                          "(pytest --opprof-json=PATH writes one)")
+    tests, machine = data.get("tests"), data.get("machine")
+    if not isinstance(tests, list) or not isinstance(machine, dict):
+        raise OpprofError(f"{path}: malformed results (tests or machine missing)")
+    records = []
+    for test in tests:
+        if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
+            raise OpprofError(f"{path}: malformed results (a test without ops)")
+        try:
+            records.append(TestRecord.from_dict({"profile": test.get("profile"),
+                                                 "entry": test}))
+        except OpprofError as exc:
+            raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
+    return machine, records
+
+
+def write(path: Path, records: list[TestRecord], session: OpprofSession) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(build(session), sort_keys=True, indent=1) + "\n")
+    atomic_write(path, json.dumps(build(records, session), sort_keys=True, indent=1) + "\n")

@@ -39,6 +39,15 @@ class Timer(ABC):
     def end_iteration(self) -> None:  # noqa: B027 - optional hook
         """Called after the last mark of an iteration; may synchronise once."""
 
+    #: Called with the op's name as it is entered, and with nothing as it is left, in
+    #: the recording thread (the CUDA backend's NVTX ranges); None: nothing to call.
+    enter_hook: Callable[[str], Any] | None = None
+    exit_hook: Callable[[], Any] | None = None
+
+    def streams(self, marks: Sequence[Any]) -> Sequence[int] | None:
+        """The stream each mark was recorded on (CUDA), or None where there are none."""
+        return None
+
     @abstractmethod
     def resolve(self, marks: Sequence[Any]) -> tuple[Sequence[int], Sequence[int] | None]:
         """The iteration's marks as integer nanoseconds (an array or a plain list).

@@ -24,7 +24,11 @@ class EventAPI(Protocol):
     xp: ModuleType
 
     def new_event(self) -> Any: ...
-    def record(self, event: Any) -> None: ...
+    def record(self, event: Any) -> int:
+        """Record ``event`` on the current stream; return that stream's id."""
+        ...
+    def range_push(self, name: str) -> None: ...
+    def range_pop(self) -> None: ...
     def synchronize(self, event: Any) -> None: ...
     def elapsed_ns(self, start: Any, end: Any) -> float: ...
     def host_ns(self) -> int: ...
@@ -46,6 +50,8 @@ class CudaTimer(Timer):
         self.device = api.device
         self._pool: list[Any] = []
         self._host: list[int] = []
+        self._streams: list[int] = []
+        self.enter_hook, self.exit_hook = api.range_push, api.range_pop
         self._used = 0
         self._device_ns = np.zeros(0, dtype=np.int64)
         self._host_ns = np.zeros(0, dtype=np.int64)
@@ -57,12 +63,13 @@ class CudaTimer(Timer):
     def begin_iteration(self) -> None:
         self._used = 0
         self._host = []
+        self._streams = []
 
     def mark(self) -> int:
         i = self._used
         if i == len(self._pool):
             self._pool.append(self.api.new_event())
-        self.api.record(self._pool[i])
+        self._streams.append(self.api.record(self._pool[i]))
         self._host.append(self.api.host_ns())
         self._used = i + 1
         return i
@@ -79,6 +86,9 @@ class CudaTimer(Timer):
         times = [elapsed(first, pool[i]) for i in range(self._used)]
         self._device_ns = np.rint(np.array(times)).astype(np.int64)
 
+    def streams(self, marks: Sequence[int]) -> list[int]:
+        return [self._streams[i] for i in marks]
+
     def resolve(self, marks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         index = np.asarray(marks, dtype=np.intp)
         return self._device_ns[index], self._host_ns[index]
@@ -93,6 +103,7 @@ class CupyEvents:
 
         self.xp = cupy
         self._cuda = cupy.cuda
+        self._nvtx = cupy.cuda.nvtx
         dev = cupy.cuda.Device()
         name = cupy.cuda.runtime.getDeviceProperties(dev.id)["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)
@@ -102,8 +113,18 @@ class CupyEvents:
     def new_event(self) -> Any:
         return self._cuda.Event()
 
-    def record(self, event: Any) -> None:
-        event.record(self._cuda.get_current_stream())
+    def record(self, event: Any) -> int:
+        stream = self._cuda.get_current_stream()
+        event.record(stream)
+        return int(stream.ptr)
+
+    def range_push(self, name: str) -> None:
+        """An NVTX range per op (what cupyx.profiler.time_range pushes), so Nsight
+        Systems shows the ops under their names."""
+        self._nvtx.RangePush(name)
+
+    def range_pop(self) -> None:
+        self._nvtx.RangePop()
 
     def synchronize(self, event: Any) -> None:
         event.synchronize()

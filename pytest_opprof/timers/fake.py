@@ -39,6 +39,10 @@ class FakeDevice:
     records: int = 0
     syncs: int = 0
     kernels: list[int] = field(default_factory=list)
+    #: The stream kernels and events go to (a label: the model has one queue).
+    stream: int = 0
+    #: NVTX ranges as pushed and popped: ("push", name) and ("pop", None).
+    ranges: list[tuple[str, str | None]] = field(default_factory=list)
 
     device: str = "fake CUDA device"
     xp: ModuleType = np
@@ -60,10 +64,17 @@ class FakeDevice:
         self.events_created += 1
         return FakeEvent()
 
-    def record(self, event: FakeEvent) -> None:
+    def record(self, event: FakeEvent) -> int:
         self.records += 1
         event.time_ns = max(self.host_now, self.stream_free_at)
         self.stream_free_at = event.time_ns
+        return self.stream
+
+    def range_push(self, name: str) -> None:
+        self.ranges.append(("push", name))
+
+    def range_pop(self) -> None:
+        self.ranges.append(("pop", None))
 
     def synchronize(self, event: FakeEvent) -> None:
         self.syncs += 1

@@ -1,0 +1,293 @@
+"""pytest's ecosystem and CI surfaces, each driven as a user would: xdist, pytest-benchmark,
+the results JSON (validated against its schema), Markdown, JUnit XML, Chrome traces and
+the HTML report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import pytest_opprof
+from pytest_opprof.session import DEVICES_KEY, pin_worker_device
+
+SUITE = """
+import os
+import pytest
+
+
+def factor(name):
+    for part in filter(None, os.environ.get("SLOW", "").split(",")):
+        op, value = part.split(":")
+        if op == name:
+            return float(value)
+    return 1.0
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_step(gpu_profiler, k):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        with gpu_profiler.phase("forward"):
+            for j, name in enumerate(["conv2d", "relu", "matmul", "softmax", "add"]):
+                with gpu_profiler.op(name):
+                    dev.kernel(int((j + 1) * 10_000 * (k + 1) * factor(name)))
+        with gpu_profiler.phase("backward"), gpu_profiler.op("conv2d_grad"):
+            dev.kernel(30_000)
+"""
+NODEIDS = [f"test_suite.py::test_step[{k}]" for k in range(4)]
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    monkeypatch.delenv("SLOW", raising=False)
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def update(pytester, *args):
+    for _ in range(3):
+        result = run(pytester, "--opprof-update-baseline", "--opprof-baseline-batch=b", *args)
+        assert result.ret == 0, result.stdout.str()
+
+
+# ---- xdist --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workers", [["-n", "2"], ["-p", "no:xdist"]], ids=["n2", "no-xdist"])
+def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypatch, workers):
+    pytest.importorskip("xdist")
+    update(suite, *workers)
+    monkeypatch.setenv("SLOW", "relu:3")
+    result = run(suite, *workers, "--opprof-verbosity=2", "--opprof-json=r.json",
+                 "--opprof-markdown=r.md", "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)  # relu is in every test
+    out = result.stdout.str()
+    assert out.count("opprof profile") == 1 and out.count("opprof gate: machine") == 1
+    profiles = out.split("opprof profile")[1].split("opprof gate: machine")[0]
+    summary = out.split("opprof gate: machine")[1]
+    for nodeid in NODEIDS:  # the controller reports each test exactly once
+        assert len(re.findall(rf"^-+ {re.escape(nodeid)} -+$", profiles, re.M)) == 1
+        assert len(re.findall(rf"^{re.escape(nodeid)}: failed", summary, re.M)) == 1
+    assert profiles.count("Stat=conv2d_grad ") == 4  # one Paddle table a test
+    data = json.loads((suite.path / "r.json").read_text())
+    assert sorted(t["nodeid"] for t in data["tests"]) == NODEIDS
+    assert all({op["name"] for op in t["ops"] if op["verdict"] == "regressed"} == {"relu"}
+               for t in data["tests"])
+    assert "relu" in (suite.path / "r.md").read_text()
+
+
+def test_a_worker_with_several_cuda_devices_is_pinned_to_one(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    pin_worker_device(SimpleNamespace(workerinput={"workerid": "gw3",
+                                                   DEVICES_KEY: ["0", "1", "2"]}))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # gw3 -> the 4th worker -> device 3 % 3
+    pin_worker_device(SimpleNamespace(workerinput={"workerid": "gw1", DEVICES_KEY: ["4"]}))
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # one device: left alone
+    pin_worker_device(SimpleNamespace())  # not a worker: left alone
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_the_controller_hands_devices_out_only_on_cuda(pytester, monkeypatch):
+    from pytest_opprof import session as session_module
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    config = pytester.parseconfig("--opprof-backend=fake")
+    opprof = session_module.OpprofSession(config, session_module.Settings())
+    workerinput: dict = {}
+    opprof.configure_worker(workerinput)
+    assert workerinput == {}
+    opprof.backend = "cuda"
+    opprof.configure_worker(workerinput)
+    assert workerinput == {DEVICES_KEY: ["2", "3"]}
+
+
+# ---- pytest-benchmark ---------------------------------------------------------------
+
+def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        def step(dev):
+            return sum(range(100))
+
+        def test_both(benchmark, gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(6):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(2_000)
+                with gpu_profiler.op("relu"):
+                    dev.kernel(500)
+            benchmark(step, dev)
+    """)
+    result = run(pytester, "--benchmark-json=bench.json", "--opprof-verbosity=1")
+    result.assert_outcomes(passed=1)
+    (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    info = bench["extra_info"]["opprof"]
+    assert info["backend"] == "fake" and info["verdict"] == "no baseline"
+    assert [op["name"] for op in info["ops"]] == ["matmul", "relu"]
+    stats = info["ops"][0]["stats"]
+    assert stats["median"] == pytest.approx(2e-6) and stats["rounds"] == 5
+    assert {"min", "max", "mean", "stddev", "iqr", "q1", "q3", "ops", "outliers"} <= set(stats)
+    assert bench["stats"]["rounds"] >= 1  # pytest-benchmark's own work is untouched
+    assert "opprof profile" in result.stdout.str()
+
+
+# ---- results JSON, Markdown, JUnit ----------------------------------------------------
+
+@pytest.fixture
+def regressed(suite, monkeypatch):
+    """The suite with a baseline, then run with matmul 2x slower in every test."""
+    update(suite)
+    monkeypatch.setenv("SLOW", "matmul:2")
+    return suite
+
+
+def test_the_results_json_validates_against_its_schema(regressed):
+    jsonschema = pytest.importorskip("jsonschema")
+    result = run(regressed, "--opprof-json=out/r.json", "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    data = json.loads((regressed.path / "out/r.json").read_text())
+    schema_path = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
+    schema = json.loads(schema_path.read_text())
+    jsonschema.validate(data, schema)
+    assert data["run"]["commit"] is not None and "benchmark_machine_info" in data["machine"]
+    data["tests"][0]["ops"][0]["verdict"] = "slower"  # the schema does reject bad data
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
+def test_markdown_lists_regressions_first_with_baseline_current_and_ratio(regressed):
+    regressed.makepyfile(test_suite=regressed.path.joinpath("test_suite.py").read_text()
+                         .replace('"add"]', '"add", "gelu"]'))
+    result = run(regressed, "--opprof-markdown=summary.md", "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    text = (regressed.path / "summary.md").read_text()
+    headings = re.findall(r"^### (.+)$", text, re.M)
+    assert headings == ["Regressions", "New ops", "Tests"]
+    regressions = text.split("### Regressions")[1].split("###")[0]
+    rows = [r for r in regressions.splitlines() if r.startswith("| `")]
+    assert len(rows) == 4 and all("matmul" in r for r in rows)
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[2] == "30 us" and cells[3] == "60 us" and cells[4].startswith("+")
+    assert "gelu" in text.split("### New ops")[1]
+
+
+def test_regressed_ops_are_junit_properties(regressed):
+    result = run(regressed, "--junitxml=junit.xml", "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    tree = ET.parse(regressed.path / "junit.xml")
+    case = next(c for c in tree.iter("testcase") if c.get("name") == "test_step[0]")
+    props = [(p.get("name"), p.get("value")) for p in case.iter("property")]
+    assert ("opprof_verdict", "failed") in props
+    regressed_ops = [v for n, v in props if n == "opprof_regressed"]
+    assert len(regressed_ops) == 1 and regressed_ops[0].startswith("OP_ID2. matmul: 30 us -> 60 us")
+
+
+def test_an_unwritable_output_is_one_error_naming_its_flag(suite):
+    (suite.path / "taken").write_text("a file, not a folder")
+    result = run(suite, "--opprof-trace=taken/traces")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-trace=*taken/traces: cannot write*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+# ---- Chrome trace ----------------------------------------------------------------------
+
+def test_trace_files_open_as_trace_events_with_tracks_iterations_phases_and_ops(suite):
+    result = run(suite, "--opprof-trace=traces", "--opprof-skip=2")
+    result.assert_outcomes(passed=4)
+    files = sorted((suite.path / "traces").glob("*.trace.json"))
+    assert len(files) == 4
+    trace = json.loads(files[0].read_text())
+    events = trace["traceEvents"]
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert sorted(tracks.values()) == ["CPU (host dispatch)", "GPU stream 0"]
+    gpu = next(t for t, n in tracks.items() if n.startswith("GPU"))
+    iterations = [e for e in events if e.get("cat") == "iteration" and e["ph"] == "X"
+                  and e["tid"] == gpu]
+    assert [e["args"]["skipped"] for e in iterations] == [True, True] + [False] * 6
+    assert iterations[0]["name"] == "iteration 0 (skipped)" and iterations[0]["cname"] == "grey"
+    ops = [e for e in events if e.get("cat") == "op" and e["tid"] == gpu]
+    assert len(ops) == 8 * 6 and {e["name"] for e in ops} == {
+        "conv2d", "relu", "matmul", "softmax", "add", "conv2d_grad"}
+    phases = [e for e in events if e.get("cat") == "phase"]
+    assert [p["name"] for p in phases[:2]] == ["forward", "backward"]
+    forward, it0 = phases[0], iterations[0]
+    inside = [e for e in ops if forward["ts"] <= e["ts"]
+              and e["ts"] + e["dur"] <= forward["ts"] + forward["dur"] + 1e-6
+              and e["ts"] < it0["ts"] + it0["dur"]]
+    assert [e["name"] for e in inside] == ["conv2d", "relu", "matmul", "softmax", "add"]
+    matmul = next(e for e in ops if e["name"] == "matmul")
+    assert matmul["dur"] == pytest.approx(30.0)  # us: the kernel's 30,000 ns
+    assert all(e["ts"] + e["dur"] <= it["ts"] + it["dur"] + 1e-6 for e in ops
+               for it in iterations if it["ts"] <= e["ts"] < it["ts"] + it["dur"])
+
+
+def test_cpu_trace_has_one_track(pytester):
+    pytester.makepyfile("""
+        def test_cpu(gpu_profiler):
+            for _ in gpu_profiler.iterations(3):
+                with gpu_profiler.op("sum"):
+                    sum(range(1000))
+    """)
+    result = run(pytester, "--opprof-backend=cpu", "--opprof-trace=t", "--opprof-no-gate")
+    result.assert_outcomes(passed=1)
+    (path,) = (pytester.path / "t").iterdir()
+    events = json.loads(path.read_text())["traceEvents"]
+    assert [e["args"]["name"] for e in events if e.get("name") == "thread_name"] == ["CPU"]
+    assert len([e for e in events if e.get("cat") == "op"]) == 3
+
+
+def test_on_cuda_each_op_is_an_nvtx_range():
+    """The CUDA timer pushes a range named after each op and pops it (checked on the
+    fake device, which is the CUDA timer on a virtual GPU)."""
+    from .fakes import fake_profiler
+
+    profiler, dev = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        with profiler.op("conv2d"):
+            with profiler.op("relu"):
+                dev.kernel(10)
+    assert dev.ranges == [("push", "conv2d"), ("push", "relu"), ("pop", None),
+                          ("pop", None)] * 2
+
+
+# ---- the HTML report ---------------------------------------------------------------------
+
+def test_html_report_from_pytest_and_from_a_results_file(regressed):
+    pytest.importorskip("matplotlib")
+    from pytest_opprof.cli import main
+
+    result = run(regressed, "--opprof-html=report.html", "--opprof-json=r.json",
+                 "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    html = (regressed.path / "report.html").read_text()
+    assert html.count("<section") == 4 and html.count("<svg") == 12  # 3 charts a test
+    assert "Per-op time against the baseline" in html and "Phase split" in html
+    assert "moved most" in html
+    assert "<script" not in html and not re.search(r'(src|href)="https?:', html)  # offline
+    out = regressed.path / "again.html"
+    assert main(["report", str(regressed.path / "r.json"), "-o", str(out)]) == 0
+    assert out.read_text().count("<svg") == 12
+
+
+def test_opprof_report_errors_are_one_line(tmp_path, capsys):
+    from pytest_opprof.cli import main
+
+    bad = tmp_path / "r.json"
+    bad.write_text('{"schema": "something else"}')
+    assert main(["report", str(bad), "-o", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"opprof: {bad}: not a results file") and "\n" not in err
+    assert main(["report", str(tmp_path / "missing.json")]) == 1
+    assert "cannot be read as JSON" in capsys.readouterr().err
