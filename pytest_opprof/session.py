@@ -138,6 +138,8 @@ class OpprofSession:
                 report.outcome = "failed"
                 report.longrepr = f"opprof: --opprof-profile-out: cannot write ({exc})"
         if not self.settings.gate:
+            self._benchmark_extra_info(item, TestResult(item.nodeid, NOT_GATED, self.machine,
+                                                        profile))
             return
         if not report.passed:
             self.results[item.nodeid] = TestResult(item.nodeid, NOT_GATED, self.machine, profile)

@@ -36,3 +36,19 @@ def train_profile(iterations: int = 4, skip: int = 1,
     profile = profiler.profile
     assert profile is not None
     return profile
+
+
+#: The head of a pytester test module whose ops slow down on demand:
+#: SLOW="relu:1.3,matmul:2" makes factor("relu") 1.3 and factor("matmul") 2.
+SLOW_FACTOR = """
+import os
+import pytest
+
+
+def factor(name):
+    for part in filter(None, os.environ.get("SLOW", "").split(",")):
+        op, value = part.split(":")
+        if op == name:
+            return float(value)
+    return 1.0
+"""

@@ -15,18 +15,9 @@ import pytest
 import pytest_opprof
 from pytest_opprof.session import DEVICES_KEY, pin_worker_device
 
-SUITE = """
-import os
-import pytest
+from .fakes import SLOW_FACTOR
 
-
-def factor(name):
-    for part in filter(None, os.environ.get("SLOW", "").split(",")):
-        op, value = part.split(":")
-        if op == name:
-            return float(value)
-    return 1.0
-
+SUITE = SLOW_FACTOR + """
 
 @pytest.mark.parametrize("k", range(4))
 def test_step(gpu_profiler, k):
@@ -140,6 +131,9 @@ def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pyt
     assert {"min", "max", "mean", "stddev", "iqr", "q1", "q3", "ops", "outliers"} <= set(stats)
     assert bench["stats"]["rounds"] >= 1  # pytest-benchmark's own work is untouched
     assert "opprof profile" in result.stdout.str()
+    run(pytester, "--benchmark-json=bench.json", "--opprof-no-gate").assert_outcomes(passed=1)
+    (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
+    assert bench["extra_info"]["opprof"]["verdict"] == "not gated"
 
 
 # ---- results JSON, Markdown, JUnit ----------------------------------------------------

@@ -8,18 +8,9 @@ import pytest
 
 from pytest_opprof.baseline import SCHEMA
 
-NET = """
-import os
-import pytest
+from .fakes import SLOW_FACTOR
 
-
-def factor(name):
-    for part in filter(None, os.environ.get("SLOW", "").split(",")):
-        op, value = part.split(":")
-        if op == name:
-            return float(value)
-    return 1.0
-
+NET = SLOW_FACTOR + """
 
 def run_ops(gpu_profiler, names):
     dev = gpu_profiler.timer.device_model
