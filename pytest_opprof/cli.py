@@ -123,6 +123,10 @@ def report(results: Path, output: Path) -> int:
         write_report(output, records, machine)
     except OSError as exc:
         raise CommandError(f"{output}: cannot write ({exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # a file written by hand or by another version: its fields are not what they say
+        raise CommandError(f"{results}: malformed results ({type(exc).__name__}: {exc}); "
+                           "write it again with pytest --opprof-json") from None
     print(f"opprof: wrote {output} ({len(records)} test(s))")
     return 0
 

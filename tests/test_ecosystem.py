@@ -285,3 +285,19 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     assert err.startswith(f"opprof: {bad}: not a results file") and "\n" not in err
     assert main(["report", str(tmp_path / "missing.json")]) == 1
     assert "cannot be read as JSON" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    test = {"nodeid": "t", "ops": [{"name": "x"}], "profile": None}
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+                                  "tests": [test]}))
+    assert main(["report", str(broken)]) == 1
+    assert "'t': not a profile" in capsys.readouterr().err
+    pytest.importorskip("matplotlib")
+    from .fakes import train_profile
+
+    test["profile"] = train_profile().to_dict()  # loads, but its op lacks its fields
+    test["ops"] = [{"name": "x", "current": {"median_ns": 5.0}}]
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+                                  "tests": [test]}))
+    assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err
+    assert "malformed results (KeyError" in err and "\n" not in err.strip()

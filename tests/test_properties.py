@@ -209,3 +209,42 @@ def test_verdicts_do_not_depend_on_the_order_of_samples_or_ops(ops, seed, factor
         shuffled_baseline[key] = [np.array(rnd.sample(list(r), len(r))) for r in baseline[key]]
     assume(len(keys) > 1)
     assert judge(shuffled_current, shuffled_baseline) == expected
+
+
+@FAST
+@given(json_values | st.text(max_size=100))
+def test_any_input_loads_as_results_or_worker_records_or_is_an_opprof_error(value):
+    """The other two loaders: ``opprof report``'s results file and xdist workers' records."""
+    import tempfile
+    from pathlib import Path
+
+    from pytest_opprof.records import loads
+    from pytest_opprof.render.results_json import load
+
+    text = value if isinstance(value, str) else json.dumps(value)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "r.json")
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        for read in (lambda: load(path), lambda: loads(text)):
+            try:
+                read()
+            except OpprofError as exc:
+                assert "\n" not in str(exc)
+
+
+@FAST
+@given(st.sampled_from(["tests", "machine", "schema"]), json_values)
+def test_a_results_file_with_a_field_replaced_loads_or_is_an_opprof_error(tmp_path_factory,
+                                                                         key, value):
+    from pytest_opprof.render.results_json import SCHEMA as RESULTS
+    from pytest_opprof.render.results_json import load
+
+    data = {"schema": RESULTS, "machine": {"key": "m"},
+            "tests": [{"nodeid": "t", "ops": [], "profile": PROFILE}]}
+    data[key] = value
+    path = tmp_path_factory.mktemp("r") / "r.json"
+    path.write_text(json.dumps(data))
+    try:
+        load(path)
+    except OpprofError as exc:
+        assert "\n" not in str(exc)
