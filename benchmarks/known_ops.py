@@ -57,13 +57,11 @@ def op_sequence(ops: dict[str, Callable[[], object]], per_iteration: int) -> lis
             (kinds[k * len(kinds) // per_iteration] for k in range(per_iteration))]
 
 
-def profile_ops(ops: dict[str, Callable[[], object]], per_iteration: int, iterations: int,
-                skip: int = 2):
-    """Runs `per_iteration` ops per iteration and nothing else; returns the profile."""
+def profile_sequence(sequence: list, iterations: int = 1, skip: int = 0):
+    """Runs the (scope, op) pairs once per iteration and nothing else; the profile."""
     from pytest_opprof import Profiler
     from pytest_opprof.timers import CpuTimer
 
-    sequence = op_sequence(ops, per_iteration)
     profiler = Profiler(CpuTimer(), skip=skip)
     for _ in profiler.iterations(iterations):
         for scope, fn in sequence:
@@ -80,10 +78,6 @@ def samples_by_name(profile) -> dict[str, np.ndarray]:
         values = counted[:, [o.op_id for o in profile.ops if o.name == name]].ravel()
         result[name] = values[~np.isnan(values)]
     return result
-
-
-def median_by_name(profile) -> dict[str, float]:
-    return {name: float(np.median(v)) for name, v in samples_by_name(profile).items()}
 
 
 def coverage(profile) -> float:

@@ -18,11 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_opprof import Profiler
-from pytest_opprof.timers import CpuTimer
-
 from .conftest import record
-from .known_ops import known_ops, op_sequence, samples_by_name
+from .known_ops import known_ops, op_sequence, profile_sequence, samples_by_name
 
 OPS = known_ops(busy_us=(50, 500, 5000), matmul_sizes=(32, 128, 384))
 EMPTY = "empty op (each tool's own floor)"
@@ -39,12 +36,7 @@ def test_profiled_against_alone(benchmark, name):
     profiled: list[np.ndarray] = []
 
     def profile_one_iteration():
-        profiler = Profiler(CpuTimer(), skip=0)
-        for _ in profiler.iterations(1):
-            for scope, fn in SEQUENCE:
-                with scope:
-                    fn()
-        profile = profiler.profile
+        profile = profile_sequence(SEQUENCE)
         profiled.append(samples_by_name(profile)[name])
         OP_TIME.append(profile.op_time[0])
         WALL.append(profile.wall[0])

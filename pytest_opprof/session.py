@@ -79,6 +79,7 @@ class OpprofSession:
         self.results: dict[str, TestResult] = {}
         #: Records sent by xdist workers (on the controller).
         self.remote: list[TestRecord] = []
+        self._records: tuple[tuple[int, int, int], list[TestRecord]] | None = None
         #: An xdist worker reports nothing itself: its records go to the controller.
         self.is_worker = hasattr(config, "workerinput")
 
@@ -177,11 +178,11 @@ class OpprofSession:
     def _benchmark_extra_info(item: pytest.Item, result: TestResult) -> None:
         """With pytest-benchmark's fixture in the same test, each op's statistics (its
         own Stats, in seconds) go into ``benchmark.extra_info["opprof"]``."""
-        if "benchmark" not in getattr(item, "fixturenames", ()):
+        benchmark = getattr(item, "funcargs", {}).get("benchmark")
+        if benchmark is None:
             return
         from .render.bench import extra_info
 
-        benchmark = item._request.getfixturevalue("benchmark")  # type: ignore[attr-defined]
         benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
@@ -264,14 +265,18 @@ class OpprofSession:
 
     # -- the end -----------------------------------------------------------------------
     def records(self) -> list[TestRecord]:
-        """Every profiled test of the run, this process's and the workers', once each."""
+        """Every profiled test of the run, this process's and the workers', once each.
+        Made once at the end (the files and the terminal report both read them)."""
         from .records import TestRecord
 
-        local = [TestRecord.of(p, self.results.get(nodeid))
-                 for nodeid, p in self.profiles.items()]
-        if not self.remote:
-            return local  # in the order the tests ran
-        return sorted(local + self.remote, key=lambda r: r.nodeid)
+        key = (len(self.profiles), len(self.results), len(self.remote))
+        if self._records is None or self._records[0] != key:
+            local = [TestRecord.of(p, self.results.get(nodeid))
+                     for nodeid, p in self.profiles.items()]
+            records = local if not self.remote else sorted(  # local: in the order they ran
+                local + self.remote, key=lambda r: r.nodeid)
+            self._records = (key, records)
+        return self._records[1]
 
     def configure_worker(self, workerinput: dict[str, Any]) -> None:
         """On the controller, for each xdist worker: the CUDA devices to pin it to."""
@@ -313,18 +318,18 @@ class OpprofSession:
     def write_outputs(self) -> None:
         """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``);
         on the controller only. An unwritable path is one OpprofError naming its flag."""
-        if self.is_worker:
+        s = self.settings
+        if self.is_worker or not any((s.json_path, s.markdown_path, s.trace_dir, s.html_path)):
             return
         from .render import html, markdown, results_json, trace
 
-        s = self.settings
         wanted = [(flag, path, writer) for flag, path, writer in (
             ("--opprof-json", s.json_path, results_json.write),
             ("--opprof-markdown", s.markdown_path, markdown.write),
             ("--opprof-trace", s.trace_dir, trace.write),
             ("--opprof-html", s.html_path, html.write),
         ) if path is not None]
-        records = self.records() if wanted else []
+        records = self.records()
         for flag, path, write in wanted:
             try:
                 write(path, records, self)

@@ -8,9 +8,13 @@ import time
 
 import numpy as np
 
-from benchmarks.known_ops import coverage, known_ops, op_sequence, samples_by_name
-from pytest_opprof import Profiler
-from pytest_opprof.timers import CpuTimer
+from benchmarks.known_ops import (
+    coverage,
+    known_ops,
+    op_sequence,
+    profile_sequence,
+    samples_by_name,
+)
 
 
 def test_profiled_medians_agree_with_ops_timed_alone_and_cover_the_iteration():
@@ -20,13 +24,9 @@ def test_profiled_medians_agree_with_ops_timed_alone_and_cover_the_iteration():
     alone: dict[str, list[int]] = {name: [] for name in ops}
     covered = []
     for _ in range(12):  # interleaved, so that both see the same machine
-        profiler = Profiler(CpuTimer(), skip=0)
-        for _ in profiler.iterations(1):
-            for scope, fn in sequence:
-                with scope:
-                    fn()
-        covered.append(coverage(profiler.profile))
-        for name, samples in samples_by_name(profiler.profile).items():
+        profile = profile_sequence(sequence)
+        covered.append(coverage(profile))
+        for name, samples in samples_by_name(profile).items():
             profiled[name].append(samples)
         for name, fn in ops.items():
             for _ in range(3):
