@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
 import itertools
 import json
 import math
 import os
-import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .errors import OpprofError
+from .files import FileTooLarge, atomic_write, read_bounded, safe_name
 from .profile import OpInfo, Profile
 from .regression import Key
 
@@ -49,14 +47,6 @@ except ImportError:  # pragma: no cover - Windows: atomic replace only
 
 class BaselineError(OpprofError):
     """A stored baseline cannot be used; the message names the file and what to do."""
-
-
-def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
-    """A file name made of ``text``: safe characters kept, a hash when anything changed."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:limit] or "_"
-    if always_hash or slug != text:
-        slug += "-" + hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return slug
 
 
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
@@ -386,16 +376,15 @@ MAX_FILE_BYTES = 256 * 2**20
 
 def read_text(path: Path) -> str:
     """The file's text; FileNotFoundError when there is none, else BaselineError for
-    anything that stops it being read (unreadable, too large, not UTF-8)."""
+    anything that stops it being read (not a regular file, unreadable, too large, not
+    UTF-8). At most :data:`MAX_FILE_BYTES` are read, whatever the file claims."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_FILE_BYTES:
-                raise BaselineError(f"{path}: is {size / 2**20:.0f} MB, more than a baseline "
-                                    f"can be ({MAX_FILE_BYTES // 2**20} MB){_FIX}")
-            return f.read().decode("utf-8")
+        return read_bounded(path, MAX_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise
+    except FileTooLarge as exc:
+        raise BaselineError(f"{path}: {exc}, more than a baseline can be "
+                            f"({MAX_FILE_BYTES // 2**20} MB){_FIX}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(f"{path}: cannot be read ({exc}){_FIX}") from None
 
@@ -414,17 +403,3 @@ def parse(text: str, path: Path | str) -> Baseline:
     except BaselineError as exc:
         raise BaselineError(f"{exc}{_FIX}") from None
 
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

@@ -51,7 +51,7 @@ HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored ru
 HELP_BATCH = ("runs of one baseline update share this id and are kept together "
               "(set by opprof baseline update --runs N)")
 HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
-                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%})")
+                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%)")  # %% for argparse
 HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
 HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "

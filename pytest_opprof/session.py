@@ -123,7 +123,8 @@ class OpprofSession:
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Gate the test, or record its baseline; a failing verdict fails this test only."""
-        from .baseline import BaselineError, atomic_write
+        from .baseline import BaselineError
+        from .files import atomic_write
         from .gate import NOT_GATED, TestResult
         from .render.gate import failure_text, summary_line
 

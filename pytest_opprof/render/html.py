@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..baseline import atomic_write
 from ..errors import OpprofError
+from ..files import atomic_write
 
 if TYPE_CHECKING:
     from ..records import TestRecord

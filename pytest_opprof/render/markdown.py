@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..baseline import atomic_write
+from ..files import atomic_write
 from .gate import duration
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..baseline import atomic_write
 from ..errors import OpprofError
+from ..files import atomic_write
 from ..gate import TestResult
 from ..stats import op_stats
 

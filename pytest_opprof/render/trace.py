@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..baseline import atomic_write, safe_name
+from ..files import atomic_write, safe_name
 from ..profile import Profile
 
 if TYPE_CHECKING:
