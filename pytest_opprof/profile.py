@@ -223,7 +223,7 @@ def check_name(kind: str, name: object) -> str:
     if isinstance(name, str) and 0 < len(name) <= MAX_NAME_LENGTH:
         return name
     if not isinstance(name, str):
-        got = f"a {type(name).__name__}: {_short_repr(name)}"
+        got = f"{_short_repr(name)} of type {type(name).__name__}"
     else:
         got = f"{len(name)} characters: {_short_repr(name)}" if name else "an empty string"
     raise OpprofError(f"{kind} name must be a non-empty string of at most "
