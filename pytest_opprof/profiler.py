@@ -12,9 +12,9 @@ previous one's op sequence; the arithmetic waits for the end of the test.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # both modules have one API; _cscope.pyi states it
 else:
     OpScope = _impl.OpScope
 
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: How many op names get a cached, faster scope of their own (each costs a class, about
 #: 2 kB); names beyond it get a plain scope per call, so a million names cost nothing kept.
@@ -130,9 +132,20 @@ class Profiler:
         """The array module of the active backend: cupy on CUDA, else numpy."""
         return self.timer.xp
 
-    #: A named op, as a context manager or a decorator; ops may nest (the same object
-    #: as :func:`pytest_opprof.op`: no second call on the hot path).
-    op = staticmethod(op)
+    if TYPE_CHECKING:  # staticmethod() would keep only the first overload of op
+        @overload
+        @staticmethod
+        def op(name: str) -> OpScope: ...
+        @overload
+        @staticmethod
+        def op(name: _F) -> _F: ...
+        @staticmethod
+        def op(name: Any) -> Any:
+            return op(name)
+    else:
+        #: A named op, as a context manager or a decorator; ops may nest (the same object
+        #: as :func:`pytest_opprof.op`: no second call on the hot path).
+        op = staticmethod(op)
 
     def phase(self, name: str) -> PhaseScope:
         """A named phase grouping the ops run inside it (``forward``, ``backward``)."""
