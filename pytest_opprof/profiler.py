@@ -22,6 +22,7 @@ from . import _pyscope
 from .errors import OpprofError
 from .profile import MAX_ITERATIONS, OpInfo, Profile, check_name
 from .timers import Timer
+from .timers.base import Times
 
 
 def _load_impl() -> ModuleType:
@@ -234,8 +235,8 @@ class _Iteration:
 
     __slots__ = ("host", "layout", "phase_times", "streams", "times")
 
-    def __init__(self, layout: _Layout, times: Sequence[int], host: Sequence[int] | None,
-                 phase_times: Sequence[int], streams: Sequence[int] | None) -> None:
+    def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
+                 streams: Sequence[int] | None) -> None:
         self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
         self.streams = streams
 
