@@ -5,7 +5,7 @@ These are the types users see for ``pytest_opprof.op`` and ``gpu_profiler.op``.
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, final, overload
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -16,7 +16,7 @@ class OpScope:
 
     @property
     def name(self) -> str: ...
-    def __init__(self, name: str) -> None: ...
+    def __new__(cls, name: str) -> OpScope: ...
     def __enter__(self) -> OpScope: ...
     def __exit__(
         self,
@@ -26,11 +26,12 @@ class OpScope:
     ) -> None: ...
     def __call__(self, fn: _F) -> _F: ...
 
+@final
 class TimedFunction:
-    """A callable timed as a named op of the active profiler."""
+    """A callable timed as a named op of the active profiler (it also answers the wrapped
+    callable's attributes)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-    def __getattr__(self, attr: str) -> Any: ...
 
 @overload
 def op(name: str) -> OpScope:
