@@ -27,7 +27,7 @@ MAX_OPS = 100_000
 MAX_PHASES = 10_000
 MAX_CELLS = 2**24
 #: The longest op or phase name, in characters: a name is a label, not a payload.
-MAX_NAME_LENGTH = 256
+MAX_NAME_LENGTH = 1024
 
 
 @dataclass(frozen=True)

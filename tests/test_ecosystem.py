@@ -94,7 +94,8 @@ def test_the_controller_hands_devices_out_only_on_cuda(pytester, monkeypatch):
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     config = pytester.parseconfig("--opprof-backend=fake")
-    opprof = session_module.OpprofSession(config, session_module.Settings())
+    # the fake backend said to the session too: the default (auto) picks CUDA where there is one
+    opprof = session_module.OpprofSession(config, session_module.Settings(backend="fake"))
     workerinput: dict = {}
     opprof.configure_worker(workerinput)
     assert workerinput == {}
