@@ -14,6 +14,11 @@
  * Only the thread that set the sink records: ops called from other threads run
  * untimed. Every recording function holds a reference to the sink while it runs,
  * since mark() may run Python code that ends the iteration.
+ *
+ * Ops nest: an op that ends must be the innermost one open. One that is not
+ * (two asyncio tasks whose ops overlap in the one recording thread) would pair
+ * one task's enter with the other's exit, so it is refused with OpprofError.
+ * The open ops are a stack of borrowed names: the sink's `names` list holds them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,6 +31,8 @@ static PyObject *op_cache = NULL;       /* name -> OpScope, shared with the prof
 static PyObject *op_make = NULL;        /* builds, checks and caches what is not there */
 static PyObject *perf_counter_ns = NULL; /* time.perf_counter_ns */
 static int direct_clock = 0;            /* the sink's mark is perf_counter_ns: read it here */
+static PyObject **open_ops = NULL;      /* the names of the ops open in `sink`, innermost last */
+static Py_ssize_t open_len = 0, open_cap = 0;
 
 #ifdef __linux__
 #include <time.h>
@@ -61,22 +68,73 @@ call_hook(PyObject *s, Py_ssize_t index, PyObject *arg)
     return 0;
 }
 
+/* Pushes `name` on the open ops of the active sink (borrowed: `names` holds it). */
+static int
+push_open(PyObject *s, PyObject *name)
+{
+    if (s != sink)
+        return 0; /* a call that outlived its iteration: nothing to check against */
+    if (open_len == open_cap) {
+        Py_ssize_t cap = open_cap ? 2 * open_cap : 64;
+        PyObject **grown = PyMem_Realloc(open_ops, cap * sizeof(PyObject *));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        open_ops = grown;
+        open_cap = cap;
+    }
+    open_ops[open_len++] = name;
+    return 0;
+}
+
+/* Pops `name` off the open ops, or raises OpprofError when another op opened
+ * after it is still open (their scopes interleave: concurrent tasks). */
+static int
+pop_open(PyObject *s, PyObject *name)
+{
+    if (s != sink || open_len == 0)
+        return 0; /* opened before this iteration: counted as unbalanced later */
+    PyObject *top = open_ops[open_len - 1];
+    if (top != name) {
+        int same = PyObject_RichCompareBool(top, name, Py_EQ);
+        if (same < 0)
+            return -1;
+        if (!same) {
+            PyObject *errors = PyImport_ImportModule("pytest_opprof.errors");
+            PyObject *cls = errors ? PyObject_GetAttrString(errors, "OpprofError") : NULL;
+            Py_XDECREF(errors);
+            if (cls != NULL) {
+                PyErr_Format(cls, "op %R ended while op %R, opened inside it, is still open: "
+                             "ops of concurrent tasks interleave; profile one task at a time",
+                             name, top);
+                Py_DECREF(cls);
+            }
+            return -1;
+        }
+    }
+    open_len--;
+    return 0;
+}
+
 static int
 record_enter(PyObject *s, PyObject *name)
 {
-    if (PyList_Append(PyTuple_GET_ITEM(s, 0), name) < 0 || call_hook(s, 4, name) < 0)
+    if (PyList_Append(PyTuple_GET_ITEM(s, 0), name) < 0 || push_open(s, name) < 0)
         return -1;
-    PyObject *t = take_mark(s);
-    if (t == NULL)
-        return -1;
-    int rc = PyList_Append(PyTuple_GET_ITEM(s, 1), t);
-    Py_DECREF(t);
+    PyObject *t = call_hook(s, 4, name) < 0 ? NULL : take_mark(s);
+    int rc = t == NULL ? -1 : PyList_Append(PyTuple_GET_ITEM(s, 1), t);
+    Py_XDECREF(t);
+    if (rc < 0 && s == sink && open_len > 0)
+        open_len--; /* the op never opened: its block will not run, nor end */
     return rc;
 }
 
 static int
-record_exit(PyObject *s)
+record_exit(PyObject *s, PyObject *name)
 {
+    if (pop_open(s, name) < 0)
+        return -1;
     PyObject *t = take_mark(s);
     if (t == NULL)
         return -1;
@@ -122,11 +180,11 @@ timed_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         /* like `finally`: close the op, then re-raise the function's exception */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        if (record_exit(s) < 0)
+        if (record_exit(s, self->name) < 0)
             PyErr_Clear(); /* the function's own exception is the one to see */
         PyErr_Restore(type, value, tb);
     }
-    else if (record_exit(s) < 0) {
+    else if (record_exit(s, self->name) < 0) {
         Py_CLEAR(result);
     }
     Py_DECREF(s);
@@ -282,7 +340,7 @@ scope_exit(ScopeObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *s = my_sink();
     if (s != NULL) {
         Py_INCREF(s);
-        int rc = record_exit(s);
+        int rc = record_exit(s, self->name);
         Py_DECREF(s);
         if (rc < 0)
             return NULL;
@@ -415,6 +473,7 @@ set_sink(PyObject *module, PyObject *arg)
 {
     if (arg == Py_None) {
         Py_CLEAR(sink);
+        open_len = 0;
         direct_clock = 0;
         Py_RETURN_NONE;
     }
@@ -427,6 +486,7 @@ set_sink(PyObject *module, PyObject *arg)
     }
     owner = PyThread_get_thread_ident();
     Py_XSETREF(sink, Py_NewRef(arg));
+    open_len = 0;
     direct_clock = PyTuple_GET_ITEM(arg, 2) == perf_counter_ns;
     Py_RETURN_NONE;
 }

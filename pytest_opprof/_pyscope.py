@@ -21,6 +21,10 @@ built (``pip install`` compiles it where a C compiler is available):
 - ``OpScope(name)(fn)`` times every call of ``fn`` the same way, binds as a
   method when it decorates one, and carries ``fn``'s name and docstring. A call
   records into the sink that was active when it started.
+- Ops nest: an op that ends must be the innermost one open in its sink. One that
+  is not (the ops of two asyncio tasks overlapping in the one recording thread)
+  raises OpprofError and records nothing: pairing its exit with the other op's
+  enter would swap the two tasks' times.
 
 ``FORWARDS_ATTRIBUTES`` says whether a timed callable answers the wrapped
 object's other attributes (the C one does; here ``instrument`` adds a proxy).
@@ -28,24 +32,34 @@ object's other attributes (the C one does; here ``instrument`` adds a proxy).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+from .errors import OpprofError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 FORWARDS_ATTRIBUTES = False
 
-_sink: tuple | None = None
-#: ``fast``: (names.append, marks.append, mark) of the active sink, set in the
-#: recording thread's view only (a new object per sink: other threads see no ``fast``)
+#: What the recording thread appends to, as seen by it: (names.append, marks.append,
+#: mark, enter_hook, exit_hook, open op names); see ``set_sink``.
+Fast = tuple[Callable[[str | None], None], Callable[[Any], None], Callable[[], Any],
+             Callable[[str], Any] | None, Callable[[], Any] | None, list[str]]
+
+_sink: tuple[Any, ...] | None = None
+#: ``fast``: the active sink's Fast, set in the recording thread's view only (a new
+#: object per sink: other threads see no ``fast``)
 _local = threading.local()
 
 
-_op_cache: dict[str, OpScope] = {}
+_op_cache: dict[str, Any] = {}
 _op_make: Callable[[Any], Any] | None = None
 
 
-def configure_op(cache: dict, make: Callable[[Any], Any]) -> None:
+def configure_op(cache: dict[str, Any], make: Callable[[Any], Any]) -> None:
     """op() looks names up in ``cache`` and calls ``make(name)`` for the rest."""
     global _op_cache, _op_make
     _op_cache, _op_make = cache, make
@@ -71,7 +85,7 @@ def new_scope(name: str) -> OpScope:
     return OpScope(name)
 
 
-def set_sink(sink: tuple | None) -> None:
+def set_sink(sink: tuple[Any, ...] | None) -> None:
     global _sink, _local
     if sink is not None and not (
             type(sink) is tuple and len(sink) >= 3 and type(sink[0]) is list
@@ -80,7 +94,7 @@ def set_sink(sink: tuple | None) -> None:
     local = threading.local()
     if sink is not None:
         hooks = (*sink[4:6], None, None)[:2]
-        local.fast = (sink[0].append, sink[1].append, sink[2], *hooks)
+        local.fast = (sink[0].append, sink[1].append, sink[2], *hooks, [])
     _sink, _local = sink, local
 
 
@@ -88,8 +102,39 @@ def recording_here() -> bool:
     return getattr(_local, "fast", None) is not None
 
 
-def get_sink() -> tuple | None:
+def get_sink() -> tuple[Any, ...] | None:
     return _sink
+
+
+def interleaved(name: object, top: object) -> OpprofError:
+    """The error for an op ending while one opened inside it is still open."""
+    return OpprofError(f"op {name!r} ended while op {top!r}, opened inside it, is still "
+                       "open: ops of concurrent tasks interleave; profile one task at a time")
+
+
+def _begin(fast: Fast, name: str) -> None:
+    fast[0](name)
+    fast[5].append(name)
+    try:
+        if fast[3] is not None:
+            fast[3](name)
+        fast[1](fast[2]())
+    except BaseException:
+        fast[5].pop()  # the op never opened: its block will not run, nor end
+        raise
+
+
+def _end(fast: Fast, name: str) -> None:
+    open_ops = fast[5]
+    if open_ops:  # else it opened before this iteration: counted as unbalanced later
+        top = open_ops[-1]
+        if top is not name and top != name:
+            raise interleaved(name, top)
+        open_ops.pop()
+    fast[1](fast[2]())
+    fast[0](None)
+    if fast[4] is not None:
+        fast[4]()
 
 
 class OpScope:
@@ -103,21 +148,15 @@ class OpScope:
     def __enter__(self) -> OpScope:
         fast = getattr(_local, "fast", None)
         if fast is not None:
-            fast[0](self.name)
-            if fast[3] is not None:
-                fast[3](self.name)
-            fast[1](fast[2]())
+            _begin(fast, self.name)
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         fast = getattr(_local, "fast", None)
         if fast is not None:
-            fast[1](fast[2]())
-            fast[0](None)
-            if fast[4] is not None:
-                fast[4]()
+            _end(fast, self.name)
 
-    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def __call__(self, fn: F) -> F:
         if not callable(fn):
             raise TypeError(f"op({self.name!r}) decorates a callable, got {fn!r}")
         name = self.name
@@ -127,19 +166,17 @@ class OpScope:
             fast = getattr(_local, "fast", None)
             if fast is None:
                 return fn(*args, **kwargs)
-            fast[0](name)
-            if fast[3] is not None:
-                fast[3](name)
-            fast[1](fast[2]())
+            _begin(fast, name)
             try:
-                return fn(*args, **kwargs)
-            finally:
-                fast[1](fast[2]())
-                fast[0](None)
-                if fast[4] is not None:
-                    fast[4]()
+                result = fn(*args, **kwargs)
+            except BaseException:
+                with contextlib.suppress(Exception):  # fn's own exception is the one to see
+                    _end(fast, name)
+                raise
+            _end(fast, name)
+            return result
 
-        return timed
+        return cast(F, timed)
 
     def __repr__(self) -> str:
         return f"op({self.name!r})"

@@ -19,6 +19,16 @@ from .errors import OpprofError
 
 SCHEMA = "pytest-opprof/profile/1"
 
+#: Bounds on what a profile read back may hold (a profile the profiler makes stays well
+#: inside them): iterations, OP_IDs, phases, and cells of one (iterations, ops) matrix
+#: (2**24 float64 cells are 128 MiB).
+MAX_ITERATIONS = 1_000_000
+MAX_OPS = 100_000
+MAX_PHASES = 10_000
+MAX_CELLS = 2**24
+#: The longest op or phase name, in characters: a name is a label, not a payload.
+MAX_NAME_LENGTH = 1024
+
 
 @dataclass(frozen=True)
 class OpInfo:
@@ -108,34 +118,12 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
+        """The profile a results file or an xdist worker wrote. Every size is checked
+        against the others and against the MAX_* bounds before an array is built."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise OpprofError(f"not a profile of schema {SCHEMA!r}")
         try:
-            ops = [OpInfo(int(o["op_id"]), str(o["name"]), int(o["occurrence"]),
-                          int(o["depth"]), o["phase"]) for o in data["ops"]]
-            host = data.get("host_samples_ns")
-
-            def optional(key: str, ndim: int) -> np.ndarray | None:
-                value = data.get(key)
-                return None if value is None else _matrix_from_json(value, ndim)
-
-            streams = data.get("op_streams")
-            return cls(
-                nodeid=str(data["nodeid"]), backend=str(data["backend"]),
-                device=str(data["device"]), skip=int(data["skip"]), ops=ops,
-                samples=_matrix_from_json(data["samples_ns"], 2),
-                phase_samples=_matrix_from_json(data["phase_samples_ns"], 2),
-                phases=[str(p) for p in data["phases"]],
-                wall=_matrix_from_json(data["wall_ns"], 1),
-                op_time=_matrix_from_json(data["op_time_ns"], 1),
-                host_samples=None if host is None else _matrix_from_json(host, 2),
-                unbalanced=int(data.get("unbalanced", 0)),
-                meta=dict(data.get("meta") or {}),
-                starts=optional("starts_ns", 2), host_starts=optional("host_starts_ns", 2),
-                phase_starts=optional("phase_starts_ns", 2),
-                iteration_starts=optional("iteration_starts_ns", 1),
-                op_streams=None if streams is None else [int(x) for x in streams],
-            )
+            return _Reader(data).profile(cls)
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise OpprofError(f"malformed profile: {type(exc).__name__}: {exc}") from None
 
@@ -150,20 +138,132 @@ class Profile:
             raise OpprofError(f"profile is not JSON: {exc}") from None
         except RecursionError:
             raise OpprofError("profile is not JSON: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise OpprofError(f"profile is not JSON: {exc}") from None
         return cls.from_dict(data)
 
 
-def _matrix_to_json(a: np.ndarray) -> list:
+def _matrix_to_json(a: np.ndarray) -> list[Any]:
     """Whole nanoseconds, ``null`` for NaN."""
     if a.ndim == 1:
         return [None if math.isnan(x) else round(x) for x in a.tolist()]
     return [_matrix_to_json(row) for row in a]
 
 
-def _matrix_from_json(rows: Any, ndim: int) -> np.ndarray:
-    a = np.array(rows, dtype=float)  # None becomes NaN
-    if a.size == 0:
-        return a.reshape((0,) * ndim)
-    if a.ndim != ndim:
-        raise ValueError(f"expected {ndim} dimensions, found {a.ndim}")
+class _Reader:
+    """Builds a Profile from its dict, checking each field's type, range and shape.
+
+    The shapes follow from three counts: iterations (``wall_ns``), ops and phases;
+    every matrix must match them, so no renderer meets an array of another shape.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.n_iter = _bounded_len(data["wall_ns"], "wall_ns", MAX_ITERATIONS)
+        self.n_ops = _bounded_len(data["ops"], "ops", MAX_OPS)
+        self.n_phases = _bounded_len(data["phases"], "phases", MAX_PHASES)
+        for rows, cols in ((self.n_iter, self.n_ops), (self.n_iter, self.n_phases)):
+            if rows * cols > MAX_CELLS:
+                raise ValueError(f"{rows} iterations of {cols} values each: more than "
+                                 f"{MAX_CELLS} in one matrix")
+
+    def matrix(self, key: str, cols: int | None) -> np.ndarray:
+        """The matrix at ``key``: (iterations, cols), or (iterations,) when cols is None."""
+        shape = (self.n_iter,) if cols is None else (self.n_iter, cols)
+        return _matrix_from_json(self.data[key], shape, key)
+
+    def optional(self, key: str, cols: int | None) -> np.ndarray | None:
+        return None if self.data.get(key) is None else self.matrix(key, cols)
+
+    def ops(self) -> list[OpInfo]:
+        ops = []
+        for k, o in enumerate(self.data["ops"]):
+            op_id = _bounded_int(o["op_id"], "op_id", MAX_OPS)
+            if op_id != k:
+                raise ValueError(f"op {k} has op_id {op_id}: ops are listed by OP_ID")
+            phase = o["phase"]
+            if phase is not None:
+                phase = check_name("phase", phase)
+            ops.append(OpInfo(op_id, check_name("op", o["name"]),
+                              _bounded_int(o["occurrence"], "occurrence", MAX_OPS),
+                              _bounded_int(o["depth"], "depth", MAX_OPS), phase))
+        return ops
+
+    def streams(self) -> list[int] | None:
+        streams = self.data.get("op_streams")
+        if streams is None:
+            return None
+        if _bounded_len(streams, "op_streams", MAX_OPS) != self.n_ops:
+            raise ValueError(f"op_streams has {len(streams)} entries for {self.n_ops} ops")
+        return [int(x) for x in streams]
+
+    def profile(self, cls: type[Profile]) -> Profile:
+        data = self.data
+        return cls(
+            nodeid=str(data["nodeid"]), backend=str(data["backend"]),
+            device=str(data["device"]), skip=_bounded_int(data["skip"], "skip", MAX_ITERATIONS),
+            ops=self.ops(), samples=self.matrix("samples_ns", self.n_ops),
+            phase_samples=self.matrix("phase_samples_ns", self.n_phases),
+            phases=[check_name("phase", p) for p in data["phases"]],
+            wall=self.matrix("wall_ns", None), op_time=self.matrix("op_time_ns", None),
+            host_samples=self.optional("host_samples_ns", self.n_ops),
+            unbalanced=_bounded_int(data.get("unbalanced", 0), "unbalanced", 2**62),
+            meta=dict(data.get("meta") or {}),
+            starts=self.optional("starts_ns", self.n_ops),
+            host_starts=self.optional("host_starts_ns", self.n_ops),
+            phase_starts=self.optional("phase_starts_ns", self.n_phases),
+            iteration_starts=self.optional("iteration_starts_ns", None),
+            op_streams=self.streams(),
+        )
+
+
+def check_name(kind: str, name: object) -> str:
+    """Any non-empty str up to MAX_NAME_LENGTH characters is an op or phase name; control
+    characters and lone surrogates are kept (renderers show them escaped)."""
+    if isinstance(name, str) and 0 < len(name) <= MAX_NAME_LENGTH:
+        return name
+    if not isinstance(name, str):
+        got = f"{_short_repr(name)} of type {type(name).__name__}"
+    else:
+        got = f"{len(name)} characters: {_short_repr(name)}" if name else "an empty string"
+    raise OpprofError(f"{kind} name must be a non-empty string of at most "
+                      f"{MAX_NAME_LENGTH} characters, got {got}")
+
+
+def _short_repr(value: object) -> str:
+    """repr() cut to a readable length: an error line names the input, it does not dump it."""
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the error it is part of
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounded_len(value: Any, key: str, limit: int) -> int:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{key} is a {type(value).__name__}, not a list")
+    if len(value) > limit:
+        raise ValueError(f"{key} has {len(value)} entries, more than {limit}")
+    return len(value)
+
+
+def _bounded_int(value: Any, key: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"{key} must be a whole number from 0 to {limit}, "
+                         f"got {_short_repr(value)}")
+    return value
+
+
+def _matrix_from_json(rows: Any, shape: tuple[int, ...], key: str) -> np.ndarray:
+    """``rows`` as a float array of exactly ``shape`` (``null`` becomes NaN); the shape is
+    checked on the lists, before NumPy builds anything."""
+    _bounded_len(rows, key, shape[0])
+    if len(rows) != shape[0]:
+        raise ValueError(f"{key} has {len(rows)} rows for {shape[0]} iterations")
+    if len(shape) == 2 and any(
+            not isinstance(row, (list, tuple)) or len(row) != shape[1] for row in rows):
+        raise ValueError(f"{key}: every row must hold {shape[1]} values")
+    a = np.array(rows, dtype=float).reshape(shape)
+    if np.isinf(a).any():
+        raise ValueError(f"{key} holds an infinite time")
     return a

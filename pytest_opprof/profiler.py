@@ -12,16 +12,17 @@ previous one's op sequence; the arithmetic waits for the end of the test.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
 from . import _pyscope
 from .errors import OpprofError
-from .profile import OpInfo, Profile
+from .profile import MAX_ITERATIONS, OpInfo, Profile, check_name
 from .timers import Timer
+from .timers.base import Times
 
 
 def _load_impl() -> ModuleType:
@@ -37,7 +38,17 @@ def _load_impl() -> ModuleType:
 
 #: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
 _impl: ModuleType = _load_impl()
-OpScope = _impl.OpScope
+if TYPE_CHECKING:  # both modules have one API; _cscope.pyi states it
+    from ._cscope import OpScope as OpScope
+else:
+    OpScope = _impl.OpScope
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: How many op names get a cached, faster scope of their own (each costs a class, about
+#: 2 kB); names beyond it get a plain scope per call, so a million names cost nothing kept.
+MAX_CACHED_OPS = 2048
 
 
 class PhaseScope:
@@ -68,27 +79,29 @@ class PhaseScope:
         return f"phase({self.name!r})"
 
 
-#: One OpScope per name: they keep no state, so one serves every call.
-_scopes: dict[str, Any] = {}
-
-
-def _check_name(kind: str, name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise OpprofError(f"{kind} name must be a non-empty string, got {name!r}")
-    return name
+#: The cached scope of each op name seen (at most MAX_CACHED_OPS): they keep no
+#: state, so one serves every call.
+_scopes: dict[str, OpScope] = {}
 
 
 def _make_op(name: Any) -> Any:
-    """op()'s slow path: a new name gets its one OpScope; a callable is a bare decorator."""
+    """op()'s slow path: a new name gets its scope (cached while there is room); a callable
+    is a bare decorator, named after the function."""
     if callable(name) and not isinstance(name, str):
-        return OpScope(name.__name__)(name)
-    scope = _scopes[_check_name("op", name)] = _impl.new_scope(name)
+        return OpScope(check_name("op", getattr(name, "__name__", name)))(name)
+    name = check_name("op", name)
+    if type(name) is not str or len(_scopes) >= MAX_CACHED_OPS:
+        return OpScope(name)  # op() looks up exact str only: a subclass is never found
+    scope = _scopes[name] = _impl.new_scope(name)
     return scope
 
 
 _impl.configure_op(_scopes, _make_op)
-#: ``op(name)``: time a block or a function as a named op (see ``_pyscope.op``).
-op = _impl.op
+if TYPE_CHECKING:
+    from ._cscope import op as op
+else:
+    #: ``op(name)``: time a block or a function as a named op (see ``_pyscope.op``).
+    op = _impl.op
 
 
 def is_recording() -> bool:
@@ -113,20 +126,31 @@ class Profiler:
         self._graph = _GraphBuilder()
         self._started = False
         self._profile: Profile | None = None
-        self._sink: tuple | None = None
+        self._sink: tuple[Any, ...] | None = None
 
     @property
     def xp(self) -> ModuleType:
         """The array module of the active backend: cupy on CUDA, else numpy."""
         return self.timer.xp
 
-    #: A named op, as a context manager or a decorator; ops may nest (the same object
-    #: as :func:`pytest_opprof.op`: no second call on the hot path).
-    op = staticmethod(op)
+    if TYPE_CHECKING:  # staticmethod() would keep only the first overload of op
+        @overload
+        @staticmethod
+        def op(name: str) -> OpScope: ...
+        @overload
+        @staticmethod
+        def op(name: _F) -> _F: ...
+        @staticmethod
+        def op(name: Any) -> Any:
+            return op(name)
+    else:
+        #: A named op, as a context manager or a decorator; ops may nest (the same object
+        #: as :func:`pytest_opprof.op`: no second call on the hot path).
+        op = staticmethod(op)
 
     def phase(self, name: str) -> PhaseScope:
         """A named phase grouping the ops run inside it (``forward``, ``backward``)."""
-        return PhaseScope(_check_name("phase", name))
+        return PhaseScope(check_name("phase", name))
 
     def instrument(self, obj: Any, names: Iterable[str] | None = None) -> Any:
         """A proxy of ``obj`` whose callables are timed as ops named after the
@@ -145,8 +169,9 @@ class Profiler:
         """
         if n is None:
             n = self.default_iterations
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise OpprofError(f"iterations({n!r}): give a whole number of iterations >= 1")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
+            raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
+                              f"from 1 to {MAX_ITERATIONS}")
         if n <= self.skip:
             raise OpprofError(
                 f"iterations({n}) with skip={self.skip} leaves no iteration to count: "
@@ -165,7 +190,7 @@ class Profiler:
         try:
             for i in range(n):
                 names: list[str | None] = []
-                phases: list[tuple] = []
+                phases: list[PhaseEvent] = []
                 timer.begin_iteration()
                 marks = [mark()]
                 self._sink = (names, marks, mark, phases, timer.enter_hook, timer.exit_hook)
@@ -197,13 +222,21 @@ class Profiler:
         return self._profile
 
 
+#: A phase boundary as recorded: (name on entry or None on exit, ops so far, mark).
+PhaseEvent = tuple[str | None, int, Any]
+#: The same without the mark: what decides an iteration's layout.
+PhaseKey = tuple[str | None, int]
+IntArray = np.ndarray
+
+
 class _Iteration:
     """One iteration as recorded: its layout and its marks, resolved to times but not
     yet turned into durations (that happens for all iterations at once in build())."""
 
     __slots__ = ("host", "layout", "phase_times", "streams", "times")
 
-    def __init__(self, layout, times, host, phase_times, streams) -> None:
+    def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
+                 streams: Sequence[int] | None) -> None:
         self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
         self.streams = streams
 
@@ -214,8 +247,9 @@ class _Layout:
     __slots__ = ("enters", "exits", "ids", "phase_enters", "phase_exits", "phase_ids", "top",
                  "unbalanced")
 
-    def __init__(self, enters, exits, ids, top, phase_enters, phase_exits, phase_ids,
-                 unbalanced) -> None:
+    def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
+                 phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
+                 unbalanced: int) -> None:
         self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
         self.phase_enters, self.phase_exits = phase_enters, phase_exits
         self.phase_ids, self.unbalanced = phase_ids, unbalanced
@@ -230,52 +264,32 @@ class _GraphBuilder:
         self.phases: dict[str, int] = {}
         self.rows: list[_Iteration] = []
         self.unbalanced = 0
-        self._last_names: list | None = None
-        self._last_phase_key: list | None = None
+        self._last: tuple[list[str | None], list[PhaseKey]] | None = None
         self._layout: _Layout | None = None
 
-    def add(self, names: list, marks: list, phase_events: list, timer: Timer) -> None:
+    def add(self, names: list[str | None], marks: list[Any], phase_events: list[PhaseEvent],
+            timer: Timer) -> None:
         """Called once per iteration, after its sync: kept cheap, the arithmetic waits."""
-        phase_key = [(p[0], p[1]) for p in phase_events] if phase_events else []
-        if names == self._last_names and phase_key == self._last_phase_key:
-            layout = self._layout
-        else:
+        phase_key = [(p[0], p[1]) for p in phase_events]
+        layout = self._layout
+        if layout is None or self._last != (names, phase_key):
             layout = self._layout = self._match(names, phase_key)
-            self._last_names, self._last_phase_key = names, phase_key
+            self._last = (names, phase_key)
         times, host = timer.resolve(marks)
         phase_times = timer.resolve([p[2] for p in phase_events])[0] if phase_events else ()
         self.unbalanced += layout.unbalanced
         self.rows.append(_Iteration(layout, times, host, phase_times, timer.streams(marks)))
 
-    def _match(self, names: list, phase_key: list) -> _Layout:
-        # Pair enters with exits; an exit with nothing open, or an op still open at
-        # the end of the iteration, cannot be timed and is counted as unbalanced.
-        enters: list[int] = []
-        exits: list[int] = []
-        depths: list[int] = []
-        stack: list[int] = []
-        unbalanced = 0
-        for k, name in enumerate(names):
-            if name is None:
-                if stack:
-                    exits[stack.pop()] = k
-                else:
-                    unbalanced += 1
-            else:
-                stack.append(len(enters))
-                enters.append(k)
-                exits.append(-1)
-                depths.append(len(stack) - 1)
-        unbalanced += len(stack)
-
+    def _match(self, names: list[str | None], phase_key: list[PhaseKey]) -> _Layout:
+        enters, exits, depths, unbalanced = _pair_ops(names)
         op_phases = self._phase_of_each(enters, phase_key)
         seen: dict[str, int] = {}
         ids: list[int] = []
         keep: list[int] = []
         for j, k in enumerate(enters):
-            if exits[j] < 0:
-                continue
             name = names[k]
+            if exits[j] < 0 or name is None:
+                continue
             occurrence = seen.get(name, 0)
             seen[name] = occurrence + 1
             op_id = self.op_keys.get((name, occurrence))
@@ -296,7 +310,7 @@ class _GraphBuilder:
         )
 
     @staticmethod
-    def _phase_of_each(enters: list[int], phase_key: list) -> list[str | None]:
+    def _phase_of_each(enters: list[int], phase_key: list[PhaseKey]) -> list[str | None]:
         """The innermost phase open when each op started."""
         result: list[str | None] = []
         open_phases: list[str] = []
@@ -312,7 +326,8 @@ class _GraphBuilder:
             result.append(open_phases[-1] if open_phases else None)
         return result
 
-    def _pair_phases(self, phase_key: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _pair_phases(self, phase_key: list[PhaseKey]
+                     ) -> tuple[IntArray, IntArray, IntArray, int]:
         enters: list[int] = []
         exits: list[int] = []
         ids: list[int] = []
@@ -332,59 +347,101 @@ class _GraphBuilder:
                 np.array(ids, dtype=np.intp), unbalanced + len(stack))
 
     def build(self, nodeid: str, timer: Timer, skip: int) -> Profile:
-        n_iter, n_ops, n_phases = len(self.rows), len(self.ops), len(self.phases)
-        samples = np.full((n_iter, n_ops), np.nan)
-        phase_samples = np.full((n_iter, n_phases), np.nan)
-        has_host = self.rows[0].host is not None
-        host = np.full((n_iter, n_ops), np.nan) if has_host else None
-        wall = np.zeros(n_iter)
-        op_time = np.zeros(n_iter)
-        starts = np.full((n_iter, n_ops), np.nan)
-        host_starts = np.full((n_iter, n_ops), np.nan) if has_host else None
-        phase_starts = np.full((n_iter, n_phases), np.nan)
-        iteration_starts = np.zeros(n_iter)
-        op_streams = [0] * n_ops if self.rows[-1].streams is not None else None
+        """Every iteration's durations at once, one NumPy step per distinct layout."""
+        m = _Matrices(len(self.rows), len(self.ops), len(self.phases),
+                      has_host=self.rows[0].host is not None,
+                      has_streams=self.rows[-1].streams is not None)
         groups: dict[int, list[int]] = {}
         for i, row in enumerate(self.rows):
             groups.setdefault(id(row.layout), []).append(i)
         for members in groups.values():
-            layout = self.rows[members[0]].layout
-            rows = np.array(members)[:, None]
-            # marks[0] opens the iteration, so event k of `names` is mark k + 1
-            times = np.array([self.rows[i].times for i in members], dtype=np.int64)
-            durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
-            samples[rows, layout.ids] = durations
-            starts[rows, layout.ids] = times[:, layout.enters + 1] - times[:, :1]
-            wall[members] = times[:, -1] - times[:, 0]
-            op_time[members] = durations[:, layout.top].sum(axis=1)
-            iteration_starts[members] = times[:, 0]
-            if host is not None:
-                h = np.array([self.rows[i].host for i in members], dtype=np.int64)
-                host[rows, layout.ids] = h[:, layout.exits + 1] - h[:, layout.enters + 1]
-                host_starts[rows, layout.ids] = h[:, layout.enters + 1] - h[:, :1]
-                iteration_starts[members] = h[:, 0]  # iterations are placed by the host clock
-            if op_streams is not None:
-                last = self.rows[members[-1]].streams
-                for op_id, k in zip(layout.ids.tolist(), layout.enters.tolist(), strict=True):
-                    op_streams[op_id] = int(last[k + 1])
-            if len(layout.phase_ids):
-                p = np.array([self.rows[i].phase_times for i in members], dtype=np.int64)
-                spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
-                # a phase entered several times in one iteration adds up
-                sums = np.zeros((len(members), n_phases))
-                np.add.at(sums, (slice(None), layout.phase_ids), spans)
-                present = np.zeros(n_phases, dtype=bool)
-                present[layout.phase_ids] = True
-                phase_samples[rows, np.flatnonzero(present)] = sums[:, present]
-                # each phase's first entry (reversed, so the first one is written last)
-                entered = p[:, layout.phase_enters] - times[:, :1]
-                order = np.arange(len(layout.phase_ids))[::-1]
-                phase_starts[rows, layout.phase_ids[order]] = entered[:, order]
+            m.fill(self.rows, members)
         return Profile(
             nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
-            ops=list(self.ops), samples=samples, phase_samples=phase_samples,
-            phases=list(self.phases), host_samples=host, wall=wall, op_time=op_time,
-            unbalanced=self.unbalanced, starts=starts, host_starts=host_starts,
-            phase_starts=phase_starts, iteration_starts=iteration_starts - iteration_starts[0],
-            op_streams=op_streams,
+            ops=list(self.ops), samples=m.samples, phase_samples=m.phase_samples,
+            phases=list(self.phases), host_samples=m.host, wall=m.wall, op_time=m.op_time,
+            unbalanced=self.unbalanced, starts=m.starts, host_starts=m.host_starts,
+            phase_starts=m.phase_starts,
+            iteration_starts=m.iteration_starts - m.iteration_starts[0],
+            op_streams=m.op_streams,
         )
+
+
+def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int], int]:
+    """Pairs enters with exits: each op's event index of entry and exit (-1: never
+    exited) and its depth, and the count of unbalanced events. An exit with nothing
+    open, or an op still open at the end of the iteration, cannot be timed."""
+    enters: list[int] = []
+    exits: list[int] = []
+    depths: list[int] = []
+    stack: list[int] = []
+    unbalanced = 0
+    for k, name in enumerate(names):
+        if name is None:
+            if stack:
+                exits[stack.pop()] = k
+            else:
+                unbalanced += 1
+        else:
+            stack.append(len(enters))
+            enters.append(k)
+            exits.append(-1)
+            depths.append(len(stack) - 1)
+    return enters, exits, depths, unbalanced + len(stack)
+
+
+class _Matrices:
+    """The arrays of a Profile being built, NaN where nothing ran."""
+
+    def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
+                 has_streams: bool) -> None:
+        self.samples = np.full((n_iter, n_ops), np.nan)
+        self.starts = np.full((n_iter, n_ops), np.nan)
+        self.host = np.full((n_iter, n_ops), np.nan) if has_host else None
+        self.host_starts = np.full((n_iter, n_ops), np.nan) if has_host else None
+        self.phase_samples = np.full((n_iter, n_phases), np.nan)
+        self.phase_starts = np.full((n_iter, n_phases), np.nan)
+        self.wall = np.zeros(n_iter)
+        self.op_time = np.zeros(n_iter)
+        self.iteration_starts = np.zeros(n_iter)
+        self.op_streams: list[int] | None = [0] * n_ops if has_streams else None
+
+    def fill(self, all_rows: list[_Iteration], members: list[int]) -> None:
+        """The rows of ``members``, iterations that share one layout."""
+        layout = all_rows[members[0]].layout
+        rows = np.array(members)[:, None]
+        # marks[0] opens the iteration, so event k of `names` is mark k + 1
+        times = np.array([all_rows[i].times for i in members], dtype=np.int64)
+        durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
+        self.samples[rows, layout.ids] = durations
+        self.starts[rows, layout.ids] = times[:, layout.enters + 1] - times[:, :1]
+        self.wall[members] = times[:, -1] - times[:, 0]
+        self.op_time[members] = durations[:, layout.top].sum(axis=1)
+        self.iteration_starts[members] = times[:, 0]
+        if self.host is not None and self.host_starts is not None:
+            h = np.array([all_rows[i].host for i in members], dtype=np.int64)
+            self.host[rows, layout.ids] = h[:, layout.exits + 1] - h[:, layout.enters + 1]
+            self.host_starts[rows, layout.ids] = h[:, layout.enters + 1] - h[:, :1]
+            self.iteration_starts[members] = h[:, 0]  # iterations are placed by the host clock
+        last = all_rows[members[-1]].streams
+        if self.op_streams is not None and last is not None:
+            for op_id, k in zip(layout.ids.tolist(), layout.enters.tolist(), strict=True):
+                self.op_streams[op_id] = int(last[k + 1])
+        if len(layout.phase_ids):
+            self._fill_phases(all_rows, members, layout, rows, times)
+
+    def _fill_phases(self, all_rows: list[_Iteration], members: list[int], layout: _Layout,
+                     rows: IntArray, times: IntArray) -> None:
+        p = np.array([all_rows[i].phase_times for i in members], dtype=np.int64)
+        spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
+        # a phase entered several times in one iteration adds up
+        n_phases = self.phase_samples.shape[1]
+        sums = np.zeros((len(members), n_phases))
+        np.add.at(sums, (slice(None), layout.phase_ids), spans)  # type: ignore[arg-type]
+        present = np.zeros(n_phases, dtype=bool)
+        present[layout.phase_ids] = True
+        self.phase_samples[rows, np.flatnonzero(present)] = sums[:, present]
+        # each phase's first entry (reversed, so the first one is written last)
+        entered = p[:, layout.phase_enters] - times[:, :1]
+        order = np.arange(len(layout.phase_ids))[::-1]
+        self.phase_starts[rows, layout.phase_ids[order]] = entered[:, order]

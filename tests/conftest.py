@@ -26,3 +26,17 @@ def scope_impl(request):
     impl = load_cscope() if request.param == "c" else _pyscope
     yield impl
     impl.set_sink(None)
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
+             monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester whose inner runs share the outer run's pytest-randomly seed.
+
+    pytester clears PYTEST_ADDOPTS, so inner runs would shuffle with a seed of their own
+    and a failure seen under ``--randomly-seed=N`` would not come back with it; here
+    ``-p randomly --randomly-seed=N`` reaches every inner run (in-process and subprocess)."""
+    seed = getattr(request.config.option, "randomly_seed", None)
+    if isinstance(seed, int) and request.config.pluginmanager.hasplugin("randomly"):
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"-p randomly --randomly-seed={seed}")
+    return pytester

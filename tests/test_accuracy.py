@@ -1,39 +1,25 @@
-"""Profiled op times agree with the same ops timed alone (generous bounds: the tight
-figures are benchmarks/test_accuracy.py's, in benchmarks/RESULTS.md)."""
+"""The accuracy helpers profile what they say they do. The accuracy figures themselves
+(profiled medians against the same ops timed alone) are wall-clock ratios that a slow or
+busy machine can push past any bound: they are benchmarks/test_accuracy.py's, reported in
+benchmarks/RESULTS.md, not checks of this test run."""
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
-from benchmarks.known_ops import (
-    coverage,
-    known_ops,
-    op_sequence,
-    profile_sequence,
-    samples_by_name,
-)
+from benchmarks.known_ops import coverage, op_sequence, profile_sequence, samples_by_name
 
 
-def test_profiled_medians_agree_with_ops_timed_alone_and_cover_the_iteration():
-    ops = known_ops(busy_us=(300,), matmul_sizes=(160,))
-    sequence = op_sequence(ops, per_iteration=6)
-    profiled: dict[str, list[np.ndarray]] = {name: [] for name in ops}
-    alone: dict[str, list[int]] = {name: [] for name in ops}
-    covered = []
-    for _ in range(12):  # interleaved, so that both see the same machine
-        profile = profile_sequence(sequence)
-        covered.append(coverage(profile))
-        for name, samples in samples_by_name(profile).items():
-            profiled[name].append(samples)
-        for name, fn in ops.items():
-            for _ in range(3):
-                start = time.perf_counter_ns()
-                fn()
-                alone[name].append(time.perf_counter_ns() - start)
-    for name in ops:
-        ratio = np.median(np.concatenate(profiled[name])) / statistics.median(alone[name])
-        assert 0.75 < ratio < 1.25, (name, ratio)
-    assert statistics.median(covered) > 0.75
+def test_a_profiled_sequence_has_one_sample_per_op_per_iteration_and_bounded_coverage():
+    calls: list[str] = []
+    ops = {"first": lambda: calls.append("first"), "second": lambda: calls.append("second")}
+    sequence = op_sequence(ops, per_iteration=4)
+    profile = profile_sequence(sequence, iterations=3, skip=1)
+    assert calls == ["first", "first", "second", "second"] * 3
+    assert [(o.name, o.occurrence) for o in profile.ops] == [
+        ("first", 0), ("first", 1), ("second", 0), ("second", 1)]
+    by_name = samples_by_name(profile)
+    assert {name: len(s) for name, s in by_name.items()} == {"first": 4, "second": 4}
+    assert all((s >= 0).all() for s in by_name.values())
+    assert not np.isnan(profile.samples).any()
+    assert 0 <= coverage(profile) <= 1  # top-level ops lie inside their iteration

@@ -118,7 +118,8 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
 
 def test_a_bad_slowdown_variable_is_one_usage_error():
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "-q", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "-q", "-p", "no:cacheprovider",
+         "--opprof-backend=cpu"],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "OPPROF_EXAMPLE_SLOWDOWN": "bogus:2"})
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR

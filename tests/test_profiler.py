@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import pytest_opprof
-from pytest_opprof import OpprofError, is_recording
+from pytest_opprof import OpprofError, Profile, is_recording
+from pytest_opprof import profiler as profiler_module
 
 from .fakes import fake_profiler, train_profile
 
@@ -195,14 +196,47 @@ def test_an_exception_inside_a_decorated_op_still_closes_it():
     assert [o.name for o in profiler.profile.ops] == ["boom"]
 
 
-@pytest.mark.parametrize("bad", ["", None, 3])
-def test_op_and_phase_names_must_be_strings(bad):
+@pytest.mark.parametrize(("bad", "got"), [
+    ("", "an empty string"), (None, "None of type NoneType"), (3, "3 of type int"),
+    (b"relu", "b'relu' of type bytes"), ("x" * 1025, "1025 characters: 'xxxxx"),
+    ("y" * 10**6, "1000000 characters: 'yyy"),
+])
+def test_op_and_phase_names_are_non_empty_strings_of_bounded_length(bad, got):
     profiler, _ = fake_profiler()
-    with pytest.raises(OpprofError, match="name must be a non-empty string"):
+    message = "name must be a non-empty string of at most 1024 characters, got " + got
+    with pytest.raises(OpprofError, match=message) as phase_error:
         profiler.phase(bad)
-    if bad is not None and not callable(bad):
-        with pytest.raises(OpprofError, match="name must be a non-empty string"):
-            pytest_opprof.op(bad)
+    with pytest.raises(OpprofError, match=message):
+        pytest_opprof.op(bad)
+    with pytest.raises(OpprofError, match=message):
+        profiler.op(bad)
+    assert len(str(phase_error.value)) < 200  # the line names the input, it does not dump it
+
+
+def test_a_bare_decorator_on_a_callable_without_a_name_is_one_error():
+    import functools
+
+    with pytest.raises(OpprofError, match=r"op name must be .*of type partial"):
+        pytest_opprof.op(functools.partial(print, "x"))
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mred\x1b[0m", "two\nlines", "\ud800", "z" * 1024,
+                                  "tab\there", "\u202eevil"])
+def test_any_non_empty_string_is_a_name_and_is_recorded_as_it_is(name):
+    profiler, dev = fake_profiler(skip=0)
+    for _ in profiler.iterations(2):
+        with profiler.op(name), profiler.phase(name):
+            dev.kernel(10)
+    assert [o.name for o in profiler.profile.ops] == [name]
+    assert profiler.profile.phases == [name]
+    assert Profile.from_json(profiler.profile.to_json()).ops[0].name == name
+
+
+def test_iterations_are_bounded():
+    profiler, _ = fake_profiler(skip=0)
+    with pytest.raises(OpprofError, match=r"iterations\(1000001\): give a whole number of "
+                                          r"iterations from 1 to 1000000"):
+        profiler.iterations(10**6 + 1)
 
 
 def test_the_same_op_object_serves_every_call():
@@ -307,3 +341,55 @@ def test_ops_called_from_other_threads_run_untimed_and_leave_the_profile_whole()
     assert [o.name for o in profile.ops] == ["main"] and profile.unbalanced == 0
     assert profile.samples.ravel().tolist() == [10.0] * 50
     assert profile.phases == ["forward"]
+
+
+def test_overlapping_asyncio_tasks_fail_the_loop_with_one_line_and_record_nothing_wrong():
+    import asyncio
+
+    profiler, dev = fake_profiler(skip=0)
+
+    async def task(name):
+        with profiler.op(name):
+            dev.kernel(10)
+            await asyncio.sleep(0)
+
+    async def both():
+        await asyncio.gather(task("a"), task("b"))
+
+    with pytest.raises(OpprofError, match="op 'a' ended while op 'b', opened inside it, is "
+                                          "still open: ops of concurrent tasks interleave"):
+        for _ in profiler.iterations(2):
+            asyncio.run(both())
+    assert not is_recording()
+
+
+def test_a_million_distinct_op_names_keep_a_bounded_number_of_scopes():
+    """Each cached name costs a class (about 2 kB): the cache stops at MAX_CACHED_OPS, and
+    names beyond it still record."""
+    import gc
+    import tracemalloc
+
+    cache = profiler_module._scopes
+    before = set(cache)
+    names = 20 * profiler_module.MAX_CACHED_OPS
+    profiler, dev = fake_profiler(skip=0)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for i in range(names):
+            with pytest_opprof.op(f"distinct {i}"):
+                pass
+        for _ in profiler.iterations(1):
+            with pytest_opprof.op(f"distinct {names - 1}"):
+                dev.kernel(5)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+        for name in set(cache) - before:
+            del cache[name]
+    assert len(cache) <= profiler_module.MAX_CACHED_OPS + len(before)
+    # unbounded, 40,960 names cost about 80 MB; the bound is the cache's (about 4 MB)
+    assert grown < 16 * 2**20, grown
+    assert [o.name for o in profiler.profile.ops] == [f"distinct {names - 1}"]

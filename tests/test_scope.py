@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_opprof import _pyscope
+from pytest_opprof import OpprofError, _pyscope
 
 
 class Sink:
@@ -211,7 +211,8 @@ def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypa
     tests = Path(__file__).parent
     monkeypatch.setenv("OPPROF_PURE_PYTHON", "1")
     result = pytester.runpytest_subprocess(
-        "check.py", str(tests / "test_profiler.py"), "-p", "no:cacheprovider", "-q")
+        "check.py", str(tests / "test_profiler.py"), "-p", "no:cacheprovider", "-q",
+        "--opprof-backend=fake")  # no GPU assumed: auto would build a CUDA timer where one is
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
     assert outcomes["passed"] > 30
@@ -238,3 +239,91 @@ def test_only_the_thread_that_set_the_sink_records(scope_impl):
             pass
     assert seen == [False] and sink.names == ["x", None]
     assert not scope_impl.recording_here()
+
+
+# -- ops nest: an op ending while one opened inside it is still open is refused --------
+
+INTERLEAVED = (r"op 'outer' ended while op 'inner', opened inside it, is still open: "
+               r"ops of concurrent tasks interleave; profile one task at a time")
+
+
+def test_an_op_ending_before_one_opened_inside_it_is_refused_naming_both(scope_impl):
+    outer, inner = scope_impl.OpScope("outer"), scope_impl.OpScope("inner")
+    with Sink(scope_impl) as sink:
+        outer.__enter__()
+        inner.__enter__()
+        with pytest.raises(OpprofError, match=INTERLEAVED):
+            outer.__exit__(None, None, None)
+        inner.__exit__(None, None, None)  # the innermost may still end, then the outer
+        outer.__exit__(None, None, None)
+    assert sink.names == ["outer", "inner", None, None] and sink.marks == [1, 2, 3, 4]
+
+
+def test_a_decorated_call_ending_inside_an_open_op_is_refused(scope_impl):
+    inner = scope_impl.OpScope("inner")
+
+    @scope_impl.OpScope("outer")
+    def leaves_inner_open():
+        inner.__enter__()
+        return "result"
+
+    with Sink(scope_impl) as sink, pytest.raises(OpprofError, match=INTERLEAVED):
+        leaves_inner_open()
+    assert sink.names == ["outer", "inner"]
+
+
+def test_the_same_name_ending_is_the_innermost_whatever_the_scope_object(scope_impl):
+    with Sink(scope_impl) as sink:
+        with scope_impl.OpScope("x"):
+            with scope_impl.OpScope("".join(["x"])):  # an equal name, another object
+                pass
+    assert sink.names == ["x", "x", None, None]
+
+
+def test_an_op_that_failed_to_open_leaves_no_open_op_behind(scope_impl):
+    calls = itertools.count()
+
+    def clock_failing_second():
+        if next(calls) == 1:
+            raise RuntimeError("clock")
+        return 7
+
+    scope_impl.set_sink(([], [], clock_failing_second, []))
+    try:
+        with scope_impl.OpScope("outer"):
+            with pytest.raises(RuntimeError, match="clock"):
+                with scope_impl.OpScope("inner"):
+                    pass
+        # the outer op ended without a complaint about "inner"
+    finally:
+        scope_impl.set_sink(None)
+
+
+def test_a_new_sink_starts_with_no_open_op(scope_impl):
+    with Sink(scope_impl):
+        scope_impl.OpScope("left open").__enter__()
+    with Sink(scope_impl) as sink:
+        scope_impl.OpScope("closed late").__exit__(None, None, None)
+    assert sink.names == [None]  # counted as unbalanced by the profiler, not refused
+
+
+def test_overlapping_asyncio_tasks_are_refused_and_one_task_at_a_time_records(scope_impl):
+    import asyncio
+
+    async def task(name):
+        with scope_impl.OpScope(name):
+            await asyncio.sleep(0)  # the other task runs here: its op opens inside this one
+            await asyncio.sleep(0)
+
+    async def overlapping():
+        await asyncio.gather(task("a"), task("b"))
+
+    async def one_at_a_time():
+        await task("a")
+        await task("b")
+
+    with Sink(scope_impl), pytest.raises(OpprofError, match="concurrent tasks interleave"):
+        asyncio.run(overlapping())
+    with Sink(scope_impl) as sink:
+        asyncio.run(one_at_a_time())
+    assert sink.names == ["a", None, "b", None]

@@ -13,6 +13,10 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
+#: A timeline of an iteration's marks in integer nanoseconds: a list or an int64 array.
+Times = Sequence[int] | np.ndarray
 
 class Timer(ABC):
     """A clock for op boundaries.
@@ -49,7 +53,7 @@ class Timer(ABC):
         return None
 
     @abstractmethod
-    def resolve(self, marks: Sequence[Any]) -> tuple[Sequence[int], Sequence[int] | None]:
+    def resolve(self, marks: Sequence[Any]) -> tuple[Times, Times | None]:
         """The iteration's marks as integer nanoseconds (an array or a plain list).
 
         Returns the primary timeline (the device's for CUDA) and, where it

@@ -130,4 +130,4 @@ class CupyEvents:
         event.synchronize()
 
     def elapsed_ns(self, start: Any, end: Any) -> float:
-        return self._cuda.get_elapsed_time(start, end) * 1e6
+        return float(self._cuda.get_elapsed_time(start, end)) * 1e6

@@ -82,9 +82,9 @@ class FakeDevice:
         self.host_now = max(self.host_now, event.time_ns)
 
     def elapsed_ns(self, start: FakeEvent, end: FakeEvent) -> float:
-        for ev in (start, end):
-            if ev.time_ns is None or ev.time_ns > self.host_now:
-                raise EventNotReady("event time read before the host synchronised past it")
+        if (start.time_ns is None or end.time_ns is None
+                or max(start.time_ns, end.time_ns) > self.host_now):
+            raise EventNotReady("event time read before the host synchronised past it")
         return float(end.time_ns - start.time_ns)
 
     def host_ns(self) -> int:
@@ -102,4 +102,5 @@ class FakeTimer(CudaTimer):
     @property
     def device_model(self) -> FakeDevice:
         """The virtual device, for tests to queue kernels and spend host time on."""
+        assert isinstance(self.api, FakeDevice)  # what __init__ was given
         return self.api
