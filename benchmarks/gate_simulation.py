@@ -42,7 +42,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from pytest_opprof.regression import (
+from pytest_opprof.rule import (
     GateConfig,
     compare_with_rerun,
     mann_whitney,
