@@ -16,7 +16,7 @@ from .baseline import Baseline
 from .profile import Profile
 from .rule import FLOOR_NS, GateConfig, compare_with_rerun
 from .stats import counted_samples
-from .verdict import BudgetVerdict, Comparison, Key, OpStatus, TestResult, Verdict
+from .verdict import BudgetVerdict, Comparison, Key, OpStatus, OpVerdict, TestResult, Verdict
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
 #: measured spread needs less inflation (GateConfig.history_inflation).
@@ -72,7 +72,8 @@ def judge(
     machine's drift only when the test has too few ops to estimate its own;
     ``rerun`` profiles the test again in a new process, to confirm a suspect."""
     over_budget = tuple(check_budgets(profile, budgets))
-    comparison, at_fault = None, ()
+    comparison: Comparison | None = None
+    at_fault: tuple[OpVerdict, ...] = ()
     if baseline is not None:
         comparison = _compare(profile, baseline, config, probe_drift, rerun)
         at_fault = tuple(comparison.having(*(STRICT_FAULTS if strict_ops else FAULTS)))

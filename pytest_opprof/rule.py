@@ -33,6 +33,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -152,7 +153,8 @@ def mann_whitney(current: Sequence[np.ndarray],
 def _sorted_rows(arrays: Sequence[np.ndarray], offsets: np.ndarray) -> np.ndarray:
     """Each row sorted and shifted by its offset, concatenated: one ascending array."""
     if len({len(a) for a in arrays}) == 1:  # the common case: sort the rows as a matrix
-        return (np.sort(np.vstack(arrays).astype(float), axis=1) + offsets[:, None]).ravel()
+        shifted: np.ndarray = np.sort(np.vstack(arrays).astype(float), axis=1) + offsets[:, None]
+        return shifted.ravel()
     lengths = [len(a) for a in arrays]
     return np.sort(np.concatenate(arrays).astype(float) + np.repeat(offsets, lengths))
 
@@ -211,7 +213,8 @@ def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
     """A current op's runs and its baseline's, ready to judge; or its verdict when it
     cannot be judged (new, or too few samples on a side)."""
     name, occurrence = key
-    cur_runs = [_positive(r) for r in (value if isinstance(value, list) else [value])]
+    given = value if isinstance(value, list) else [cast(np.ndarray, value)]
+    cur_runs = [_positive(r) for r in given]
     cur_runs = [r for r in cur_runs if len(r)]
     cur_all = np.concatenate(cur_runs) if cur_runs else np.zeros(0)
     if key not in baseline:
@@ -470,7 +473,8 @@ def _spread_posterior(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
 
 def _mixture_tail(d: np.ndarray, var_d: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """P(D > d) for each op, D normal with a variance drawn from its posterior."""
-    return (weight * normal_sf(d[:, None] / np.sqrt(var_d))).sum(axis=1)
+    tail: np.ndarray = (weight * normal_sf(d[:, None] / np.sqrt(var_d))).sum(axis=1)
+    return tail
 
 
 def _needed_shift(var_d: np.ndarray, weight: np.ndarray, p: float) -> float:
@@ -494,7 +498,8 @@ def normal_sf(x: np.ndarray) -> np.ndarray:
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
             -0.82215223 + t * 0.17087277))))))))
     erfc = t * np.exp(poly)
-    return np.where(np.asarray(x) >= 0, erfc / 2, 1 - erfc / 2)
+    tail: np.ndarray = np.where(np.asarray(x) >= 0, erfc / 2, 1 - erfc / 2)
+    return tail
 
 
 def _positive(samples: np.ndarray) -> np.ndarray:

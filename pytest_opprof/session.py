@@ -177,11 +177,12 @@ class OpprofSession:
         mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
         from .render.gate import op_line
 
-        properties = [("opprof_verdict", result.verdict)]
+        # plain str values: xdist's serializer takes no str subclass (an enum)
+        properties = [("opprof_verdict", result.verdict.value)]
         properties += [("opprof_regressed", op_line(v)) for v in result.at_fault]
         properties += [("opprof_over_budget", b.name) for b in result.over_budget]
         item.user_properties.extend(properties)
-        report.user_properties = list(report.user_properties) + properties
+        report.user_properties = [*report.user_properties, *properties]
 
     @staticmethod
     def _benchmark_extra_info(item: pytest.Item, result: TestResult) -> None:
