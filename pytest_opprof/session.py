@@ -213,8 +213,8 @@ class OpprofSession:
         return replace(result, baseline_path=str(self.store.path_for(profile.nodeid)))
 
     def _record_baseline(self, result: TestResult) -> TestResult:
-        """Store the test's run as a baseline run (an op over its budget keeps the old
-        baseline: the caller does not come here)."""
+        """Store the test's run as a baseline run; called only for a test within its
+        budgets (an op over its budget keeps the old baseline)."""
         from .baseline import BaselineRun
         from .verdict import Verdict
 
