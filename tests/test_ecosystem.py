@@ -73,6 +73,9 @@ def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypat
     assert sorted(t["nodeid"] for t in data["tests"]) == NODEIDS
     assert all({op["name"] for op in t["ops"] if op["verdict"] == "regressed"} == {"relu"}
                for t in data["tests"])
+    # the typed verdict each worker shipped reached the controller whole
+    assert all([v["name"] for v in t["result"]["at_fault"]] == ["relu"]
+               and t["result"]["verdict"] == "failed" for t in data["tests"])
     assert "relu" in (suite.path / "r.md").read_text()
 
 
