@@ -42,11 +42,12 @@ from statistics import NormalDist
 
 import numpy as np
 
-from pytest_opprof.regression import (
+from pytest_opprof.rule import (
     GateConfig,
     compare_with_rerun,
     mann_whitney,
 )
+from pytest_opprof.verdict import OpStatus
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _opprof(test, base_runs, cur, rerun, config, confirm):
 
     result = compare_with_rerun(current, baseline, ids, config, again if confirm else None,
                                 probe_drift=probe)
-    return {int(v.name[2:]) for v in result.having("regressed")}
+    return {int(v.name[2:]) for v in result.having(OpStatus.REGRESSED)}
 
 
 def rule_opprof(config: GateConfig | None = None, confirm: bool = True):

@@ -33,7 +33,8 @@ import numpy as np
 from .errors import OpprofError
 from .files import FileTooLarge, atomic_write, read_bounded, safe_name
 from .profile import OpInfo, Profile
-from .regression import Key
+from .stats import counted_samples
+from .verdict import Key
 
 SCHEMA = "pytest-opprof/baseline/2"
 MAX_SAMPLES = 100
@@ -75,11 +76,10 @@ class BaselineRun:
 
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
-        counted = profile.samples[profile.skip:]
+        counted = counted_samples(profile)
         ops: dict[str, list[Any]] = {key: [] for key in OP_COLUMNS}
         for info in profile.ops:
-            column = counted[:, info.op_id]
-            column = column[~np.isnan(column)]
+            column = counted[info.op_id]
             for key, value in (("op_id", info.op_id), ("name", info.name),
                                ("occurrence", info.occurrence), ("depth", info.depth),
                                ("phase", info.phase), ("n", int(column.size)),

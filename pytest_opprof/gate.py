@@ -1,66 +1,33 @@
-"""A test's verdict: its profile against its budgets and its baseline."""
+"""A test's verdict: its profile against its budgets and its baseline.
+
+The rule (rule.py) compares op samples; this module decides what that means for one
+test (budgets, strict ops, the confirmation re-run) and makes its :class:`TestResult`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from .baseline import Baseline
 from .profile import Profile
-from .regression import FLOOR_NS, Comparison, GateConfig, Key, OpVerdict, compare_with_rerun
+from .rule import FLOOR_NS, GateConfig, compare_with_rerun
+from .stats import counted_samples
+from .verdict import BudgetVerdict, Comparison, Key, OpStatus, OpVerdict, TestResult, Verdict
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
 #: measured spread needs less inflation (GateConfig.history_inflation).
 HISTORY_SPAN_S = 3600.0
 
-#: Test verdicts.
-PASSED, FAILED, NO_BASELINE, UPDATED, NOT_GATED = (
-    "passed", "failed", "no baseline", "baseline updated", "not gated")
-
-
-@dataclass(frozen=True)
-class BudgetVerdict:
-    """An op over its ``max_time``; ``median_ns`` is NaN when no op of that name ran."""
-
-    op_id: int
-    name: str
-    median_ns: float
-    budget_ns: float
-
-
-@dataclass
-class TestResult:
-    """What the gate concluded about one profiled test."""
-
-    __test__ = False  # not a pytest test class
-
-    nodeid: str
-    verdict: str
-    machine: str
-    profile: Profile
-    comparison: Comparison | None = None
-    over_budget: list[BudgetVerdict] = field(default_factory=list)
-    #: The ops that fail the test: regressed ones, and new or missing ones when strict.
-    at_fault: list[OpVerdict] = field(default_factory=list)
-    baseline_path: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict == FAILED
-
 
 def current_samples(profile: Profile) -> tuple[dict[Key, np.ndarray], dict[Key, int]]:
     """Each op's counted samples (NaN dropped) and its OP_ID, keyed by (name, occurrence)."""
-    counted = profile.samples[profile.skip:]
-    samples, ids = {}, {}
-    for info in profile.ops:
-        column = counted[:, info.op_id]
-        key = (info.name, info.occurrence)
-        samples[key] = column[~np.isnan(column)]
-        ids[key] = info.op_id
+    columns = counted_samples(profile)
+    samples = {(info.name, info.occurrence): columns[info.op_id] for info in profile.ops}
+    ids = {(info.name, info.occurrence): info.op_id for info in profile.ops}
     return samples, ids
 
 
@@ -85,6 +52,11 @@ def gate_config(backend: str, tolerance: float, tolerances: Mapping[str, float])
                       floor_ns=FLOOR_NS.get(backend, FLOOR_NS["cpu"]))
 
 
+#: The op verdicts that fail a test, without and with ``--opprof-strict-ops``.
+FAULTS = (OpStatus.REGRESSED,)
+STRICT_FAULTS = (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING)
+
+
 def judge(
     profile: Profile,
     baseline: Baseline | None,
@@ -99,27 +71,35 @@ def judge(
     """The verdict of a test that ran and passed. ``probe_drift`` is asked for the
     machine's drift only when the test has too few ops to estimate its own;
     ``rerun`` profiles the test again in a new process, to confirm a suspect."""
-    result = TestResult(profile.nodeid, PASSED, machine, profile,
-                        over_budget=check_budgets(profile, budgets))
-    if baseline is None:
-        result.verdict = NO_BASELINE
+    over_budget = tuple(check_budgets(profile, budgets))
+    comparison: Comparison | None = None
+    at_fault: tuple[OpVerdict, ...] = ()
+    if baseline is not None:
+        comparison = _compare(profile, baseline, config, probe_drift, rerun)
+        at_fault = tuple(comparison.having(*(STRICT_FAULTS if strict_ops else FAULTS)))
+    if over_budget or at_fault:
+        verdict = Verdict.FAILED
     else:
-        current, ids = current_samples(profile)
-        stored = baseline.samples()
-        common = sum(1 for key in current if key in stored)
-        drift = probe_drift(baseline) if common < config.min_ops_for_drift else None
-        if baseline.span_seconds() >= HISTORY_SPAN_S:
-            config = replace(config, spread_inflation=config.history_inflation)
+        verdict = Verdict.NO_BASELINE if baseline is None else Verdict.PASSED
+    return TestResult(profile.nodeid, verdict, machine, profile, comparison=comparison,
+                      over_budget=over_budget, at_fault=at_fault)
 
-        def rerun_samples() -> dict[Key, np.ndarray] | None:
-            again = rerun() if rerun is not None else None
-            return current_samples(again)[0] if again is not None else None
 
-        result.comparison = compare_with_rerun(
-            current, stored, {**baseline.op_ids(), **ids}, config,
-            rerun_samples if rerun is not None else None, probe_drift=drift)
-        faults = ("regressed", "new", "missing") if strict_ops else ("regressed",)
-        result.at_fault = result.comparison.having(*faults)
-    if result.over_budget or result.at_fault:
-        result.verdict = FAILED
-    return result
+def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
+             probe_drift: Callable[[Baseline], float | None],
+             rerun: Callable[[], Profile | None] | None) -> Comparison:
+    """The rule applied to the profile against its baseline, drift from the probe when
+    the test has too few ops in common with the baseline to measure its own."""
+    current, ids = current_samples(profile)
+    stored = baseline.samples()
+    common = sum(1 for key in current if key in stored)
+    drift = probe_drift(baseline) if common < config.min_ops_for_drift else None
+    if baseline.span_seconds() >= HISTORY_SPAN_S:
+        config = replace(config, spread_inflation=config.history_inflation)
+
+    def rerun_samples() -> dict[Key, np.ndarray] | None:
+        again = rerun() if rerun is not None else None
+        return current_samples(again)[0] if again is not None else None
+
+    return compare_with_rerun(current, stored, {**baseline.op_ids(), **ids}, config,
+                              rerun_samples if rerun is not None else None, probe_drift=drift)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +30,8 @@ from .timers import BackendUnavailable, Timer, build_timer, make_timer
 
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
-    from .gate import TestResult
     from .records import TestRecord
+    from .verdict import TestResult
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -123,28 +124,23 @@ class OpprofSession:
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Gate the test, or record its baseline; a failing verdict fails this test only."""
-        from .baseline import BaselineError
-        from .files import atomic_write
-        from .gate import NOT_GATED, TestResult
-        from .render.gate import failure_text, summary_line
-
         started = item.stash.get(PROFILER, None)
-        profile = started[0].profile if started else None
+        if started is None:
+            return
+        profile, per_test = started[0].profile, started[1]
         if profile is None or profile.counted == 0:
             return
-        per_test = started[1]
-        if self.settings.profile_out is not None and report.passed:
-            try:
-                atomic_write(self.settings.profile_out, profile.to_json())
-            except OSError as exc:
-                report.outcome = "failed"
-                report.longrepr = f"opprof: --opprof-profile-out: cannot write ({exc})"
+        from .baseline import BaselineError
+        from .render.gate import failure_text, summary_line
+        from .verdict import TestResult, Verdict
+
+        self._write_profile(profile, report)
+        not_gated = TestResult(item.nodeid, Verdict.NOT_GATED, self.machine, profile)
         if not self.settings.gate:
-            self._benchmark_extra_info(item, TestResult(item.nodeid, NOT_GATED, self.machine,
-                                                        profile))
+            self._benchmark_extra_info(item, not_gated)
             return
         if not report.passed:
-            self.results[item.nodeid] = TestResult(item.nodeid, NOT_GATED, self.machine, profile)
+            self.results[item.nodeid] = not_gated
             return
         rerun = (lambda: self._rerun(item.nodeid, report.duration)) \
             if self.settings.confirm else None
@@ -163,17 +159,30 @@ class OpprofSession:
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
 
+    def _write_profile(self, profile: Profile, report: pytest.TestReport) -> None:
+        """``--opprof-profile-out``: the profile of a passing test, for the re-run."""
+        if self.settings.profile_out is None or not report.passed:
+            return
+        from .files import atomic_write
+
+        try:
+            atomic_write(self.settings.profile_out, profile.to_json())
+        except OSError as exc:
+            report.outcome = "failed"
+            report.longrepr = f"opprof: --opprof-profile-out: cannot write ({exc})"
+
     @staticmethod
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
         """The verdict and each regressed op as test properties (``record_property``'s
         mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
         from .render.gate import op_line
 
-        properties = [("opprof_verdict", result.verdict)]
+        # plain str values: xdist's serializer takes no str subclass (an enum)
+        properties = [("opprof_verdict", result.verdict.value)]
         properties += [("opprof_regressed", op_line(v)) for v in result.at_fault]
         properties += [("opprof_over_budget", b.name) for b in result.over_budget]
         item.user_properties.extend(properties)
-        report.user_properties = list(report.user_properties) + properties
+        report.user_properties = [*report.user_properties, *properties]
 
     @staticmethod
     def _benchmark_extra_info(item: pytest.Item, result: TestResult) -> None:
@@ -188,26 +197,31 @@ class OpprofSession:
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
                  rerun: Callable[[], Profile | None] | None) -> TestResult:
-        from .baseline import BaselineRun
-        from .gate import UPDATED, gate_config, judge
+        from .gate import gate_config, judge
 
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances)
         if self.settings.update_baseline:
             result = judge(profile, None, machine=self.machine, config=config,
                            budgets=per_test.budgets, strict_ops=False)
-            if not result.failed:  # an op over its budget keeps the old baseline
-                run = BaselineRun.from_profile(profile, self.run_meta)
-                path = self.store.record(profile.nodeid, run, self.settings.baseline_batch,
-                                         append=self.settings.append_baseline)
-                result.verdict, result.baseline_path = UPDATED, str(path)
-            return result
+            return result if result.failed else self._record_baseline(result)
         baseline = self.store.load(profile.nodeid)
         result = judge(profile, baseline, machine=self.machine, config=config,
                        budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
                        probe_drift=self._probe_drift, rerun=rerun)
-        if baseline is not None:
-            result.baseline_path = str(self.store.path_for(profile.nodeid))
-        return result
+        if baseline is None:
+            return result
+        return replace(result, baseline_path=str(self.store.path_for(profile.nodeid)))
+
+    def _record_baseline(self, result: TestResult) -> TestResult:
+        """Store the test's run as a baseline run; called only for a test within its
+        budgets (an op over its budget keeps the old baseline)."""
+        from .baseline import BaselineRun
+        from .verdict import Verdict
+
+        run = BaselineRun.from_profile(result.profile, self.run_meta)
+        path = self.store.record(result.nodeid, run, self.settings.baseline_batch,
+                                 append=self.settings.append_baseline)
+        return replace(result, verdict=Verdict.UPDATED, baseline_path=str(path))
 
     def _rerun(self, nodeid: str, duration: float) -> Profile | None:
         """Profile ``nodeid`` again in a new pytest process (nothing gated there)."""
@@ -272,7 +286,7 @@ class OpprofSession:
 
         key = (len(self.profiles), len(self.results), len(self.remote))
         if self._records is None or self._records[0] != key:
-            local = [TestRecord.of(p, self.results.get(nodeid))
+            local = [TestRecord(p, self.results.get(nodeid))
                      for nodeid, p in self.profiles.items()]
             records = local if not self.remote else sorted(  # local: in the order they ran
                 local + self.remote, key=lambda r: r.nodeid)
@@ -299,6 +313,7 @@ class OpprofSession:
             self.remote.extend(loads(text))
 
     def report(self, tr: pytest.TerminalReporter) -> None:
+        from .render.gate import summary_line
         from .render.text import render
 
         if self.is_worker:
@@ -310,7 +325,7 @@ class OpprofSession:
             for record in records:
                 tr.write_sep("-", record.nodeid)
                 tr.write_line(render(record.profile, verbosity))
-        summaries = [r.summary for r in records if r.summary is not None]
+        summaries = [summary_line(r.result) for r in records if r.result is not None]
         if summaries:
             tr.write_sep("=", f"opprof gate: machine {self.machine}")
             for line in summaries:

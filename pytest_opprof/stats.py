@@ -58,6 +58,13 @@ class WallSummary:
         return max(self.wall - self.op_time, 0.0) / self.wall if self.wall > 0 else 0.0
 
 
+def counted_samples(profile: Profile) -> list[np.ndarray]:
+    """Each OP_ID's samples over the counted iterations in which it ran (NaN dropped),
+    indexed by OP_ID: what every per-op figure, the gate and the baselines start from."""
+    counted = profile.samples[profile.skip:]
+    return [column[~np.isnan(column)] for column in counted.T]
+
+
 def op_stats(profile: Profile) -> list[OpStats]:
     """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0."""
     counted = profile.samples[profile.skip:]
@@ -85,14 +92,13 @@ def op_stats(profile: Profile) -> list[OpStats]:
 
 def op_type_stats(profile: Profile) -> list[OpTypeStats]:
     """Per op name, by total time, longest first (ties by name)."""
-    counted = profile.samples[profile.skip:]
-    columns: dict[str, list[int]] = {}
+    samples = counted_samples(profile)
+    columns: dict[str, list[np.ndarray]] = {}
     for info in profile.ops:
-        columns.setdefault(info.name, []).append(info.op_id)
+        columns.setdefault(info.name, []).append(samples[info.op_id])
     result = []
     for name, cols in columns.items():
-        values = counted[:, cols]
-        values = values[~np.isnan(values)]
+        values = np.concatenate(cols)
         if values.size:
             total = float(values.sum())
             result.append(OpTypeStats(name, int(values.size), total, total / values.size,

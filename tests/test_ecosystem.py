@@ -73,6 +73,9 @@ def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypat
     assert sorted(t["nodeid"] for t in data["tests"]) == NODEIDS
     assert all({op["name"] for op in t["ops"] if op["verdict"] == "regressed"} == {"relu"}
                for t in data["tests"])
+    # the typed verdict each worker shipped reached the controller whole
+    assert all([v["name"] for v in t["result"]["at_fault"]] == ["relu"]
+               and t["result"]["verdict"] == "failed" for t in data["tests"])
     assert "relu" in (suite.path / "r.md").read_text()
 
 
@@ -296,10 +299,12 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from .fakes import train_profile
 
-    test["profile"] = train_profile().to_dict()  # loads, but its op lacks its fields
-    test["ops"] = [{"name": "x", "current": {"median_ns": 5.0}}]
+    test["profile"] = train_profile().to_dict()  # loads, but its verdict is no verdict
+    test["result"] = {"nodeid": "test_x.py::test_x", "verdict": "slower", "machine": "m",
+                      "comparison": None, "over_budget": [], "at_fault": [],
+                      "baseline_path": None}
     broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
     err = capsys.readouterr().err
-    assert "malformed results (KeyError" in err and "\n" not in err.strip()
+    assert "'verdict' is 'slower', not one of 'passed'" in err and "\n" not in err.strip()

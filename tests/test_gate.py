@@ -73,7 +73,7 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
     result = suite.runpytest()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "opprof: 1 op(s) regressed against the baseline of machine 'fake-fake CUDA device' "
+        "opprof: 1 regressed op(s) against the baseline of machine 'fake-fake CUDA device' "
         "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
         "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond the margin "
         "+*%; between-run p=*, rank test p=*; 3 baseline runs)",
@@ -134,8 +134,24 @@ def test_new_and_missing_ops_fail_only_when_strict(suite):
     result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; new: gelu; missing: softmax"])
     result = suite.runpytest("--opprof-strict-ops")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["  OP_ID5. gelu: new, 60 us (not in the baseline)",
-                                 "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
+    result.stdout.fnmatch_lines([
+        "opprof: 1 new op(s), 1 missing op(s) against the baseline of machine *",
+        "  OP_ID5. gelu: new, 60 us (not in the baseline)",
+        "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
+    assert "regressed" not in result.stdout.str()  # nothing regressed: it must not say so
+
+
+def test_a_strict_failure_names_each_group_of_ops_by_its_verdict(suite, monkeypatch):
+    update(suite)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    suite.makepyfile(test_net=NET.replace('"mul", "softmax"]', '"mul", "gelu"]'))
+    result = suite.runpytest("--opprof-strict-ops", "--opprof-no-confirm")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "opprof: 1 regressed op(s), 1 new op(s), 1 missing op(s) against the baseline *",
+        "  OP_ID2. relu: 30 us -> 39 us *",
+        "  OP_ID5. gelu: new, *",
+        "  OP_ID5. softmax: missing *"])
 
 
 def test_machine_key_namespaces_baselines(suite, monkeypatch):

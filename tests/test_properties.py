@@ -16,7 +16,7 @@ from pytest_opprof.baseline import SCHEMA, BaselineError, BaselineRun, parse
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.options import parse_duration_ns, parse_fraction
 from pytest_opprof.profile import Profile
-from pytest_opprof.regression import GateConfig, compare
+from pytest_opprof.rule import GateConfig, compare
 
 from .fakes import train_profile
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from pytest_opprof.regression import GateConfig, compare, holm, mann_whitney, normal_sf
+from pytest_opprof.rule import GateConfig, compare, holm, mann_whitney, normal_sf
 
 
 def make_runs(rng, medians, runs, n=20, noise=0.02, run_spread=0.005, scale=None):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pytest_benchmark.stats import Stats
 
-from ..gate import TestResult
+from ..verdict import TestResult
 
 
 def extra_info(result: TestResult) -> dict[str, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 
-from ..gate import BudgetVerdict, TestResult
-from ..regression import OpVerdict
+from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 
 
 def duration(ns: float) -> str:
@@ -26,15 +25,15 @@ def percent(ratio: float) -> str:
 def op_line(v: OpVerdict) -> str:
     """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence."""
     head = f"OP_ID{v.op_id}. {v.name}"
-    if v.verdict in ("regressed", "improved", "ok"):
+    if v.verdict in COMPARED:
         beyond = "" if math.isnan(v.margin) else f" beyond the margin {percent(v.margin)}"
         return (f"{head}: {duration(v.baseline_median)} -> {duration(v.current_median)} "
                 f"({percent(v.ratio)}; {percent(v.corrected_ratio)} drift-corrected{beyond}; "
                 f"between-run p={v.p_value:.2g}, rank test p={v.rank_p_value:.2g}; "
                 f"{v.runs} baseline runs)")
-    if v.verdict == "new":
+    if v.verdict == OpStatus.NEW:
         return f"{head}: new, {duration(v.current_median)} (not in the baseline)"
-    if v.verdict == "missing":
+    if v.verdict == OpStatus.MISSING:
         return f"{head}: missing (the baseline had it at {duration(v.baseline_median)})"
     return f"{head}: not judged ({v.reason})"
 
@@ -55,8 +54,10 @@ def failure_text(result: TestResult) -> str:
     c = result.comparison
     if c is not None and result.at_fault:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
+        counts = ", ".join(f"{len(ops)} {status.value} op(s)"
+                           for status, ops in result.at_fault_by_verdict().items())
         lines.append(
-            f"opprof: {len(result.at_fault)} op(s) regressed against the baseline of machine "
+            f"opprof: {counts} against the baseline of machine "
             f"{result.machine!r} ({c.runs} runs; this run's drift {percent(c.drift)}, "
             f"from {c.drift_source}{confirmed}):")
         lines += ["  " + op_line(v) for v in result.at_fault]
@@ -68,16 +69,16 @@ def summary_line(result: TestResult) -> str:
     """One line per profiled test for the terminal summary."""
     c = result.comparison
     parts = [f"{result.nodeid}: {result.verdict}"]
-    if result.verdict == "no baseline":
+    if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
     if c is not None:
-        judged = [v for v in c.ops if v.verdict in ("ok", "regressed", "improved")]
+        judged = [v for v in c.ops if v.verdict in COMPARED]
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
-        for label in ("regressed", "improved", "new", "missing"):
+        for label in (OpStatus.REGRESSED, OpStatus.IMPROVED, OpStatus.NEW, OpStatus.MISSING):
             ops = c.having(label)
             if ops:
                 names = ", ".join(f"{v.name} {percent(v.corrected_ratio)}"
-                                  if label in ("regressed", "improved") else v.name
+                                  if label in COMPARED else v.name
                                   for v in ops[:5])
                 more = f" and {len(ops) - 5} more" if len(ops) > 5 else ""
                 parts.append(f"{label}: {names}{more}")

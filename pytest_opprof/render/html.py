@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import OpprofError
 from ..files import atomic_write
+from .results_json import test_entry
 
 if TYPE_CHECKING:
     from ..records import TestRecord
@@ -63,7 +64,7 @@ def _ms(ns: Any) -> Any:
 def ops_chart(record: TestRecord) -> str:
     """Each op's current median against its baseline's (the slowest TOP_OPS ops)."""
     plt = _pyplot()
-    ops = [op for op in record.entry["ops"] if op.get("current")]
+    ops = [op for op in test_entry(record)["ops"] if op.get("current")]
     ops = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:TOP_OPS]
     if not ops:
         return ""
@@ -89,7 +90,7 @@ def moved_chart(record: TestRecord) -> str:
     baseline, took most); skipped iterations shaded."""
     plt = _pyplot()
     profile = record.profile
-    ops = [op for op in record.entry["ops"] if op.get("current")]
+    ops = [op for op in test_entry(record)["ops"] if op.get("current")]
     moved = [op for op in ops if (op.get("baseline") or {}).get("corrected_ratio")]
     if moved:
         chosen = sorted(moved, key=lambda op: -abs(
@@ -149,7 +150,7 @@ def render(records: list[TestRecord], machine: dict[str, Any]) -> str:
              f"{html.escape(str(machine.get('backend', '?')))}. "
              f"{len(records)} profiled test(s).</p>"]
     for record in records:
-        entry = record.entry
+        entry = test_entry(record)
         verdict = str(entry.get("verdict", "?"))
         drift = entry.get("drift")
         parts += [f'<section class="test"><h2>{html.escape(record.nodeid)}</h2>',

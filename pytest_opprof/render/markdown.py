@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..files import atomic_write
 from .gate import duration
+from .results_json import test_entry
 
 if TYPE_CHECKING:
     from ..records import TestRecord
@@ -44,7 +45,7 @@ def _row(test: dict[str, Any], op: dict[str, Any]) -> str:
 
 
 def render(records: list[TestRecord], machine: str) -> str:
-    tests = [r.entry for r in records]
+    tests = [test_entry(r) for r in records]
     counts = {label: sum(op["verdict"] == label for t in tests for op in t["ops"])
               for label, _ in SECTIONS}
     failed = [t["nodeid"] for t in tests if t["verdict"] == "failed"]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import OpprofError
 from ..files import atomic_write
-from ..gate import TestResult
 from ..stats import op_stats
+from ..verdict import OpStatus, TestResult, Verdict
 
 if TYPE_CHECKING:
     from ..records import TestRecord
@@ -27,8 +27,10 @@ def _num(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def test_entry(result: TestResult) -> dict[str, Any]:
-    profile = result.profile
+def test_entry(record: TestRecord) -> dict[str, Any]:
+    """The record's entry in the results file (a test the gate did not look at: not gated)."""
+    profile = record.profile
+    result = record.result or TestResult(profile.nodeid, Verdict.NOT_GATED, "", profile)
     compared = {}
     if result.comparison is not None:
         compared = {(v.name, v.occurrence): v for v in result.comparison.ops}
@@ -36,7 +38,7 @@ def test_entry(result: TestResult) -> dict[str, Any]:
     ops = []
     for s, info in zip(op_stats(profile), profile.ops, strict=True):
         v = compared.pop((info.name, info.occurrence), None)
-        verdict = v.verdict if v is not None else "ok"
+        verdict: str = v.verdict if v is not None else OpStatus.OK
         if info.op_id in budgets:
             verdict = "over_budget"
         ops.append({
@@ -63,7 +65,7 @@ def test_entry(result: TestResult) -> dict[str, Any]:
 
 
 def _baseline_part(v: Any) -> dict[str, Any] | None:
-    if v is None or v.verdict == "new":
+    if v is None or v.verdict == OpStatus.NEW:
         return None
     return {"median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
             "ratio": _num(v.ratio), "corrected_ratio": _num(v.corrected_ratio),
@@ -74,7 +76,9 @@ def build(records: list[TestRecord], session: OpprofSession) -> dict[str, Any]:
     run = session.run_meta
     return {"schema": SCHEMA, "machine": session.machine_info,
             "run": {"date": run["date"], "commit": run["commit"]},
-            "tests": [{**r.entry, "profile": r.profile.to_dict()} for r in records]}
+            "tests": [{**test_entry(r), "profile": r.profile.to_dict(),
+                       "result": None if r.result is None else r.result.to_dict()}
+                      for r in records]}
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
@@ -98,7 +102,7 @@ def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
             raise OpprofError(f"{path}: malformed results (a test without ops)")
         try:
             records.append(TestRecord.from_dict({"profile": test.get("profile"),
-                                                 "entry": test}))
+                                                 "result": test.get("result")}))
         except OpprofError as exc:
             raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
     return machine, records

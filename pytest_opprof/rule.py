@@ -33,10 +33,11 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
-Key = tuple[str, int]
+from .verdict import Comparison, Key, OpStatus, OpVerdict
 
 #: Var(median) ~ (pi / 2) sigma^2 / n for normal samples; MAD * 1.4826 estimates sigma.
 _MEDIAN_VAR = math.pi / 2
@@ -86,53 +87,6 @@ class GateConfig:
 
     def tolerance_for(self, name: str) -> float:
         return self.tolerances.get(name, self.tolerance)
-
-
-@dataclass(frozen=True)
-class OpVerdict:
-    name: str
-    occurrence: int
-    op_id: int
-    #: ok | regressed | improved | new | missing | unjudged
-    verdict: str
-    baseline_median: float = math.nan
-    current_median: float = math.nan
-    #: current / baseline median, and the same divided by the run's drift.
-    ratio: float = math.nan
-    corrected_ratio: float = math.nan
-    #: The drift-corrected ratio the op had to pass: 1 + tolerance, or more where its
-    #: spread between processes asks for more (computed for flagged ops only).
-    margin: float = math.nan
-    tolerance: float = math.nan
-    #: The drift-corrected log ratio over its expected spread between processes.
-    z: float = math.nan
-    #: One-sided p-values, in the direction of the change: against the op's spread
-    #: between processes, and the rank test on the samples.
-    p_value: float = math.nan
-    rank_p_value: float = math.nan
-    n_current: int = 0
-    n_baseline: int = 0
-    runs: int = 0
-    reason: str = ""
-    #: Would regress at the looser ``trigger_alpha``: worth a confirmation re-run.
-    suspect: bool = False
-
-
-@dataclass(frozen=True)
-class Comparison:
-    ops: list[OpVerdict]
-    #: Machine-wide speed factor of this run (1.02: everything 2% slower), and its source:
-    #: "ops" (median ratio over the test's ops), "probe" or "none".
-    drift: float
-    drift_source: str
-    runs: int
-    #: Current runs judged together: 2 when a re-run in a new process confirmed a suspect.
-    current_runs: int = 1
-    #: Ops the first run alone flagged that the re-run did not confirm.
-    unconfirmed: list[OpVerdict] = field(default_factory=list)
-
-    def having(self, *verdicts: str) -> list[OpVerdict]:
-        return [v for v in self.ops if v.verdict in verdicts]
 
 
 def _log_median_se2(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +153,8 @@ def mann_whitney(current: Sequence[np.ndarray],
 def _sorted_rows(arrays: Sequence[np.ndarray], offsets: np.ndarray) -> np.ndarray:
     """Each row sorted and shifted by its offset, concatenated: one ascending array."""
     if len({len(a) for a in arrays}) == 1:  # the common case: sort the rows as a matrix
-        return (np.sort(np.vstack(arrays).astype(float), axis=1) + offsets[:, None]).ravel()
+        shifted: np.ndarray = np.sort(np.vstack(arrays).astype(float), axis=1) + offsets[:, None]
+        return shifted.ravel()
     lengths = [len(a) for a in arrays]
     return np.sort(np.concatenate(arrays).astype(float) + np.repeat(offsets, lengths))
 
@@ -216,6 +171,11 @@ def holm(p_values: np.ndarray, alpha: float) -> np.ndarray:
     return rejected
 
 
+#: One judged op's samples: its current runs and its baseline runs (positive values,
+#: no empty run), the current first.
+RunPair = tuple[list[np.ndarray], list[np.ndarray]]
+
+
 def compare(
     current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
     baseline: Mapping[Key, Sequence[np.ndarray]],
@@ -228,40 +188,54 @@ def compare(
     missing ones, the baseline's. ``probe_drift`` is the reference probe's
     current/baseline ratio, used when the test has too few ops for its own."""
     verdicts: dict[Key, OpVerdict] = {}
-    judged: list[Key] = []
-    stats: dict[Key, tuple] = {}
-    runs = max((len(v) for v in baseline.values()), default=0)
+    stats: dict[Key, RunPair] = {}
     for key, value in current.items():
-        name, occurrence = key
-        cur_runs = [_positive(r) for r in (value if isinstance(value, list) else [value])]
-        cur_runs = [r for r in cur_runs if len(r)]
-        cur_all = np.concatenate(cur_runs) if cur_runs else np.zeros(0)
-        if key not in baseline:
-            verdicts[key] = OpVerdict(name, occurrence, op_ids.get(key, -1), "new",
-                                      current_median=_median(cur_all), n_current=len(cur_all))
-            continue
-        base_runs = [b for b in (_positive(r) for r in baseline[key]) if len(b)]
-        if not cur_runs or not base_runs or \
-                min(len(r) for r in cur_runs + base_runs) < config.min_samples:
-            verdicts[key] = OpVerdict(
-                name, occurrence, op_ids.get(key, -1), "unjudged",
-                current_median=_median(cur_all), n_current=len(cur_all),
-                baseline_median=_median(np.concatenate(base_runs)) if base_runs else math.nan,
-                reason=f"fewer than {config.min_samples} samples")
-            continue
-        judged.append(key)
-        stats[key] = (cur_runs, base_runs)
+        prepared = _prepare(key, value, baseline, op_ids.get(key, -1), config)
+        if isinstance(prepared, OpVerdict):
+            verdicts[key] = prepared
+        else:
+            stats[key] = prepared
     for key in baseline:
         if key not in current:
-            pooled = np.concatenate([np.asarray(r, dtype=float) for r in baseline[key]])
-            verdicts[key] = OpVerdict(key[0], key[1], op_ids.get(key, -1), "missing",
-                                      baseline_median=_median(pooled), n_baseline=len(pooled))
+            verdicts[key] = _missing(key, baseline[key], op_ids.get(key, -1))
 
     drift, source = 1.0, "none"
-    if judged:
-        drift, source = _judge(judged, stats, op_ids, config, probe_drift, verdicts)
+    if stats:
+        drift, source = _judge(list(stats), stats, op_ids, config, probe_drift, verdicts)
     ordered = sorted(verdicts.values(), key=lambda v: (v.op_id < 0, v.op_id, v.name))
-    return Comparison(ordered, drift, source, runs)
+    runs = max((len(v) for v in baseline.values()), default=0)
+    return Comparison(tuple(ordered), drift, source, runs)
+
+
+def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
+             baseline: Mapping[Key, Sequence[np.ndarray]], op_id: int,
+             config: GateConfig) -> OpVerdict | RunPair:
+    """A current op's runs and its baseline's, ready to judge; or its verdict when it
+    cannot be judged (new, or too few samples on a side)."""
+    name, occurrence = key
+    given = value if isinstance(value, list) else [cast(np.ndarray, value)]
+    cur_runs = [_positive(r) for r in given]
+    cur_runs = [r for r in cur_runs if len(r)]
+    cur_all = np.concatenate(cur_runs) if cur_runs else np.zeros(0)
+    if key not in baseline:
+        return OpVerdict(name, occurrence, op_id, OpStatus.NEW,
+                         current_median=_median(cur_all), n_current=len(cur_all))
+    base_runs = [b for b in (_positive(r) for r in baseline[key]) if len(b)]
+    if not cur_runs or not base_runs or \
+            min(len(r) for r in cur_runs + base_runs) < config.min_samples:
+        return OpVerdict(
+            name, occurrence, op_id, OpStatus.UNJUDGED,
+            current_median=_median(cur_all), n_current=len(cur_all),
+            baseline_median=_median(np.concatenate(base_runs)) if base_runs else math.nan,
+            reason=f"fewer than {config.min_samples} samples")
+    return cur_runs, base_runs
+
+
+def _missing(key: Key, runs: Sequence[np.ndarray], op_id: int) -> OpVerdict:
+    """An op of the baseline that the current run did not have."""
+    pooled = np.concatenate([np.asarray(r, dtype=float) for r in runs])
+    return OpVerdict(key[0], key[1], op_id, OpStatus.MISSING,
+                     baseline_median=_median(pooled), n_baseline=len(pooled))
 
 
 def compare_with_rerun(
@@ -281,46 +255,90 @@ def compare_with_rerun(
     runs and the first run agree.
     """
     first = compare(current, baseline, op_ids, config, probe_drift)
-    suspects = {(v.name, v.occurrence) for v in first.ops if v.suspect}
+    suspects = {v.key for v in first.ops if v.suspect}
     if rerun is None or not suspects:
         return first
     again = rerun()
     if again is None:
         return first
-    both = {key: [samples, again[key]] if key in again else samples
-            for key, samples in current.items()}
+    both: dict[Key, np.ndarray | list[np.ndarray]] = {
+        key: [samples, again[key]] if key in again else samples
+        for key, samples in current.items()}
     combined = compare(both, baseline, op_ids, config, probe_drift)
-    ops = []
-    for v in combined.ops:
-        if v.verdict == "regressed" and (v.name, v.occurrence) not in suspects:
-            v = replace(v, verdict="ok")
-        ops.append(v)
-    confirmed = {(v.name, v.occurrence) for v in ops if v.verdict == "regressed"}
-    unconfirmed = [v for v in first.ops if v.suspect and (v.name, v.occurrence) not in confirmed]
+    ops = tuple(replace(v, verdict=OpStatus.OK)
+                if v.verdict == OpStatus.REGRESSED and v.key not in suspects else v
+                for v in combined.ops)
+    confirmed = {v.key for v in ops if v.verdict == OpStatus.REGRESSED}
+    unconfirmed = tuple(v for v in first.ops if v.suspect and v.key not in confirmed)
     return replace(combined, ops=ops, current_runs=2, unconfirmed=unconfirmed)
 
 
-def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: GateConfig,
-           probe_drift: float | None, verdicts: dict[Key, OpVerdict]) -> tuple[float, str]:
+@dataclass(frozen=True)
+class _Evidence:
+    """Per judged op (arrays indexed like the keys): what its verdict is read from."""
+
+    #: Baseline and current medians, (ops, 2).
+    medians: np.ndarray
+    #: The drift-corrected log ratio, and its variance under each candidate spread of
+    #: the op with the posterior weight of each, (ops, grid).
+    d: np.ndarray
+    var_d: np.ndarray
+    weight: np.ndarray
+    z: np.ndarray
+    runs: np.ndarray
+    #: One-sided p-values: between runs and by rank, slower and faster.
+    p_between: tuple[np.ndarray, np.ndarray]
+    p_rank: tuple[np.ndarray, np.ndarray]
+    #: Holm's decisions at ``alpha`` (slower, faster) and at the looser trigger level.
+    slower: np.ndarray
+    faster: np.ndarray
+    suspect: np.ndarray
+    #: Counted samples on each side, and whether they could ever reach the test's level.
+    n_cur: np.ndarray
+    n_base: np.ndarray
+    undecidable: np.ndarray
+
+
+def _judge(keys: list[Key], stats: Mapping[Key, RunPair], op_ids: Mapping[Key, int],
+           config: GateConfig, probe_drift: float | None,
+           verdicts: dict[Key, OpVerdict]) -> tuple[float, str]:
     """Judge ops with enough samples on both sides; returns the drift and its source."""
-    k_ops = len(keys)
     c_logs, c_se2s = _per_run(keys, stats, 0)
     b_logs, b_se2s = _per_run(keys, stats, 1)
+    b_mean = np.nanmean(b_logs, axis=1)
+    log_ratio = np.nanmean(c_logs, axis=1) - b_mean
+    drift_log, source, drift_var = _drift(log_ratio, probe_drift, config)
+    ev = _evidence(keys, stats, config, drift_log, drift_var, (c_logs, c_se2s),
+                   (b_logs, b_se2s))
+    for i, key in enumerate(keys):
+        verdicts[key] = _op_verdict(i, key, ev, stats[key], op_ids.get(key, -1), config,
+                                    drift_log, len(keys))
+    return math.exp(drift_log), source
+
+
+def _drift(log_ratio: np.ndarray, probe_drift: float | None,
+           config: GateConfig) -> tuple[float, str, float]:
+    """The run's log drift, its source and its variance: from the ops when there are
+    enough of them, else from the reference probe, else none."""
+    if len(log_ratio) >= config.min_ops_for_drift:
+        return float(np.median(log_ratio)), "ops", 0.0
+    if probe_drift is not None and probe_drift > 0:
+        return math.log(probe_drift), "probe", config.drift_uncertainty ** 2
+    return 0.0, "none", config.drift_uncertainty ** 2
+
+
+def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
+              drift_log: float, drift_var: float, current: tuple[np.ndarray, np.ndarray],
+              base: tuple[np.ndarray, np.ndarray]) -> _Evidence:
+    """The between-run and rank tests of every judged op, Holm-corrected over them."""
+    k_ops = len(keys)
+    (c_logs, c_se2s), (b_logs, b_se2s) = current, base
     c_runs = (~np.isnan(c_logs)).sum(axis=1)
     runs = (~np.isnan(b_logs)).sum(axis=1)
     c_mean, c_se2 = np.nanmean(c_logs, axis=1), np.nanmean(c_se2s, axis=1)
     b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
-    log_ratio = c_mean - b_mean
     medians = np.column_stack([np.exp(b_mean), np.exp(c_mean)])
-
-    if k_ops >= config.min_ops_for_drift:
-        drift_log, source, drift_var = float(np.median(log_ratio)), "ops", 0.0
-    elif probe_drift is not None and probe_drift > 0:
-        drift_log, source = math.log(probe_drift), "probe"
-        drift_var = config.drift_uncertainty ** 2
-    else:
-        drift_log, source, drift_var = 0.0, "none", config.drift_uncertainty ** 2
-    d = log_ratio - drift_log
+    d = c_mean - b_mean - drift_log
 
     # the variance of d under each candidate spread of the op, and how likely each is
     tau2, weight = _spread_posterior(b_logs, b_mean, b_se2, runs, medians[:, 0], config)
@@ -328,68 +346,73 @@ def _judge(keys: list[Key], stats: dict, op_ids: Mapping[Key, int], config: Gate
         tau2 * (1 / c_runs + 1 / runs)[:, None]
         + (c_se2 / c_runs + b_se2 / runs + drift_var)[:, None]
     ) + (config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)) ** 2
-    p_between_slower = _mixture_tail(d, var_d, weight)
-    p_between_faster = _mixture_tail(-d, var_d, weight)
+    p_between = (_mixture_tail(d, var_d, weight), _mixture_tail(-d, var_d, weight))
     z = d / np.sqrt((weight * var_d).sum(axis=1))
 
-    scale = math.exp(drift_log)
     # each current run's samples scaled by that run's own drift before they are pooled
     run_drift = np.exp(np.nanmedian(c_logs - b_mean[:, None], axis=0)) \
-        if k_ops >= config.min_ops_for_drift else np.full(c_logs.shape[1], scale)
+        if k_ops >= config.min_ops_for_drift else np.full(c_logs.shape[1], math.exp(drift_log))
     cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(stats[key][0])])
                   for key in keys]
     pooled = [np.concatenate(stats[key][1]) for key in keys]
-    p_rank_slower, p_rank_faster = mann_whitney(cur_scaled, pooled)
-    slower = holm(p_between_slower, config.alpha) & holm(p_rank_slower, config.alpha)
-    faster = holm(p_between_faster, config.alpha) & holm(p_rank_faster, config.alpha)
+    p_rank = mann_whitney(cur_scaled, pooled)
     loose = max(config.trigger_alpha, config.alpha)
-    suspect = holm(p_between_slower, loose) & holm(p_rank_slower, loose)
     # an op whose samples could not reach the test's level even if every current
     # sample exceeded every baseline one is not judged (saying "ok" would be a guess)
     n_cur = np.array([len(c) for c in cur_scaled], dtype=float)
     n_base = np.array([len(b) for b in pooled], dtype=float)
     undecidable = normal_sf(np.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) \
         > config.alpha / k_ops
-
-    for i, key in enumerate(keys):
-        name, occurrence = key
-        tol = config.tolerance_for(name)
-        effect = math.log1p(tol)
-        base_med, cur_med = medians[i]
-        grown_ns = cur_med / scale - base_med
-        slower_enough = d[i] > effect and grown_ns > config.floor_ns
-        if slower_enough and slower[i]:
-            verdict = "regressed"
-        elif d[i] < -effect and faster[i] and -grown_ns > config.floor_ns:
-            verdict = "improved"
-        else:
-            verdict = "ok"
-        up = d[i] >= 0
-        margin = math.nan
-        if verdict != "ok":
-            needed = _needed_shift(var_d[i], weight[i], config.alpha / k_ops)
-            margin = math.exp(max(effect, needed))
-        cur_runs, base_runs = stats[key]
-        reason = ""
-        if verdict == "ok" and undecidable[i]:
-            verdict = "unjudged"
-            reason = (f"{int(n_cur[i])} samples against {int(n_base[i])} cannot reach the "
-                      f"significance level over {k_ops} ops; run more iterations")
-        verdicts[key] = OpVerdict(
-            name, occurrence, op_ids.get(key, -1), verdict, reason=reason,
-            baseline_median=base_med, current_median=cur_med,
-            ratio=cur_med / base_med, corrected_ratio=math.exp(d[i]), margin=margin,
-            tolerance=tol, z=float(z[i]),
-            p_value=float(p_between_slower[i] if up else p_between_faster[i]),
-            rank_p_value=float(p_rank_slower[i] if up else p_rank_faster[i]),
-            n_current=sum(len(r) for r in cur_runs),
-            n_baseline=sum(len(b) for b in base_runs), runs=int(runs[i]),
-            suspect=bool(slower_enough and suspect[i]),
-        )
-    return math.exp(drift_log), source
+    return _Evidence(
+        medians=medians, d=d, var_d=var_d, weight=weight, z=z, runs=runs,
+        p_between=p_between, p_rank=p_rank,
+        slower=holm(p_between[0], config.alpha) & holm(p_rank[0], config.alpha),
+        faster=holm(p_between[1], config.alpha) & holm(p_rank[1], config.alpha),
+        suspect=holm(p_between[0], loose) & holm(p_rank[0], loose),
+        n_cur=n_cur, n_base=n_base, undecidable=undecidable)
 
 
-def _per_run(keys: list[Key], stats: dict, side: int) -> tuple[np.ndarray, np.ndarray]:
+def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
+                config: GateConfig, drift_log: float, k_ops: int) -> OpVerdict:
+    """The verdict of the ``i``-th judged op: the effect, the floor and both tests."""
+    name, occurrence = key
+    tol = config.tolerance_for(name)
+    effect = math.log1p(tol)
+    base_med, cur_med = ev.medians[i]
+    d = ev.d[i]
+    grown_ns = cur_med / math.exp(drift_log) - base_med
+    slower_enough = d > effect and grown_ns > config.floor_ns
+    if slower_enough and ev.slower[i]:
+        verdict = OpStatus.REGRESSED
+    elif d < -effect and ev.faster[i] and -grown_ns > config.floor_ns:
+        verdict = OpStatus.IMPROVED
+    else:
+        verdict = OpStatus.OK
+    margin = math.nan
+    if verdict != OpStatus.OK:
+        needed = _needed_shift(ev.var_d[i], ev.weight[i], config.alpha / k_ops)
+        margin = math.exp(max(effect, needed))
+    reason = ""
+    if verdict == OpStatus.OK and ev.undecidable[i]:
+        verdict = OpStatus.UNJUDGED
+        reason = (f"{int(ev.n_cur[i])} samples against {int(ev.n_base[i])} cannot reach the "
+                  f"significance level over {k_ops} ops; run more iterations")
+    side = 0 if d >= 0 else 1  # the p-values in the direction of the change
+    cur_runs, base_runs = pair
+    return OpVerdict(
+        name, occurrence, op_id, verdict, reason=reason,
+        baseline_median=base_med, current_median=cur_med,
+        ratio=cur_med / base_med, corrected_ratio=math.exp(d), margin=margin,
+        tolerance=tol, z=float(ev.z[i]),
+        p_value=float(ev.p_between[side][i]), rank_p_value=float(ev.p_rank[side][i]),
+        n_current=sum(len(r) for r in cur_runs),
+        n_baseline=sum(len(b) for b in base_runs), runs=int(ev.runs[i]),
+        suspect=bool(slower_enough and ev.suspect[i]),
+    )
+
+
+def _per_run(keys: list[Key], stats: Mapping[Key, RunPair],
+             side: int) -> tuple[np.ndarray, np.ndarray]:
     """(ops, runs) log medians and their squared standard errors, NaN where an op
     lacks a run; ``side`` 0 is the current runs, 1 the baseline's."""
     rows = [(i, r) for i, key in enumerate(keys) for r in range(len(stats[key][side]))]
@@ -450,7 +473,8 @@ def _spread_posterior(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
 
 def _mixture_tail(d: np.ndarray, var_d: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """P(D > d) for each op, D normal with a variance drawn from its posterior."""
-    return (weight * normal_sf(d[:, None] / np.sqrt(var_d))).sum(axis=1)
+    tail: np.ndarray = (weight * normal_sf(d[:, None] / np.sqrt(var_d))).sum(axis=1)
+    return tail
 
 
 def _needed_shift(var_d: np.ndarray, weight: np.ndarray, p: float) -> float:
@@ -474,7 +498,8 @@ def normal_sf(x: np.ndarray) -> np.ndarray:
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
             -0.82215223 + t * 0.17087277))))))))
     erfc = t * np.exp(poly)
-    return np.where(np.asarray(x) >= 0, erfc / 2, 1 - erfc / 2)
+    tail: np.ndarray = np.where(np.asarray(x) >= 0, erfc / 2, 1 - erfc / 2)
+    return tail
 
 
 def _positive(samples: np.ndarray) -> np.ndarray:

@@ -1,0 +1,311 @@
+"""The gate's conclusions as typed, immutable data: what the rule, the per-test judge,
+the records, xdist workers and every renderer exchange.
+
+Verdict values are ``str``-valued enums, so ``v.verdict == "regressed"`` and JSON both
+keep working. Each type has ``to_dict``/``from_dict``; ``from_dict`` validates what it
+is given (a worker's records, a results file) and turns anything malformed into one
+:class:`~pytest_opprof.errors.OpprofError` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .errors import OpprofError
+
+if TYPE_CHECKING:
+    from .profile import Profile
+
+#: An op as the rule matches it across runs: (name, occurrence).
+Key = tuple[str, int]
+
+_E = TypeVar("_E", bound=Enum)
+_T = TypeVar("_T")
+
+#: The largest integer a count or an OP_ID may be read as (a JSON integer is unbounded).
+_MAX_INT = 2 ** 63
+
+
+class Verdict(str, Enum):
+    """What the gate concluded about one profiled test."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NO_BASELINE = "no baseline"
+    UPDATED = "baseline updated"
+    NOT_GATED = "not gated"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OpStatus(str, Enum):
+    """What the rule concluded about one op against its baseline."""
+
+    OK = "ok"
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    #: Only in the current run.
+    NEW = "new"
+    #: Only in the baseline.
+    MISSING = "missing"
+    #: Too few samples to say.
+    UNJUDGED = "unjudged"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The statuses the rule compared numbers for (the others have one side only).
+COMPARED = (OpStatus.OK, OpStatus.REGRESSED, OpStatus.IMPROVED)
+
+
+@dataclass(frozen=True)
+class OpVerdict:
+    name: str
+    occurrence: int
+    op_id: int
+    verdict: OpStatus
+    baseline_median: float = math.nan
+    current_median: float = math.nan
+    #: current / baseline median, and the same divided by the run's drift.
+    ratio: float = math.nan
+    corrected_ratio: float = math.nan
+    #: The drift-corrected ratio the op had to pass: 1 + tolerance, or more where its
+    #: spread between processes asks for more (computed for flagged ops only).
+    margin: float = math.nan
+    tolerance: float = math.nan
+    #: The drift-corrected log ratio over its expected spread between processes.
+    z: float = math.nan
+    #: One-sided p-values, in the direction of the change: against the op's spread
+    #: between processes, and the rank test on the samples.
+    p_value: float = math.nan
+    rank_p_value: float = math.nan
+    n_current: int = 0
+    n_baseline: int = 0
+    runs: int = 0
+    reason: str = ""
+    #: Would regress at the looser ``trigger_alpha``: worth a confirmation re-run.
+    suspect: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.name, self.occurrence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "occurrence": self.occurrence, "op_id": self.op_id,
+            "verdict": self.verdict.value,
+            **{name: _float_out(getattr(self, name)) for name in _OP_FLOATS},
+            "n_current": self.n_current, "n_baseline": self.n_baseline, "runs": self.runs,
+            "reason": self.reason, "suspect": self.suspect,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> OpVerdict:
+        d = _mapping(data, "op verdict")
+        return cls(
+            name=_str(d, "name"), occurrence=_int(d, "occurrence"), op_id=_int(d, "op_id"),
+            verdict=_enum(d, "verdict", OpStatus),
+            **{name: _float(d, name) for name in _OP_FLOATS},
+            n_current=_int(d, "n_current"), n_baseline=_int(d, "n_baseline"),
+            runs=_int(d, "runs"), reason=_str(d, "reason"), suspect=_bool(d, "suspect"),
+        )
+
+
+_OP_FLOATS = ("baseline_median", "current_median", "ratio", "corrected_ratio", "margin",
+              "tolerance", "z", "p_value", "rank_p_value")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ops: tuple[OpVerdict, ...]
+    #: Machine-wide speed factor of this run (1.02: everything 2% slower), and its source:
+    #: "ops" (median ratio over the test's ops), "probe" or "none".
+    drift: float
+    drift_source: str
+    runs: int
+    #: Current runs judged together: 2 when a re-run in a new process confirmed a suspect.
+    current_runs: int = 1
+    #: Ops the first run alone flagged that the re-run did not confirm.
+    unconfirmed: tuple[OpVerdict, ...] = ()
+
+    def having(self, *verdicts: OpStatus) -> list[OpVerdict]:
+        return [v for v in self.ops if v.verdict in verdicts]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ops": [v.to_dict() for v in self.ops], "drift": _float_out(self.drift),
+                "drift_source": self.drift_source, "runs": self.runs,
+                "current_runs": self.current_runs,
+                "unconfirmed": [v.to_dict() for v in self.unconfirmed]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Comparison:
+        d = _mapping(data, "comparison")
+        source = _str(d, "drift_source")
+        if source not in DRIFT_SOURCES:
+            raise OpprofError(f"malformed comparison: drift_source {source!r} is not one of "
+                              f"{', '.join(DRIFT_SOURCES)}")
+        return cls(ops=_list(d, "ops", OpVerdict.from_dict), drift=_float(d, "drift"),
+                   drift_source=source, runs=_int(d, "runs"),
+                   current_runs=_int(d, "current_runs"),
+                   unconfirmed=_list(d, "unconfirmed", OpVerdict.from_dict))
+
+
+DRIFT_SOURCES = ("ops", "probe", "none")
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    """An op over its ``max_time``; ``median_ns`` is NaN when no op of that name ran."""
+
+    op_id: int
+    name: str
+    median_ns: float
+    budget_ns: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op_id": self.op_id, "name": self.name,
+                "median_ns": _float_out(self.median_ns), "budget_ns": self.budget_ns}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> BudgetVerdict:
+        d = _mapping(data, "budget verdict")
+        return cls(_int(d, "op_id"), _str(d, "name"), _float(d, "median_ns"),
+                   _float(d, "budget_ns"))
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """What the gate concluded about one profiled test; made once with its final values
+    (a later stage makes a new one with :func:`dataclasses.replace`)."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    verdict: Verdict
+    machine: str
+    profile: Profile
+    comparison: Comparison | None = None
+    over_budget: tuple[BudgetVerdict, ...] = ()
+    #: The ops that fail the test: regressed ones, and new or missing ones when strict.
+    at_fault: tuple[OpVerdict, ...] = ()
+    baseline_path: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == Verdict.FAILED
+
+    def at_fault_by_verdict(self) -> dict[OpStatus, list[OpVerdict]]:
+        """The ops at fault grouped by what happened to them (regressed, new, missing), in
+        that order: a failure names each group by its verdict."""
+        groups: dict[OpStatus, list[OpVerdict]] = {}
+        for status in (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING):
+            ops = [v for v in self.at_fault if v.verdict == status]
+            if ops:
+                groups[status] = ops
+        return groups
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the profile, which travels beside it (see records.TestRecord)."""
+        return {
+            "nodeid": self.nodeid, "verdict": self.verdict.value, "machine": self.machine,
+            "comparison": None if self.comparison is None else self.comparison.to_dict(),
+            "over_budget": [b.to_dict() for b in self.over_budget],
+            "at_fault": [v.to_dict() for v in self.at_fault],
+            "baseline_path": self.baseline_path,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, profile: Profile) -> TestResult:
+        d = _mapping(data, "test result")
+        nodeid = _str(d, "nodeid")
+        if nodeid != profile.nodeid:
+            raise OpprofError(f"malformed test result: it names {nodeid!r}, its profile "
+                              f"{profile.nodeid!r}")
+        comparison = d.get("comparison")
+        path = d.get("baseline_path")
+        if path is not None and not isinstance(path, str):
+            raise OpprofError("malformed test result: 'baseline_path' is not a string")
+        return cls(
+            nodeid=nodeid, verdict=_enum(d, "verdict", Verdict), machine=_str(d, "machine"),
+            profile=profile,
+            comparison=None if comparison is None else Comparison.from_dict(comparison),
+            over_budget=_list(d, "over_budget", BudgetVerdict.from_dict),
+            at_fault=_list(d, "at_fault", OpVerdict.from_dict), baseline_path=path,
+        )
+
+
+# -- reading dicts: one line naming the field, whatever is wrong ------------------------
+def _mapping(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise OpprofError(f"malformed {what}: expected an object, found {type(data).__name__}")
+    return data
+
+
+def _field(d: Mapping[str, Any], key: str) -> Any:
+    if key not in d:
+        raise OpprofError(f"malformed verdict data: {key!r} is missing")
+    return d[key]
+
+
+def _str(d: Mapping[str, Any], key: str) -> str:
+    value = _field(d, key)
+    if not isinstance(value, str):
+        raise OpprofError(f"malformed verdict data: {key!r} is not a string")
+    return value
+
+
+def _int(d: Mapping[str, Any], key: str) -> int:
+    value = _field(d, key)
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= _MAX_INT:
+        raise OpprofError(f"malformed verdict data: {key!r} is not an integer below 2**63")
+    return value
+
+
+def _bool(d: Mapping[str, Any], key: str) -> bool:
+    value = _field(d, key)
+    if not isinstance(value, bool):
+        raise OpprofError(f"malformed verdict data: {key!r} is not true or false")
+    return value
+
+
+def _float(d: Mapping[str, Any], key: str) -> float:
+    """A number; ``null`` is NaN (as :func:`_float_out` writes it)."""
+    value = _field(d, key)
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OpprofError(f"malformed verdict data: {key!r} is not a number")
+    try:
+        return float(value)
+    except OverflowError:
+        raise OpprofError(f"malformed verdict data: {key!r} is too large") from None
+
+
+def _float_out(x: float) -> float | None:
+    """NaN as ``null`` (JSON has no NaN)."""
+    return None if math.isnan(x) else float(x)
+
+
+def _enum(d: Mapping[str, Any], key: str, kind: type[_E]) -> _E:
+    value = _field(d, key)
+    try:
+        return kind(value)
+    except (ValueError, TypeError):
+        allowed = ", ".join(repr(e.value) for e in kind)
+        found = repr(value[:40]) if isinstance(value, str) else type(value).__name__
+        raise OpprofError(f"malformed verdict data: {key!r} is {found}, not one of "
+                          f"{allowed}") from None
+
+
+def _list(d: Mapping[str, Any], key: str, read: Callable[[Any], _T]) -> tuple[_T, ...]:
+    value = _field(d, key)
+    if not isinstance(value, list):
+        raise OpprofError(f"malformed verdict data: {key!r} is not a list")
+    return tuple(read(item) for item in value)
+
