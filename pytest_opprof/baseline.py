@@ -61,6 +61,11 @@ class BaselineError(OpprofError):
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
 OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
 
+#: Values (commas) a file may hold: every sample, and each run's op columns, with room.
+#: Counted before the JSON is parsed, so a file of tens of millions of numbers is refused
+#: before it becomes tens of millions of Python objects.
+MAX_VALUES = MAX_TOTAL_SAMPLES + MAX_RUNS * (MAX_OPS * len(OP_COLUMNS) + 1000)
+
 
 @dataclass
 class BaselineRun:
@@ -524,6 +529,9 @@ def load_file(path: Path) -> Baseline:
 def parse(text: str, path: Path | str) -> Baseline:
     if not text.strip():
         raise BaselineError(f"{path}: empty file{_FIX}")
+    if text.count(",") > MAX_VALUES:
+        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
+                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){_FIX}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
