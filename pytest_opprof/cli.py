@@ -11,6 +11,7 @@ Every command exits non-zero on error with one line that says what to do.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import io
 import os
@@ -250,7 +251,11 @@ def pytest_view(pytest_args: list[str]) -> PytestView:
 
 
 def _last_line(text: str) -> str:
+    """What pytest said was wrong: its argparse "error:" line, else its last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
+    if errors:
+        return errors[-1]
     return lines[-1].removeprefix("ERROR: ") if lines else "no output"
 
 
@@ -258,22 +263,23 @@ def _last_line(text: str) -> str:
 
 def _run_pytest(args: list[str]) -> tuple[int, str]:
     """pytest in a new process, its output passed on as it comes; its exit code and
-    last line. Ctrl-C (KeyboardInterrupt) stops it before passing on."""
+    what it said last (see :func:`_last_line`). Ctrl-C (KeyboardInterrupt) stops it
+    before passing on."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with subprocess.Popen([sys.executable, "-m", "pytest", *args], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace",
                           env=env) as proc:
-        last = ""
+        tail: collections.deque[str] = collections.deque(maxlen=20)
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 sys.stdout.write(line)
                 sys.stdout.flush()
-                last = line.strip() or last
+                tail.append(line)
         except BaseException:
             proc.kill()
             raise
-    return proc.returncode, last
+    return proc.returncode, _last_line("".join(tail))
 
 
 def update(runs: int, pytest_args: list[str]) -> int:
