@@ -279,3 +279,147 @@ def test_every_test_docs_reliability_md_names_exists():
     missing = [f"{file}::{name}" for file, name in named
                if not re.search(rf"^\s*def {name}\(", (tests / file).read_text(), re.M)]
     assert missing == []
+
+
+# ---- the store's files: special files, and the CLI's atomic update and provable prune ---
+
+def _alarm(signum, frame):
+    raise TimeoutError("the read blocked")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "folder"])
+def test_a_baseline_path_that_is_not_a_regular_file_is_one_line_and_never_blocks(tmp_path,
+                                                                                kind):
+    """Opened without blocking and refused: a FIFO would hang the session, /dev/zero
+    would grow until MemoryError. The alarm turns a hang into a failure."""
+    from pytest_opprof.cli import show
+
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(TESTS[0])
+    path.parent.mkdir(parents=True)
+    {"fifo": lambda: os.mkfifo(path), "link to /dev/zero": lambda: path.symlink_to("/dev/zero"),
+     "folder": path.mkdir}[kind]()
+    what = {"fifo": "a FIFO", "link to /dev/zero": "a device", "folder": "a folder"}[kind]
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        with pytest.raises(BaselineError) as info:
+            store.load(TESTS[0])
+        assert str(info.value).startswith(f"{path}: cannot be read (is {what}, not a regular "
+                                          "file)")
+        if kind != "folder":  # a folder is not *.json-globbed as a file by show
+            assert show(tmp_path, "m", None) == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+CLI_SUITE = """
+import pytest
+
+@pytest.mark.parametrize("k", range(2))
+def test_op(gpu_profiler, k):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(4):
+        with gpu_profiler.op("matmul"):
+            dev.kernel(1000 * (k + 1))
+"""
+
+
+def _opprof(*args: str, cwd: Path, **kwargs):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "pytest_opprof.cli", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture
+def cli_project(pytester):
+    pytester.makepyfile(test_suite=CLI_SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester.path
+
+
+def test_two_concurrent_updates_each_store_whole_batches(cli_project):
+    """Both commands complete; every test keeps the 3 runs of one of them, never a mix
+    (the runs go to a staging folder, committed under the store's lock)."""
+    procs = [_opprof("baseline", "update", "--runs", "3", "-q", "-p", "no:cacheprovider",
+                     cwd=cli_project) for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    for out, _ in outputs:
+        assert out.splitlines()[-1] == "opprof: baselines of 2 test(s) stored, from 3 run(s)"
+    (store,) = BaselineStore.every_machine(cli_project / ".opprof")
+    entries = [entry for _, entry in store.entries()]
+    assert len(entries) == 2
+    for baseline in entries:
+        assert not isinstance(baseline, BaselineError)
+        assert len(baseline.runs) == 3 and len({r.meta["date"] for r in baseline.runs}) >= 1
+    assert [p.name for p in (cli_project / ".opprof").iterdir()] == [store.folder.name]
+
+
+def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project):
+    """SIGINT to the command and its pytest (a terminal's Ctrl-C) in run 2 of 5: exit
+    130, one line, no traceback, every earlier baseline byte for byte, no staging left."""
+    first = _opprof("baseline", "update", "--runs", "2", "-q", "-p", "no:cacheprovider",
+                    cwd=cli_project)
+    assert first.wait(300) == 0
+    before = _snapshot(cli_project / ".opprof")
+    assert len(before) == 2
+    proc = _opprof("baseline", "update", "--runs", "5", "-q", "-p", "no:cacheprovider",
+                   cwd=cli_project, start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("opprof: baseline run 2 of 5"):
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "opprof: interrupted; nothing was stored or removed"
+    assert "Traceback" not in err
+    assert _snapshot(cli_project / ".opprof") == before
+
+
+PRUNE_FILES = {"tests/test_a.py": "def test_x():\n    pass\n\ndef test_y():\n    pass\n",
+               "tests/test_b.py": "def test_x():\n    pass\n\ndef test_y():\n    pass\n"}
+STORED = ["tests/test_a.py::test_x", "tests/test_a.py::test_y", "tests/test_a.py::test_removed",
+          "tests/test_b.py::test_x", "tests/test_b.py::test_y", "tests/test_gone.py::test_x"]
+
+
+@pytest.mark.parametrize("cwd, args, removed", [
+    # only test_a.py collected: test_b.py's baselines are live, merely not collected
+    (".", ["--dir", "ci/baselines", "tests/test_a.py"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+    # deselected by -k is not gone
+    (".", ["--dir", "ci/baselines", "-k", "not test_y"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+    # a node id narrows its file: what it leaves out is not proven gone
+    (".", ["--dir", "ci/baselines", "tests/test_a.py::test_x"], ["tests/test_gone.py::test_x"]),
+    # started in a sub folder: node ids are still relative to the rootdir
+    ("tests", ["--dir", "../ci/baselines"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+])
+def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed):
+    pytester.makeini("[pytest]\n")
+    for name, text in PRUNE_FILES.items():
+        (pytester.path / name).parent.mkdir(exist_ok=True)
+        (pytester.path / name).write_text(text)
+    store = BaselineStore(pytester.path / "ci/baselines", "m")
+    for nodeid in STORED:
+        store.record(nodeid, run_of(1), batch="b")
+    proc = _opprof("baseline", "prune", *args, "--apply", cwd=pytester.path / cwd)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    listed = [line.split("  [")[0].removeprefix("remove: ") for line in out.splitlines()
+              if line.startswith("remove: ")]
+    assert sorted(listed) == removed
+    assert out.index("remove: ") < out.index("opprof: removed")  # listed, then removed
+    kept = sorted(b.nodeid for _, b in store.entries())
+    assert kept == sorted(set(STORED) - set(removed))
