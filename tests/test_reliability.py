@@ -423,3 +423,75 @@ def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed)
     assert out.index("remove: ") < out.index("opprof: removed")  # listed, then removed
     kept = sorted(b.nodeid for _, b in store.entries())
     assert kept == sorted(set(STORED) - set(removed))
+
+
+def _run_dict(n_ops: int, n_samples: int, n_wall: int, meta: dict) -> dict:
+    sample = [1000 + k for k in range(n_samples)]
+    return {"meta": meta, "wall_ns": sample[:1] * n_wall, "op_time_ns": sample[:1] * n_wall,
+            "phases": ["forward"],
+            "ops": {"op_id": list(range(n_ops)), "name": [f"op{k}" for k in range(n_ops)],
+                    "occurrence": [0] * n_ops, "depth": [0] * n_ops,
+                    "phase": ["forward", None][: 1] * n_ops, "n": [n_samples] * n_ops,
+                    "median_ns": [None if not n_samples else 1000.0] * n_ops,
+                    "samples_ns": [sample] * n_ops}}
+
+
+def _stored_file():
+    """Baseline files of runs that differ: op counts, sample counts, wall lengths and
+    meta fields vary run by run, with now and then a field replaced by any JSON value."""
+    from hypothesis import strategies as st
+
+    meta = st.fixed_dictionaries({}, optional={
+        "probe_ns": st.none() | st.floats(allow_nan=True) | st.integers(),
+        "date": st.sampled_from(["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00",
+                                 "yesterday"]),
+        "skip": st.integers(-1, 3), "counted": st.integers(0, 5),
+        "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5))})
+    run = st.builds(_run_dict, st.integers(0, 4), st.integers(0, 6), st.integers(0, 6), meta)
+    odd = st.none() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(
+        st.integers(), max_size=3)
+    return st.tuples(st.lists(run, min_size=0, max_size=4), st.none() | st.tuples(
+        st.integers(0, 3), st.sampled_from(["wall_ns", "phases", "meta", "ops"]), odd))
+
+
+def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
+    """What the gate accepts, every command accepts: one loader for all, and for any
+    file it accepts, show (the list and one test in full) and prune exit 0 or 1, and
+    the gate's readings of it (samples, OP_IDs, probe, dates, profile) do not raise,
+    warnings as errors (an overflow would be one)."""
+    import contextlib
+    import io
+    import tempfile
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+
+    from pytest_opprof.baseline import SCHEMA, load_file
+    from pytest_opprof.cli import prune, show
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_stored_file())
+    def check(case):
+        runs, change = case
+        if change is not None and runs:
+            runs[change[0] % len(runs)][change[1]] = change[2]
+        data = {"schema": SCHEMA, "nodeid": "t.py::t", "machine": "m", "batch": "b",
+                "runs": runs}
+        with tempfile.TemporaryDirectory() as tmp:
+            store = BaselineStore(Path(tmp, "base"), "m")
+            store.folder.mkdir(parents=True)
+            store.path_for("t.py::t").write_text(json.dumps(data))
+            try:
+                baseline = load_file(store.path_for("t.py::t"))
+            except BaselineError:
+                return
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                baseline.samples(), baseline.op_ids(), baseline.probe_ns()
+                baseline.span_seconds(), baseline.to_profile()
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert show(store.root, None, None) == 0
+                assert show(store.root, "m", "t.py::t") == 0
+                assert prune(store.root, None, ["--rootdir", tmp, tmp], apply=False) == 0
+
+    check()
