@@ -58,6 +58,10 @@ class BaselineError(OpprofError):
     """A stored baseline cannot be used; the message names the file and what to do."""
 
 
+#: ``opprof baseline update`` stages its runs in ``<baseline dir>/.staging-<batch>/``
+#: (a machine folder never starts with a dot).
+STAGING_PREFIX = ".staging-"
+
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
 OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
 
@@ -158,9 +162,9 @@ class Baseline:
 
     def probe_ns(self) -> float | None:
         """The mean reference-probe time of the runs that recorded one."""
-        values = [r.meta.get("probe_ns") for r in self.runs]
-        values = [v for v in values if isinstance(v, (int, float)) and v > 0]
-        return float(np.mean(values)) if values else None
+        found = [r.meta.get("probe_ns") for r in self.runs]
+        values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
+        return float(np.mean(values)) if values else None  # each < 10^15: no overflow
 
     def to_profile(self, run: int = -1) -> Profile:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
@@ -375,7 +379,19 @@ class BaselineStore:
         if not root.is_dir():
             return []
         return [cls(root, p.name, folder=p) for p in sorted(root.iterdir())
-                if p.is_dir() and not p.name.startswith(".")]  # .staging-*: not a machine
+                if p.is_dir() and not p.name.startswith(".")]  # staging: not a machine
+
+    @staticmethod
+    def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
+        """Staging folders of ``opprof baseline update`` commands that were killed
+        (SIGKILL, power loss): never read as baselines; prune removes them."""
+        now = time.time()
+        found = []
+        for path in sorted(Path(root).glob(STAGING_PREFIX + "*")):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and now - path.stat().st_mtime > older_than_s:
+                    found.append(path)
+        return found
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")

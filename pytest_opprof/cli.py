@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from . import __version__
-from .baseline import Baseline, BaselineError, BaselineStore, obstacle
+from .baseline import STAGING_PREFIX, Baseline, BaselineError, BaselineStore, obstacle
 from .errors import OpprofError
 from .files import safe_name
 from .options import DEFAULT_BASELINE_DIR, Settings
@@ -291,7 +291,7 @@ def update(runs: int, pytest_args: list[str]) -> int:
                            "this itself; leave it out")
     root = view.settings.baseline_dir
     batch = uuid.uuid4().hex[:12]
-    staging = root / f".staging-{batch}"
+    staging = root / f"{STAGING_PREFIX}{batch}"
     _make_folder(staging)
     try:
         for run in range(1, runs + 1):
@@ -430,12 +430,14 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
         raise CommandError(f"pytest could not collect the tests ({why}); nothing was pruned")
     assert resolver.view is not None
     view = resolver.view
-    stores = _stores(root or view.settings.baseline_dir,
-                     machine_key or view.settings.machine_key)
+    root = root or view.settings.baseline_dir
+    stores = _stores(root, machine_key or view.settings.machine_key)
     stale = [(path, entry.nodeid) for store in stores for path, entry in store.entries()
              if isinstance(entry, Baseline) and _gone(entry.nodeid, view, resolver)]
     stale += [(path, "temporary file of an interrupted write")
               for store in stores for path in store.stale_temporary_files()]
+    stale += [(path, "staging folder of an interrupted update")
+              for path in BaselineStore.stale_staging_folders(root)]
     for path, nodeid in stale:
         print(f"{'remove' if apply else 'would remove'}: {nodeid}  [{path}]")
     if not stale:
@@ -464,7 +466,10 @@ def _gone(nodeid: str, view: PytestView, resolver: _Resolver) -> bool:
 def _remove(paths: list[Path]) -> None:
     for path in paths:
         try:
-            path.unlink()
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
         except FileNotFoundError:
             continue  # removed meanwhile: what was asked holds
         except OSError as exc:

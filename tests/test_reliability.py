@@ -71,6 +71,8 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
 
 
 def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsys):
+    """Temporary files of killed writers and staging folders of killed updates are
+    never read as baselines (nor as machines) and prune removes them an hour on."""
     from pytest_opprof.cli import main
 
     store = BaselineStore(pytester.path / ".opprof", "m")
@@ -80,13 +82,22 @@ def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsy
     for path in (fresh, stale):
         path.write_text("{half a fi")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    staging = {age: pytester.path / ".opprof" / f".staging-{age}" for age in ("old", "new")}
+    for age, folder in staging.items():
+        (folder / "m").mkdir(parents=True)
+        (folder / "m" / "x.json").write_bytes(store.path_for(TESTS[0]).read_bytes())
+    os.utime(staging["old"], (time.time() - 7200, time.time() - 7200))
+    assert [s.machine for s in BaselineStore.every_machine(pytester.path / ".opprof")] == ["m"]
     assert store.stale_temporary_files() == [stale]
     assert [p for p, _ in store.entries()] == [store.path_for(TESTS[0])]
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     os.chdir(pytester.path)
     assert main(["baseline", "prune", "--apply", "--dir", ".opprof", "--machine-key", "m"]) == 0
-    assert "temporary file of an interrupted write" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "temporary file of an interrupted write" in out
+    assert "staging folder of an interrupted update" in out
     assert not stale.exists() and fresh.exists()
+    assert not staging["old"].exists() and staging["new"].exists()
 
 
 # ---- concurrency --------------------------------------------------------------------
