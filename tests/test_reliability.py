@@ -83,7 +83,7 @@ def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsy
         path.write_text("{half a fi")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
     staging = {age: pytester.path / ".opprof" / f".staging-{age}" for age in ("old", "new")}
-    for age, folder in staging.items():
+    for folder in staging.values():
         (folder / "m").mkdir(parents=True)
         (folder / "m" / "x.json").write_bytes(store.path_for(TESTS[0]).read_bytes())
     os.utime(staging["old"], (time.time() - 7200, time.time() - 7200))
