@@ -5,7 +5,10 @@
     opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
     opprof report RESULTS.json [-o report.html]
 
-Every command exits non-zero on error with one line that says what to do.
+Every command ends an error with one line that says what to do, and exits 0 when it
+did what was asked, 1 on a failure, 2 on a usage error (130 on Ctrl-C). The baseline
+folder, machine key and rootdir are found by pytest and the plugin's own code, from the
+same arguments and ini file (``--dir`` and ``--machine-key`` override them).
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "tests that passed as their baselines on this machine",
         description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
                     "a new process, so that the gate learns each op's spread between "
-                    "processes. Unrecognised arguments go to pytest.")
+                    "processes. The runs go to a staging folder; only when all of them "
+                    "passed are the new baselines committed to the store: the command "
+                    "completes or changes nothing. Unrecognised arguments go to pytest.")
     update.add_argument("--runs", type=_runs, default=DEFAULT_RUNS, metavar="N",
                         help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
 
@@ -87,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
-                    "stored baselines whose test is gone: its file no longer exists, or its "
-                    "file was collected without it. Unrecognised arguments go to pytest.")
+                    "stored baselines whose test is provably gone: its file no longer exists "
+                    "under the rootdir, or its file was collected in full (not narrowed by "
+                    "FILE::TEST; -k and -m do not count) without it. Unrecognised arguments "
+                    "go to pytest.")
     prune.add_argument("--apply", action="store_true", help="delete them (default: only list)")
     where(prune)
 

@@ -506,3 +506,41 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
                 assert prune(store.root, None, ["--rootdir", tmp, tmp], apply=False) == 0
 
     check()
+
+
+def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(cli_project,
+                                                                                pytester):
+    """A 5,000-digit integer (ValueError inside json.loads) and probe_ns = 1e308 under
+    -W error were INTERNALERRORs in the gate and in update mode, so the documented fix
+    could not replace the file."""
+    assert pytester.runpytest("--opprof-update-baseline", "-p", "no:randomly").ret == 0
+    paths = sorted((cli_project / ".opprof").rglob("*.json"))
+    text = paths[0].read_text()
+    paths[0].write_text(text.replace('"samples_ns":[[', '"samples_ns":[[' + "9" * 5000, 1))
+    data = json.loads(paths[1].read_text())
+    data["runs"][0]["meta"]["probe_ns"] = 1e308
+    paths[1].write_text(json.dumps(data))
+    gated = pytester.runpytest("-W", "error", "-p", "no:randomly")
+    assert gated.ret == 1 and "INTERNALERROR" not in gated.stdout.str()
+    gated.stdout.fnmatch_lines([f"*{paths[0]}: not a baseline (Exceeds the limit*",
+                                f"*{paths[1]}: malformed baseline (ValueError: meta probe_ns "
+                                "is 1e+308*"])
+    updated = pytester.runpytest("-W", "error", "--opprof-update-baseline", "-p", "no:randomly")
+    assert updated.ret == 0 and "INTERNALERROR" not in updated.stdout.str()
+    assert all(BaselineStore.every_machine(cli_project / ".opprof")[0].load(
+        json.loads(p.read_text())["nodeid"]) for p in paths)
+
+
+def test_a_file_where_the_baseline_folder_should_be_is_named_everywhere(cli_project, pytester):
+    """The gate, update mode and the CLI name the file in the way, not a baseline file
+    beneath it that does not exist."""
+    (cli_project / ".opprof").write_text("")
+    says = f"{cli_project / '.opprof'}: is a file where a baseline folder should be"
+    for args in ([], ["--opprof-update-baseline"]):
+        result = pytester.runpytest(*args, "-p", "no:randomly")
+        assert result.ret == 1 and "INTERNALERROR" not in result.stdout.str()
+        result.stdout.fnmatch_lines([f"*{says}*"])
+    update = _opprof("baseline", "update", "--runs", "1", cwd=cli_project)
+    out, err = update.communicate(timeout=120)
+    assert update.returncode == 1 and err.startswith(f"opprof: {says}; move it away"), err
+    assert "baseline run 1" not in out and (cli_project / ".opprof").read_text() == ""
