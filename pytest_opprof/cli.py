@@ -220,9 +220,9 @@ class _Resolver:
         self.items.add(item.nodeid)  # before -k, -m and --deselect leave some out
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.errors.append(str(report.longrepr).strip().splitlines()[-1:][0]
-                               if str(report.longrepr).strip() else report.nodeid)
+        if report.failed:  # its last line names the error ("E   SyntaxError: ...")
+            lines = str(report.longrepr).strip().splitlines()
+            self.errors.append(lines[-1].strip() if lines else report.nodeid)
         elif report.passed and "::" not in report.nodeid:
             self.files.add(report.nodeid)
 
