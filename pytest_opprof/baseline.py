@@ -12,6 +12,12 @@ occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw sample
 in iteration order. Writes go to a temporary file that replaces the old one, under
 an exclusive lock on the machine folder, so that a reader sees the old file or the
 new one and concurrent writers lose nothing.
+
+Every file is read by one loader, :func:`load_file`, for the gate, update mode and the
+``opprof`` commands alike: at most :data:`MAX_FILE_BYTES` bytes of a regular file, at most
+:data:`MAX_VALUES` values, then each count (runs, ops, samples) and each number checked
+against its range before any array is built, so a hostile file is one
+:class:`BaselineError` line and never a traceback or gigabytes of memory.
 """
 
 from __future__ import annotations
