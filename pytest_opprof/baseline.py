@@ -512,9 +512,12 @@ MAX_FILE_BYTES = 256 * 2**20
 def read_text(path: Path) -> str:
     """The file's text; FileNotFoundError when there is none, else BaselineError for
     anything that stops it being read (not a regular file, unreadable, too large, not
-    UTF-8). At most :data:`MAX_FILE_BYTES` are read, whatever the file claims."""
+    UTF-8, more values than a baseline holds). At most :data:`MAX_FILE_BYTES` are read,
+    whatever the file claims, and the values are counted before the bytes become text."""
     try:
-        return read_bounded(path, MAX_FILE_BYTES).decode("utf-8")
+        data = read_bounded(path, MAX_FILE_BYTES)
+        _check_values(data.count(b","), path)
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise
     except NotADirectoryError:
@@ -548,12 +551,18 @@ def load_file(path: Path) -> Baseline:
     return parse(read_text(path), path)
 
 
+def _check_values(commas: int, path: Path | str) -> None:
+    """Refuse a file of more values than a baseline holds before it is parsed: tens of
+    millions of numbers would become tens of millions of Python objects."""
+    if commas > MAX_VALUES:
+        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
+                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){_FIX}")
+
+
 def parse(text: str, path: Path | str) -> Baseline:
     if not text.strip():
         raise BaselineError(f"{path}: empty file{_FIX}")
-    if text.count(",") > MAX_VALUES:
-        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
-                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){_FIX}")
+    _check_values(text.count(","), path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -328,3 +328,26 @@ def test_a_baseline_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypa
     with pytest.raises(BaselineError, match=r"cannot write the baseline .*--opprof-baseline-dir"):
         store.record(NODEID, run_of(), "c")
     assert store.load(NODEID).batch == "b"  # the old file is intact
+
+
+def test_bounded_reads_return_the_whole_file_up_to_the_limit_and_refuse_more(tmp_path):
+    """Every size around the limit and the read step: whole, or FileTooLarge."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from pytest_opprof.files import FileTooLarge, read_bounded
+
+    path = tmp_path / "f"
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(0, 3 << 20), st.integers(0, 3 << 20))
+    def check(size, limit):
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        path.write_bytes(data)
+        if size <= limit:
+            assert read_bounded(path, limit) == data
+        else:
+            with pytest.raises(FileTooLarge):
+                read_bounded(path, limit)
+
+    check()
