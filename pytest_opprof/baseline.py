@@ -12,6 +12,12 @@ occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw sample
 in iteration order. Writes go to a temporary file that replaces the old one, under
 an exclusive lock on the machine folder, so that a reader sees the old file or the
 new one and concurrent writers lose nothing.
+
+Every file is read by one loader, :func:`load_file`, for the gate, update mode and the
+``opprof`` commands alike: at most :data:`MAX_FILE_BYTES` bytes of a regular file, at most
+:data:`MAX_VALUES` values, then each count (runs, ops, samples) and each number checked
+against its range before any array is built, so a hostile file is one
+:class:`BaselineError` line and never a traceback or gigabytes of memory.
 """
 
 from __future__ import annotations
@@ -37,8 +43,17 @@ from .stats import counted_samples
 from .verdict import Key
 
 SCHEMA = "pytest-opprof/baseline/2"
+#: Samples kept per op per run (and of the wall and op times per run).
 MAX_SAMPLES = 100
+#: Runs kept per test.
 MAX_RUNS = 20
+#: Ops per run: a test with more cannot be given a baseline.
+MAX_OPS = 10_000
+#: Samples in one file, all runs together: the writer drops the oldest runs to stay
+#: under it, and the reader refuses a file over it before building any array.
+MAX_TOTAL_SAMPLES = 4_000_000
+#: Counts (OP_IDs, occurrences, depths, iterations) above this are corrupt numbers.
+MAX_COUNT = 10**9
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
     import fcntl
@@ -50,8 +65,17 @@ class BaselineError(OpprofError):
     """A stored baseline cannot be used; the message names the file and what to do."""
 
 
+#: ``opprof baseline update`` stages its runs in ``<baseline dir>/.staging-<batch>/``
+#: (a machine folder never starts with a dot).
+STAGING_PREFIX = ".staging-"
+
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
 OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
+
+#: Values (commas) a file may hold: every sample, and each run's op columns, with room.
+#: Counted before the JSON is parsed, so a file of tens of millions of numbers is refused
+#: before it becomes tens of millions of Python objects.
+MAX_VALUES = MAX_TOTAL_SAMPLES + MAX_RUNS * (MAX_OPS * len(OP_COLUMNS) + 1000)
 
 
 @dataclass
@@ -144,9 +168,9 @@ class Baseline:
 
     def probe_ns(self) -> float | None:
         """The mean reference-probe time of the runs that recorded one."""
-        values = [r.meta.get("probe_ns") for r in self.runs]
-        values = [v for v in values if isinstance(v, (int, float)) and v > 0]
-        return float(np.mean(values)) if values else None
+        found = [r.meta.get("probe_ns") for r in self.runs]
+        values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
+        return float(np.mean(values)) if values else None  # each < 10^15: no overflow
 
     def to_profile(self, run: int = -1) -> Profile:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
@@ -188,14 +212,22 @@ class Baseline:
         if schema != SCHEMA:
             raise BaselineError(f"{where}: schema {schema!r} is not {SCHEMA!r}")
         try:
-            runs = [_parse_run(r) for r in data["runs"]]
-            if not runs:
-                raise ValueError("no runs")
+            runs = _parse_runs(data["runs"])
             return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
                        runs=runs, batch=_str(data.get("batch", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise BaselineError(f"{where}: malformed baseline ({type(exc).__name__}: {exc})") \
                 from None
+
+
+def _within_bounds(runs: list[BaselineRun]) -> list[BaselineRun]:
+    """The latest runs that a reader accepts: at most :data:`MAX_RUNS`, and at most
+    :data:`MAX_TOTAL_SAMPLES` samples (the oldest runs go first; the latest stays)."""
+    runs = runs[-MAX_RUNS:]
+    total = sum(map(_run_samples, runs))
+    while len(runs) > 1 and total > MAX_TOTAL_SAMPLES:
+        total -= _run_samples(runs.pop(0))
+    return runs
 
 
 def _right_aligned(values: list[int], width: int) -> np.ndarray:
@@ -212,11 +244,11 @@ def _str(value: Any) -> str:
 
 
 _NUMBER_TYPES = frozenset({int, float})
-_LONGEST_NS = 1e18  # 31 years: beyond it a "time" is a corrupt number
+_LONGEST_NS = 1e15  # 11 days: beyond it a "time" is a corrupt number
 
 
 def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
-    """Each of ``lists`` must be a list of numbers of ns from 0 to 10^18. Checked in
+    """Each of ``lists`` must be a list of numbers of ns from 0 to 10^15. Checked in
     bulk (a store holds millions of samples); only when that fails is the culprit
     searched for, and named with ``label(its index)``."""
     if set(map(type, lists)) <= {list}:
@@ -234,7 +266,74 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
         for v in values:
             if type(v) not in _NUMBER_TYPES or not (0 <= v < _LONGEST_NS):  # NaN fails too
                 raise ValueError(f"{label(i)} holds {v!r}; times are numbers of ns from 0 "
-                                 "to 10^18")
+                                 "to 10^15")
+
+
+def _parse_runs(data: Any) -> list[BaselineRun]:
+    """Every run, its counts checked before anything is built from it: a file under
+    the size cap can still list tens of millions of samples."""
+    if not isinstance(data, list):
+        raise TypeError("runs is not a list")
+    if not data:
+        raise ValueError("no runs")
+    if len(data) > MAX_RUNS:
+        raise ValueError(f"{len(data)} runs; a baseline keeps at most {MAX_RUNS}")
+    runs = [_parse_run(r) for r in data]
+    total = sum(_run_samples(run) for run in runs)
+    if total > MAX_TOTAL_SAMPLES:
+        raise ValueError(f"{total} samples; a baseline holds at most {MAX_TOTAL_SAMPLES}")
+    return runs
+
+
+def _run_samples(run: BaselineRun) -> int:
+    return sum(map(len, run.ops["samples_ns"])) + len(run.wall_ns) + len(run.op_time_ns)
+
+
+def _check_lengths(lists: list[Any], label: Callable[[int], str]) -> None:
+    """No list of times is longer than :data:`MAX_SAMPLES`."""
+    for i, values in enumerate(lists):
+        if not isinstance(values, list):
+            raise TypeError(f"{label(i)} is not a list")
+        if len(values) > MAX_SAMPLES:
+            raise ValueError(f"{label(i)} holds {len(values)} samples; a run keeps at most "
+                             f"{MAX_SAMPLES}")
+
+
+def _check_counts(ops: dict[str, Any]) -> None:
+    """OP_IDs, occurrences, depths and sample counts are whole numbers in range."""
+    for key in ("op_id", "occurrence", "depth", "n"):
+        values = ops[key]
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0
+                       or max(values) > MAX_COUNT):
+            bad = next(v for v in values if type(v) is not int or not 0 <= v <= MAX_COUNT)
+            raise ValueError(f"{key} {bad!r} is not a whole number from 0 to {MAX_COUNT}")
+
+
+#: What a run's meta may say, where it says it: (types, lowest, highest).
+_META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
+    "probe_ns": ((int, float), 0.0, _LONGEST_NS),
+    "iterations": ((int,), 0, MAX_COUNT),
+    "skip": ((int,), 0, MAX_COUNT),
+    "counted": ((int,), 0, MAX_COUNT),
+}
+
+
+def _check_meta(meta: Any) -> dict[str, Any]:
+    """The meta fields the plugin reads are of their type and in range (None allowed):
+    ``probe_ns = 1e308`` would overflow a mean."""
+    if not isinstance(meta, dict):
+        raise TypeError("meta is not an object")
+    for key, (types, low, high) in _META_NUMBERS.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        if type(value) not in types or not low <= value < high:  # NaN fails too
+            raise ValueError(f"meta {key} is {value!r}; it must be a number from {low:g} "
+                             f"to {high:g}")
+    for key in ("date", "backend", "device"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise TypeError(f"meta {key} is not a string")
+    return meta
 
 
 def _parse_run(data: Any) -> BaselineRun:
@@ -246,24 +345,27 @@ def _parse_run(data: Any) -> BaselineRun:
     columns = [ops[key] for key in OP_COLUMNS]
     if not set(map(type, columns)) <= {list} or len(set(map(len, columns))) > 1:
         raise ValueError(f"the op columns {', '.join(OP_COLUMNS)} are lists of one length")
+    if len(columns[0]) > MAX_OPS:
+        raise ValueError(f"{len(columns[0])} ops in a run; a baseline holds at most {MAX_OPS}")
     # each column at once: a store holds hundreds of thousands of ops
     names, phases, medians = ops["name"], ops["phase"], ops["median_ns"]
     if not set(map(type, names)) <= {str} or not set(map(type, phases)) <= {str, type(None)}:
         raise TypeError("op names are strings, and phases strings or null")
-    for key in ("op_id", "occurrence", "depth", "n"):
-        values = ops[key]
-        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
-            bad = next(v for v in values if type(v) is not int or v < 0)
-            raise ValueError(f"{key} {bad!r} is not a whole number >= 0")
-    _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
+    if not all(names):
+        raise ValueError("an op name is empty")
+    _check_counts(ops)
     wall, op_time = data.get("wall_ns", []), data.get("op_time_ns", [])
-    _check_numbers([wall, op_time, *ops["samples_ns"]],
-                   lambda i: ("wall_ns", "op_time_ns")[i] if i < 2
-                   else f"samples of {names[i - 2]!r}")
-    meta = data.get("meta", {})
-    if not isinstance(meta, dict):
-        raise TypeError("meta is not an object")
+
+    def label(i: int) -> str:
+        return ("wall_ns", "op_time_ns")[i] if i < 2 else f"samples of {names[i - 2]!r}"
+
+    _check_lengths([wall, op_time, *ops["samples_ns"]], label)
+    _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
+    _check_numbers([wall, op_time, *ops["samples_ns"]], label)
+    meta = _check_meta(data.get("meta", {}))
     phases = data.get("phases", [])
+    if not isinstance(phases, list):
+        raise TypeError("phases is not a list")
     return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall_ns=wall,
                        op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta)
 
@@ -282,7 +384,20 @@ class BaselineStore:
         root = Path(root)
         if not root.is_dir():
             return []
-        return [cls(root, p.name, folder=p) for p in sorted(root.iterdir()) if p.is_dir()]
+        return [cls(root, p.name, folder=p) for p in sorted(root.iterdir())
+                if p.is_dir() and not p.name.startswith(".")]  # staging: not a machine
+
+    @staticmethod
+    def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
+        """Staging folders of ``opprof baseline update`` commands that were killed
+        (SIGKILL, power loss): never read as baselines; prune removes them."""
+        now = time.time()
+        found = []
+        for path in sorted(Path(root).glob(STAGING_PREFIX + "*")):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and now - path.stat().st_mtime > older_than_s:
+                    found.append(path)
+        return found
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")
@@ -291,10 +406,9 @@ class BaselineStore:
         """The test's baseline; None when it has none here."""
         path = self.path_for(nodeid)
         try:
-            text = read_text(path)
+            baseline = load_file(path)
         except FileNotFoundError:
             return None
-        baseline = parse(text, path)
         if baseline.nodeid != nodeid:
             raise BaselineError(f"{path}: holds the baseline of {baseline.nodeid!r}, "
                                 f"not {nodeid!r}{_FIX}")
@@ -306,6 +420,9 @@ class BaselineStore:
         grown run by run), else replacing what was there. The last
         :data:`MAX_RUNS` are kept."""
         path = self.path_for(nodeid)
+        if run.n_ops > MAX_OPS:
+            raise BaselineError(f"{nodeid}: {run.n_ops} ops; a baseline holds at most "
+                                f"{MAX_OPS} (profile fewer ops in this test)")
         with self._locked():
             runs = [run]
             try:
@@ -313,16 +430,33 @@ class BaselineStore:
             except BaselineError:
                 old = None  # an update is asked for: a broken file is replaced
             if old is not None and (append or (batch and old.batch == batch)):
-                runs = [*old.runs, run][-MAX_RUNS:]
+                runs = _within_bounds([*old.runs, run])
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
-            try:
-                atomic_write(path, baseline.dumps())
-            except OSError as exc:
-                raise BaselineError(f"{path}: cannot write the baseline ({exc}); make the "
-                                    "folder writable or choose another with "
-                                    "--opprof-baseline-dir") from None
+            self._write(path, baseline)
         return path
+
+    def commit(self, staged: BaselineStore) -> list[Baseline]:
+        """Copy every baseline of ``staged`` (a staging store of the same machine) into
+        this store, each file atomically and all under this store's lock, so that two
+        commands committing at once each leave whole batches. Returns what was copied."""
+        found = [(path, entry) for path, entry in staged.entries()]
+        broken = [entry for _, entry in found if isinstance(entry, BaselineError)]
+        if broken:
+            raise broken[0]
+        with self._locked():
+            for path, entry in found:
+                assert isinstance(entry, Baseline)
+                self._write(self.folder / path.name, entry)
+        return [entry for _, entry in found if isinstance(entry, Baseline)]
+
+    def _write(self, path: Path, baseline: Baseline) -> None:
+        try:
+            atomic_write(path, baseline.dumps())
+        except OSError as exc:
+            raise BaselineError(f"{path}: cannot write the baseline ({exc}); make the "
+                                "folder writable or choose another with "
+                                "--opprof-baseline-dir") from None
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
         """Every stored file of this machine, loaded or with the error that stops it."""
@@ -330,7 +464,7 @@ class BaselineStore:
             return
         for path in sorted(self.folder.glob("*.json")):
             try:
-                yield path, parse(read_text(path), path)
+                yield path, load_file(path)
             except (BaselineError, FileNotFoundError) as exc:
                 yield path, BaselineError(str(exc))
 
@@ -352,8 +486,9 @@ class BaselineStore:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise BaselineError(f"{self.folder}: cannot create the baseline folder ({exc}); "
-                                "choose another with --opprof-baseline-dir") from None
+            raise BaselineError(obstacle(self.folder / "_") or (
+                f"{self.folder}: cannot create the baseline folder ({exc}); "
+                "choose another with --opprof-baseline-dir")) from None
         if fcntl is None:  # pragma: no cover
             yield
             return
@@ -377,11 +512,16 @@ MAX_FILE_BYTES = 256 * 2**20
 def read_text(path: Path) -> str:
     """The file's text; FileNotFoundError when there is none, else BaselineError for
     anything that stops it being read (not a regular file, unreadable, too large, not
-    UTF-8). At most :data:`MAX_FILE_BYTES` are read, whatever the file claims."""
+    UTF-8, more values than a baseline holds). At most :data:`MAX_FILE_BYTES` are read,
+    whatever the file claims, and the values are counted before the bytes become text."""
     try:
-        return read_bounded(path, MAX_FILE_BYTES).decode("utf-8")
+        data = read_bounded(path, MAX_FILE_BYTES)
+        _check_values(data.count(b","), path)
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise
+    except NotADirectoryError:
+        raise BaselineError(obstacle(path) or f"{path}: cannot be read") from None
     except FileTooLarge as exc:
         raise BaselineError(f"{path}: {exc}, more than a baseline can be "
                             f"({MAX_FILE_BYTES // 2**20} MB){_FIX}") from None
@@ -389,13 +529,46 @@ def read_text(path: Path) -> str:
         raise BaselineError(f"{path}: cannot be read ({exc}){_FIX}") from None
 
 
+def obstacle(path: Path) -> str | None:
+    """What stands where a folder of ``path`` should be: the nearest existing ancestor
+    that is not a folder, named with what to do; None when there is none."""
+    for parent in Path(path).parents:
+        if parent.exists() or parent.is_symlink():
+            if parent.is_dir():
+                return None
+            return (f"{parent}: is a file where a baseline folder should be; move it away, "
+                    "or choose another folder with --opprof-baseline-dir (opprof: --dir)")
+    return None
+
+
+def load_file(path: Path) -> Baseline:
+    """The one loader: the stored file at ``path`` read (bounded) and validated.
+
+    The gate, update mode and every ``opprof baseline`` command read through it, so
+    what one accepts, all accept. FileNotFoundError when there is no file, else
+    :class:`BaselineError` with one line naming the file and what to do.
+    """
+    return parse(read_text(path), path)
+
+
+def _check_values(commas: int, path: Path | str) -> None:
+    """Refuse a file of more values than a baseline holds before it is parsed: tens of
+    millions of numbers would become tens of millions of Python objects."""
+    if commas > MAX_VALUES:
+        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
+                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){_FIX}")
+
+
 def parse(text: str, path: Path | str) -> Baseline:
     if not text.strip():
         raise BaselineError(f"{path}: empty file{_FIX}")
+    _check_values(text.count(","), path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{path}: not JSON ({exc}){_FIX}") from None
+    except ValueError as exc:  # an integer of thousands of digits: Python's int limit
+        raise BaselineError(f"{path}: not a baseline ({exc}){_FIX}") from None
     except RecursionError:
         raise BaselineError(f"{path}: not JSON (nested too deeply){_FIX}") from None
     try:

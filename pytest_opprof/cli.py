@@ -5,22 +5,36 @@
     opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
     opprof report RESULTS.json [-o report.html]
 
-Every command exits non-zero on error with one line that says what to do.
+Every command ends an error with one line that says what to do, and exits 0 when it
+did what was asked, 1 on a failure, 2 on a usage error (130 on Ctrl-C). The baseline
+folder, machine key and rootdir are found by pytest and the plugin's own code, from the
+same arguments and ini file (``--dir`` and ``--machine-key`` override them).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
+import io
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from . import __version__
-from .baseline import Baseline, BaselineError, BaselineStore, safe_name
+from .baseline import STAGING_PREFIX, Baseline, BaselineError, BaselineStore, obstacle
 from .errors import OpprofError
-from .options import DEFAULT_BASELINE_DIR
+from .files import safe_name
+from .options import DEFAULT_BASELINE_DIR, Settings
 from .render.gate import duration
 from .render.text import paddle_table, singa_ops, wall_line
 
@@ -31,6 +45,10 @@ class CommandError(Exception):
     """Ends the command with its message and exit status 1."""
 
 
+class UsageProblem(CommandError):
+    """Ends the command with its message and exit status 2: the arguments are wrong."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="opprof",
@@ -39,8 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "this command manages the stored baselines.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.set_defaults(help_parser=parser)  # what a command given without its action prints
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     baseline = commands.add_parser("baseline", help="update, show or prune stored baselines")
+    baseline.set_defaults(help_parser=baseline)
     actions = baseline.add_subparsers(dest="action", metavar="ACTION")
 
     update = actions.add_parser(
@@ -48,15 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "tests that passed as their baselines on this machine",
         description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
                     "a new process, so that the gate learns each op's spread between "
-                    "processes. Unrecognised arguments go to pytest.")
+                    "processes. The runs go to a staging folder; only when all of them "
+                    "passed are the new baselines committed to the store: the command "
+                    "completes or changes nothing. Unrecognised arguments go to pytest.")
     update.add_argument("--runs", type=_runs, default=DEFAULT_RUNS, metavar="N",
                         help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
 
     def where(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--dir", type=Path, default=Path(DEFAULT_BASELINE_DIR),
-                         help=f"the baseline directory (default ./{DEFAULT_BASELINE_DIR})")
+        sub.add_argument("--dir", type=Path, default=None,
+                         help="the baseline directory (default: pytest's, as the plugin "
+                              f"finds it: opprof_baseline_dir, else {DEFAULT_BASELINE_DIR}/ "
+                              "at the rootdir)")
         sub.add_argument("--machine-key", default=None,
-                         help="only this machine's baselines (default: every machine)")
+                         help="only this machine's baselines (default: opprof_machine_key, "
+                              "else every machine)")
 
     show = actions.add_parser("show", help="print stored baselines: a list, or one test's "
                                            "ops in the verbosity-2 formats")
@@ -67,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
-                    "stored baselines whose test is gone: its file no longer exists, or its "
-                    "file was collected without it. Unrecognised arguments go to pytest.")
+                    "stored baselines whose test is provably gone: its file no longer exists "
+                    "under the rootdir, or its file was collected in full (not narrowed by "
+                    "FILE::TEST; -k and -m do not count) without it. Unrecognised arguments "
+                    "go to pytest.")
     prune.add_argument("--apply", action="store_true", help="delete them (default: only list)")
     where(prune)
 
@@ -99,19 +126,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "report":
         return _guarded(lambda: report(args.results, args.output))
-    if args.command is None or action is None:
-        parser.print_help(sys.stdout)
-        return 0
+    if args.command is None or action is None:  # a usage error, as argparse's own
+        args.help_parser.print_help(sys.stderr)
+        return 2
     return _guarded(lambda: _baseline(args, extra))
 
 
 def _guarded(run: Callable[[], int]) -> int:
-    """Runs a command; its errors are one line on stderr and exit status 1."""
+    """Runs a command; its errors are one line on stderr: exit status 1, 2 for a usage
+    error, 130 on Ctrl-C (the store left as it was)."""
     try:
         return run()
+    except UsageProblem as exc:
+        print(f"opprof: {exc}", file=sys.stderr)
+        return 2
     except (CommandError, OpprofError) as exc:
         print(f"opprof: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("opprof: interrupted; nothing was stored or removed", file=sys.stderr)
+        return 130
 
 
 def report(results: Path, output: Path) -> int:
@@ -135,30 +169,203 @@ def _baseline(args: argparse.Namespace, extra: list[str]) -> int:
     if args.action == "update":
         return update(args.runs, extra)
     if args.action == "show":
-        return show(args.dir, args.machine_key, args.test)
+        view = pytest_view([])
+        return show(args.dir or view.settings.baseline_dir,
+                    args.machine_key or view.settings.machine_key, args.test)
     return prune(args.dir, args.machine_key, extra, args.apply)
 
 
-def _pytest(args: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", *args], check=False, **kwargs)
+# -- what pytest would do: the plugin's own resolution, in this process ------------------
+
+#: The options ``opprof baseline update`` sets itself: given too, they would contradict it.
+_OWN_OPTIONS = {"opprof_update_baseline": "--opprof-update-baseline",
+                "opprof_append_baseline": "--opprof-append-baseline",
+                "opprof_baseline_batch": "--opprof-baseline-batch",
+                "opprof_no_gate": "--opprof-no-gate"}
+
+
+@dataclass(frozen=True)
+class PytestView:
+    """The settings, rootdir and selection pytest resolves from the arguments and the
+    ini file, by the plugin's own code: the CLI finds what the plugin finds."""
+
+    settings: Settings
+    rootdir: Path
+    #: The ``--opprof-*`` options among the arguments (and addopts) that update sets itself.
+    own_options: tuple[str, ...]
+    #: Test files the arguments narrow to some of their tests (``file.py::test``).
+    narrowed: frozenset[str]
+
+
+class _Resolver:
+    """A pytest plugin that records the configuration, and collects when asked."""
+
+    def __init__(self, collect: bool) -> None:
+        self.collect = collect
+        self.view: PytestView | None = None
+        self.items: set[str] = set()
+        self.files: set[str] = set()
+        self.errors: list[str] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> int | None:
+        self.view = PytestView(
+            settings=Settings.from_pytest_config(config), rootdir=config.rootpath,
+            own_options=tuple(flag for dest, flag in _OWN_OPTIONS.items()
+                              if config.getoption(dest, None)),
+            narrowed=_narrowed(config))
+        return None if self.collect else 0  # a first-result hook: 0 ends pytest here
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        self.items.add(item.nodeid)  # before -k, -m and --deselect leave some out
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # its last line names the error ("E   SyntaxError: ...")
+            lines = str(report.longrepr).strip().splitlines()
+            self.errors.append(lines[-1].strip() if lines else report.nodeid)
+        elif report.passed and "::" not in report.nodeid:
+            self.files.add(report.nodeid)
+
+
+def _narrowed(config: pytest.Config) -> frozenset[str]:
+    """The files (as node ids) that ``file.py::test`` arguments collect only in part."""
+    found = set()
+    for arg in config.args:
+        if "::" not in arg:
+            continue
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        with contextlib.suppress(ValueError):
+            found.add(path.relative_to(config.rootpath.resolve()).as_posix())
+    return frozenset(found)
+
+
+def _in_process(args: list[str], resolver: _Resolver) -> int:
+    """pytest.main with ``resolver``; its output kept; its usage errors one line."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = pytest.main(args, plugins=[resolver])
+    if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
+        raise UsageProblem(f"pytest refused the arguments: {_last_line(err.getvalue())}")
+    return int(code)
+
+
+def pytest_view(pytest_args: list[str]) -> PytestView:
+    """How pytest and the plugin see ``pytest_args``; nothing is collected or run."""
+    resolver = _Resolver(collect=False)
+    _in_process(["-p", "no:cacheprovider", *pytest_args], resolver)
+    assert resolver.view is not None
+    return resolver.view
+
+
+def _last_line(text: str) -> str:
+    """What pytest said was wrong: its argparse "error:" line, else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
+    if errors:
+        return errors[-1]
+    return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+
+
+# -- update ------------------------------------------------------------------------------
+
+def _run_pytest(args: list[str]) -> tuple[int, str]:
+    """pytest in a new process, its output passed on as it comes; its exit code and
+    what it said last (see :func:`_last_line`). Ctrl-C (KeyboardInterrupt) stops it
+    before passing on."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen([sys.executable, "-m", "pytest", *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace",
+                          env=env) as proc:
+        tail: collections.deque[str] = collections.deque(maxlen=20)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                tail.append(line)
+        except BaseException:
+            proc.kill()
+            raise
+    return proc.returncode, _last_line("".join(tail))
 
 
 def update(runs: int, pytest_args: list[str]) -> int:
+    """Run pytest ``runs`` times into a staging folder, then commit every test's new
+    baseline at once: the command completes or leaves the store as it was."""
+    view = pytest_view(pytest_args)
+    if view.own_options:
+        raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
+                           "this itself; leave it out")
+    root = view.settings.baseline_dir
     batch = uuid.uuid4().hex[:12]
-    for run in range(1, runs + 1):
-        print(f"opprof: baseline run {run} of {runs}: pytest --opprof-update-baseline "
-              + " ".join(pytest_args), flush=True)
-        code = _pytest(["--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
-                        *pytest_args]).returncode
-        if code == 5:
-            raise CommandError("pytest collected no tests: name the tests to take baselines of")
-        if code != 0:
-            raise CommandError(
-                f"baseline run {run} of {runs} failed (pytest exit code {code}): baselines "
-                "were written only for the tests that passed; fix the failures and rerun")
-    print(f"opprof: {runs} baseline run(s) stored")
+    staging = root / f"{STAGING_PREFIX}{batch}"
+    _make_folder(staging)
+    try:
+        for run in range(1, runs + 1):
+            print(f"opprof: baseline run {run} of {runs}: pytest --opprof-update-baseline "
+                  + " ".join(pytest_args), flush=True)
+            code, last = _run_pytest(["--opprof-update-baseline",
+                                      f"--opprof-baseline-batch={batch}", *pytest_args,
+                                      f"--opprof-baseline-dir={staging}"])
+            _check_run(code, last, run, runs)
+        with _sigint_deferred():
+            stored = _commit(staging, root, batch)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not stored:
+        raise CommandError("the runs stored no baseline: no test that passed used the "
+                           "gpu_profiler fixture; name the profiled tests")
+    print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)")
     return 0
 
+
+def _make_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise CommandError(obstacle(folder) or f"{folder}: cannot create ({exc}); make its "
+                           "folder writable or choose another with --opprof-baseline-dir") \
+            from None
+
+
+def _check_run(code: int, last: str, run: int, runs: int) -> None:
+    if code == pytest.ExitCode.USAGE_ERROR:
+        raise UsageProblem(f"pytest refused the arguments ({last}); nothing was stored")
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise UsageProblem("pytest collected no tests: name the tests to take baselines "
+                           "of; nothing was stored")
+    if code != 0:
+        raise CommandError(f"baseline run {run} of {runs} failed (pytest exit code {code}: "
+                           f"{last}); nothing was stored: fix the failures and rerun")
+
+
+def _commit(staging: Path, root: Path, batch: str) -> int:
+    """Every staged machine folder copied into the store; the number of tests whose
+    stored baseline now holds this batch (read back, not assumed)."""
+    stored = 0
+    for staged in BaselineStore.every_machine(staging):
+        store = BaselineStore(root, staged.machine, folder=root / staged.folder.name)
+        for baseline in store.commit(staged):
+            with contextlib.suppress(BaselineError):
+                kept = store.load(baseline.nodeid)
+                stored += kept is not None and kept.batch == batch
+    return stored
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C waits while the store is written: a commit is not left half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# -- show and prune ------------------------------------------------------------------------
 
 def _stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
     if not root.exists():
@@ -168,6 +375,9 @@ def _stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
         raise CommandError(f"{root}: is a file, not a baseline directory (use --dir)")
     if machine_key is not None:
         store = BaselineStore(root, machine_key)
+        if store.folder.exists() and not store.folder.is_dir():
+            raise CommandError(f"{store.folder}: is a file where the baselines of machine "
+                               f"{machine_key!r} should be; move it away")
         if not store.folder.is_dir():
             raise CommandError(f"{root}: no baselines for machine {machine_key!r} "
                                f"(folder {safe_name(machine_key)})")
@@ -215,39 +425,63 @@ def _describe(b: Baseline) -> str:
     return "\n".join(lines)
 
 
-def prune(root: Path, machine_key: str | None, pytest_args: list[str], apply: bool) -> int:
-    stores = _stores(root, machine_key)
-    proc = _pytest(["--collect-only", "-q", "-p", "no:cacheprovider", *pytest_args],
-                   capture_output=True, text=True)
-    if proc.returncode not in (0, 5):
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["?"]
-        raise CommandError(f"pytest could not collect the tests (exit code {proc.returncode}: "
-                           f"{tail[0]}); nothing was pruned")
-    collected = {line.strip() for line in proc.stdout.splitlines() if "::" in line}
-    modules = {nodeid.split("::", 1)[0] for nodeid in collected}
-    project = root.resolve().parent  # node ids are relative to the rootdir, .opprof's parent
-    stale = []
-    for store in stores:
-        for path, entry in store.entries():
-            if isinstance(entry, BaselineError) or entry.nodeid in collected:
-                continue
-            module = entry.nodeid.split("::", 1)[0]
-            if module in modules or not (project / module).exists():
-                stale.append((path, entry.nodeid))
-        stale += [(path, "temporary file of an interrupted write")
-                  for path in store.stale_temporary_files()]
+def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
+          apply: bool) -> int:
+    """Remove the baselines whose test is provably gone (see :func:`_gone`), listing
+    them first; a dry run unless ``apply``."""
+    resolver = _Resolver(collect=True)
+    code = _in_process(["--collect-only", "-q", "-p", "no:cacheprovider", *pytest_args],
+                       resolver)
+    if resolver.errors or code not in (0, 5):
+        why = resolver.errors[0] if resolver.errors else f"exit code {code}"
+        raise CommandError(f"pytest could not collect the tests ({why}); nothing was pruned")
+    assert resolver.view is not None
+    view = resolver.view
+    root = root or view.settings.baseline_dir
+    stores = _stores(root, machine_key or view.settings.machine_key)
+    stale = [(path, entry.nodeid) for store in stores for path, entry in store.entries()
+             if isinstance(entry, Baseline) and _gone(entry.nodeid, view, resolver)]
+    stale += [(path, "temporary file of an interrupted write")
+              for store in stores for path in store.stale_temporary_files()]
+    stale += [(path, "staging folder of an interrupted update")
+              for path in BaselineStore.stale_staging_folders(root)]
     for path, nodeid in stale:
-        if apply:
-            try:
-                path.unlink()
-            except OSError as exc:
-                raise CommandError(f"{path}: cannot remove ({exc})") from None
-        print(f"{'removed' if apply else 'would remove'}: {nodeid}  [{path}]")
-    if stale and not apply:
-        print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
-    elif not stale:
+        print(f"{'remove' if apply else 'would remove'}: {nodeid}  [{path}]")
+    if not stale:
         print("opprof: no stale baselines")
+    elif not apply:
+        print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
+    else:
+        with _sigint_deferred():
+            _remove([path for path, _ in stale])
+        print(f"opprof: removed {len(stale)} stale baseline(s)")
     return 0
+
+
+def _gone(nodeid: str, view: PytestView, resolver: _Resolver) -> bool:
+    """Provably gone: its file no longer exists under the rootdir, or its file was
+    collected in full (not narrowed by ``file.py::test``) without it. A test merely
+    deselected (-k, -m) or outside the paths given is kept."""
+    if nodeid in resolver.items:
+        return False
+    module = nodeid.split("::", 1)[0]
+    if not (view.rootdir / module).exists():
+        return True
+    return module in resolver.files and module not in view.narrowed
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            continue  # removed meanwhile: what was asked holds
+        except OSError as exc:
+            raise CommandError(f"{path}: cannot remove ({exc}); the baselines listed "
+                               "before it were removed") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -68,9 +68,11 @@ def read_bounded(path: Path, limit: int) -> bytes:
         claimed = os.fstat(fd).st_size
         if claimed > limit:  # refused unread
             raise FileTooLarge(f"is {claimed / 2**20:.0f} MB")
-        chunks, size = [], 0
+        # what it claims in one read (one buffer: joining one chunk copies nothing), then
+        # whatever more it holds, up to one byte past the limit
+        chunks, size, step = [], 0, max(claimed + 1, 1 << 20)
         while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            chunk = os.read(fd, min(step, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

@@ -7,6 +7,7 @@ probe's time now with its time when the baseline was taken.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -30,7 +31,7 @@ def reference_probe(xp: ModuleType, repeats: int = 21) -> float:
     return float(np.median(times[2:]))  # the first passes warm caches and allocators
 
 
-def _synchronizer(xp: ModuleType):
+def _synchronizer(xp: ModuleType) -> Callable[[], None]:
     cuda = getattr(xp, "cuda", None)
     if cuda is None:
         return lambda: None

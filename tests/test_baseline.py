@@ -131,6 +131,124 @@ def test_non_finite_or_negative_times_are_rejected(tmp_path, bad):
         store.load(NODEID)
 
 
+def _stored_text(tmp_path, change) -> tuple[BaselineStore, Path]:
+    """A stored baseline whose JSON data ``change(data)`` altered in place."""
+    store = BaselineStore(tmp_path, "m")
+    path = store.record(NODEID, run_of(), "b")
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    return store, path
+
+
+def _set(path: str, value):
+    """A change that sets one field: ``"runs.0.meta.probe_ns"``."""
+    def change(data):
+        *parents, last = path.split(".")
+        for key in parents:
+            data = data[int(key)] if isinstance(data, list) else data[key]
+        data[int(last) if isinstance(data, list) else last] = value
+    return change
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("runs.0.meta.probe_ns", 1e308, "meta probe_ns is 1e+308"),
+    ("runs.0.meta.probe_ns", -1.0, "meta probe_ns is -1.0"),
+    ("runs.0.meta.probe_ns", "fast", "meta probe_ns is 'fast'"),
+    ("runs.0.meta.iterations", 10**12, "meta iterations is 1000000000000"),
+    ("runs.0.meta.skip", 1.5, "meta skip is 1.5"),
+    ("runs.0.meta.date", 5, "meta date is not a string"),
+    ("runs.0.ops.op_id.0", 10**10, "op_id 10000000000 is not a whole number from 0"),
+    ("runs.0.ops.depth.0", -1, "depth -1 is not a whole number"),
+    ("runs.0.ops.median_ns.0", 1e16, "median_ns holds 1e+16"),
+    ("runs.0.wall_ns.0", 10**15, "wall_ns holds 1000000000000000"),
+    ("runs.0.ops.name.0", "", "an op name is empty"),
+    ("runs.0.phases", "forward", "phases is not a list"),
+])
+def test_every_number_and_field_is_range_checked_with_one_line(tmp_path, field, value, says):
+    """probe_ns = 1e308 would overflow the mean of the probes (INTERNALERROR under
+    -W error); each field the plugin reads is refused out of range, in one line."""
+    store, path = _stored_text(tmp_path, _set(field, value))
+    with pytest.raises(BaselineError) as info:
+        store.load(NODEID)
+    message = str(info.value)
+    assert message.startswith(f"{path}: malformed baseline (") and says in message
+    assert "\n" not in message and message.endswith("to write a new one")
+
+
+@pytest.mark.parametrize("digits", [4301, 5000, 100_000])
+def test_an_integer_of_thousands_of_digits_is_one_line_and_update_replaces_it(tmp_path, digits):
+    """Python's int-string limit raises ValueError inside json.loads: a BaselineError
+    for the gate, show and prune, and update mode writes a new file over it."""
+    store, path = _stored_text(tmp_path, lambda data: None)
+    text = path.read_text().replace('"samples_ns": [[1000', '"samples_ns": [[' + "9" * digits, 1)
+    assert len(text) > digits
+    path.write_text(text)
+    with pytest.raises(BaselineError, match=r"not a baseline \(Exceeds the limit"):
+        store.load(NODEID)
+    store.record(NODEID, run_of(), "new")
+    assert store.load(NODEID).batch == "new"
+
+
+@pytest.mark.parametrize("limit, make, says", [
+    ("MAX_RUNS", lambda data: data["runs"].__setitem__(slice(None), data["runs"] * 21),
+     "21 runs; a baseline keeps at most 20"),
+    ("MAX_SAMPLES", _set("runs.0.ops.samples_ns.0", [1000] * 101),
+     "samples of 'conv2d' holds 101 samples; a run keeps at most 100"),
+    ("MAX_SAMPLES", _set("runs.0.wall_ns", [1000] * 101),
+     "wall_ns holds 101 samples; a run keeps at most 100"),
+    ("MAX_OPS", lambda data: data["runs"][0]["ops"].update(
+        {k: v * 2501 for k, v in data["runs"][0]["ops"].items()}),
+     "10004 ops in a run; a baseline holds at most 10000"),
+    ("MAX_TOTAL_SAMPLES", lambda data: data["runs"].__setitem__(slice(None), data["runs"] * 20),
+     "samples; a baseline holds at most"),
+])
+def test_every_count_is_bounded_before_any_array_is_built(tmp_path, monkeypatch, limit, make,
+                                                          says):
+    """A file under the size cap could hold one op of 65 million samples (10 GB of
+    arrays): runs, ops, samples per op and samples in all are each refused in one line."""
+    import pytest_opprof.baseline as module
+
+    if limit == "MAX_TOTAL_SAMPLES":  # 4 million samples would make a slow test
+        monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 200)
+    monkeypatch.setattr(module.Baseline, "samples", None)  # any array built: TypeError
+    monkeypatch.setattr(module.Baseline, "to_profile", None)
+    store, path = _stored_text(tmp_path, make)
+    with pytest.raises(BaselineError, match=f"{path}: malformed baseline .*{says}"):
+        store.load(NODEID)
+
+
+def test_a_file_of_more_values_than_a_baseline_holds_is_refused_before_parsing(tmp_path,
+                                                                               monkeypatch):
+    import pytest_opprof.baseline as module
+
+    store, path = _stored_text(tmp_path, _set("runs.0.wall_ns", [1] * 1001))
+    monkeypatch.setattr(module, "MAX_VALUES", 1000)
+    monkeypatch.setattr(module.json, "loads", None)  # parsing it would fail with TypeError
+    with pytest.raises(BaselineError, match=f"{path}: holds more values than a baseline can"):
+        store.load(NODEID)
+
+
+def test_the_writer_keeps_within_what_the_reader_accepts(tmp_path, monkeypatch):
+    """Appends past the total drop the oldest runs: what is written is always readable."""
+    import pytest_opprof.baseline as module
+
+    monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 60)  # a run of train_profile: 18
+    store = BaselineStore(tmp_path, "m")
+    for k in range(5):
+        store.record(NODEID, run_of(tag=k), "b", append=True)
+    assert [r.meta["tag"] for r in store.load(NODEID).runs] == [2, 3, 4]
+
+
+def test_a_test_of_more_ops_than_a_baseline_holds_is_one_line(tmp_path, monkeypatch):
+    import pytest_opprof.baseline as module
+
+    monkeypatch.setattr(module, "MAX_OPS", 3)
+    with pytest.raises(BaselineError, match=r"t\.py::x: 4 ops; a baseline holds at most 3"):
+        BaselineStore(tmp_path, "m").record("t.py::x", run_of(), "b")
+    assert not list(tmp_path.rglob("*.json"))
+
+
 def test_a_file_holding_another_tests_baseline_is_refused(tmp_path):
     store = BaselineStore(tmp_path, "m")
     store.record("t.py::other", run_of(), "b")
@@ -155,10 +273,20 @@ def test_writes_leave_no_temporary_files(tmp_path):
     assert [p.name for p in store.folder.iterdir()] == [store.path_for(NODEID).name]
 
 
-def test_a_baseline_folder_that_is_a_file_is_one_clear_error(tmp_path):
-    (tmp_path / "base").write_text("")
-    with pytest.raises(BaselineError, match="cannot create the baseline folder"):
-        BaselineStore(tmp_path / "base", "m").record(NODEID, run_of(), "b")
+@pytest.mark.parametrize("obstacle", ["base", "base/m"])
+def test_a_baseline_folder_that_is_a_file_is_one_clear_error(tmp_path, obstacle):
+    """A plain file where the baseline folder or the machine folder should be is named
+    (not the baseline file beneath it, which does not exist), on reads and on writes."""
+    (tmp_path / obstacle).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / obstacle).write_text("")
+    store = BaselineStore(tmp_path / "base", "m")
+    expected = (f"{tmp_path / obstacle}: is a file where a baseline folder should be; "
+                "move it away, or choose another folder with --opprof-baseline-dir")
+    for use in (lambda: store.load(NODEID), lambda: store.record(NODEID, run_of(), "b")):
+        with pytest.raises(BaselineError) as info:
+            use()
+        assert str(info.value).startswith(expected)
+    assert (tmp_path / obstacle).read_text() == ""
 
 
 def test_to_profile_shows_the_latest_run(tmp_path):
@@ -200,3 +328,26 @@ def test_a_baseline_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypa
     with pytest.raises(BaselineError, match=r"cannot write the baseline .*--opprof-baseline-dir"):
         store.record(NODEID, run_of(), "c")
     assert store.load(NODEID).batch == "b"  # the old file is intact
+
+
+def test_bounded_reads_return_the_whole_file_up_to_the_limit_and_refuse_more(tmp_path):
+    """Every size around the limit and the read step: whole, or FileTooLarge."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from pytest_opprof.files import FileTooLarge, read_bounded
+
+    path = tmp_path / "f"
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(0, 3 << 20), st.integers(0, 3 << 20))
+    def check(size, limit):
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        path.write_bytes(data)
+        if size <= limit:
+            assert read_bounded(path, limit) == data
+        else:
+            with pytest.raises(FileTooLarge):
+                read_bounded(path, limit)
+
+    check()

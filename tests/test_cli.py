@@ -17,9 +17,12 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"opprof {__version__}"
 
 
-def test_no_arguments_prints_help(capsys):
-    assert main([]) == 0
-    assert "usage: opprof" in capsys.readouterr().out
+@pytest.mark.parametrize("argv, usage", [([], "usage: opprof "),
+                                         (["baseline"], "usage: opprof baseline ")])
+def test_a_command_without_its_action_is_a_usage_error(capsys, argv, usage):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(usage) and captured.out == ""
 
 
 def test_the_console_script_is_installed():
@@ -56,26 +59,70 @@ def project(pytester, monkeypatch):
     return pytester
 
 
+def opprof(*args: str, cwd) -> subprocess.CompletedProcess:
+    """The opprof command as a user runs it: a new process."""
+    return subprocess.run([sys.executable, "-m", "pytest_opprof.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, check=False)
+
+
+def stored(root) -> dict[str, list[str]]:
+    """Each stored test's batch per run, by node id."""
+    found = {}
+    for path in root.rglob("*.json"):
+        data = json.loads(path.read_text())
+        found[data["nodeid"]] = [data["batch"]] * len(data["runs"])
+    return found
+
+
 def test_update_runs_pytest_n_times_into_one_batch(project, capsys):
     assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
     assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline -q test_suite.py" in out
+    assert out.splitlines()[-1] == "opprof: baselines of 2 test(s) stored, from 2 run(s)"
     files = list((project.path / ".opprof").rglob("*.json"))
     assert len(files) == 2
     assert all(len(json.loads(f.read_text())["runs"]) == 2 for f in files)
+    assert [p.name for p in (project.path / ".opprof").iterdir()] == ["fake-fake_CUDA_device-"
+                                                                      + files[0].parent.name[-10:]]
 
 
-def test_update_stops_on_a_failing_run(project, capsys):
+def test_a_failing_run_stores_nothing_and_keeps_the_old_baselines(project, capsys):
+    main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
+    before = stored(project.path / ".opprof")
     project.makepyfile(test_broken="def test_x():\n    assert False\n")
     assert main(["baseline", "update", "--runs", "3", "-q"]) == 1
     err = capsys.readouterr().err
-    assert "opprof: baseline run 1 of 3 failed (pytest exit code 1): baselines were written " \
-           "only for the tests that passed" in err
+    assert "opprof: baseline run 1 of 3 failed (pytest exit code 1: " in err
+    assert err.strip().endswith("nothing was stored: fix the failures and rerun")
+    assert stored(project.path / ".opprof") == before
+    assert [p.name for p in (project.path / ".opprof").iterdir() if p.name.startswith(".")] == []
 
 
-def test_update_with_no_tests_says_so(project, capsys):
-    assert main(["baseline", "update", "--runs", "1", "-q", "-k", "nothing_matches"]) == 1
-    assert "pytest collected no tests" in capsys.readouterr().err
+@pytest.mark.parametrize("args, says", [
+    (["-k", "nothing_matches"], "pytest collected no tests: name the tests"),
+    (["test_missing.py"], "pytest refused the arguments (file or directory not found: "
+                          "test_missing.py); nothing was stored"),
+    (["--no-such-flag"], "pytest refused the arguments: unrecognized arguments: --no-such-flag"),
+])
+def test_update_with_wrong_pytest_arguments_is_a_usage_error(project, capsys, args, says):
+    assert main(["baseline", "update", "--runs", "2", "-q", *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert not (project.path / ".opprof").exists() or stored(project.path / ".opprof") == {}
+
+
+@pytest.mark.parametrize("flag", ["--opprof-no-gate", "--opprof-update-baseline",
+                                  "--opprof-append-baseline", "--opprof-baseline-batch=x"])
+@pytest.mark.parametrize("where", ["argument", "addopts"])
+def test_update_refuses_the_options_it_sets_itself(project, capsys, flag, where):
+    if where == "addopts":
+        project.makeini(f"[pytest]\nopprof_backend = fake\naddopts = {flag}\n")
+    args = [flag] if where == "argument" else []
+    assert main(["baseline", "update", "--runs", "2", "-q", *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"opprof: {flag.split('=')[0]}: opprof baseline update "
+                                    "sets this itself; leave it out")
+    assert "baseline run 1" not in captured.out and not (project.path / ".opprof").exists()
 
 
 def test_runs_must_be_positive(capsys):
@@ -119,25 +166,45 @@ def test_show_reports_unreadable_files_and_exits_non_zero(project, capsys):
     assert "unreadable: " in capsys.readouterr().out
 
 
-def test_prune_is_a_dry_run_until_apply(project, capsys):
+def test_the_cli_finds_the_baseline_folder_and_machine_key_of_the_ini_file(project):
+    """update, show and prune all use opprof_baseline_dir and opprof_machine_key from
+    the ini file, as the plugin does (the ini value relative to the ini file)."""
+    project.makeini("[pytest]\nopprof_backend = fake\nopprof_baseline_dir = ci/base\n"
+                    "opprof_machine_key = runner-1\n")
+    sub = project.mkdir("sub")
+    assert opprof("baseline", "update", "--runs", "1", "-q", cwd=project.path).returncode == 0
+    assert sorted(p.parent.name for p in (project.path / "ci/base").rglob("*.json")) == [
+        "runner-1", "runner-1"]
+    assert not (project.path / ".opprof").exists()
+    shown = opprof("baseline", "show", cwd=sub)  # the rootdir and ini found from a sub folder
+    assert shown.returncode == 0 and shown.stdout.count("runner-1  test_suite.py::") == 2
+    project.makepyfile(test_suite=SUITE.split("def test_b")[0])
+    pruned = opprof("baseline", "prune", cwd=project.path)
+    assert pruned.returncode == 0 and "would remove: test_suite.py::test_b  [" in pruned.stdout
+    assert "ci/base/runner-1/" in pruned.stdout
+
+
+def test_prune_is_a_dry_run_until_apply(project):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     project.makepyfile(test_suite=SUITE.split("def test_b")[0])  # test_b is gone
-    capsys.readouterr()
-    assert main(["baseline", "prune"]) == 0
-    out = capsys.readouterr().out
-    assert "would remove: test_suite.py::test_b" in out and "--apply" in out
+    dry = opprof("baseline", "prune", cwd=project.path)
+    assert dry.returncode == 0
+    assert "would remove: test_suite.py::test_b" in dry.stdout and "--apply" in dry.stdout
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 2
-    assert main(["baseline", "prune", "--apply"]) == 0
-    assert "removed: test_suite.py::test_b" in capsys.readouterr().out
+    applied = opprof("baseline", "prune", "--apply", cwd=project.path)
+    assert applied.returncode == 0
+    assert applied.stdout.splitlines()[0].startswith("remove: test_suite.py::test_b  [")
+    assert applied.stdout.splitlines()[-1] == "opprof: removed 1 stale baseline(s)"
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 1
-    assert main(["baseline", "prune"]) == 0
-    assert "no stale baselines" in capsys.readouterr().out
+    again = opprof("baseline", "prune", cwd=project.path)
+    assert "no stale baselines" in again.stdout
 
 
-def test_prune_keeps_everything_when_collection_fails(project, capsys):
+def test_prune_keeps_everything_when_collection_fails(project):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     project.makepyfile(test_suite="this is not python")
-    capsys.readouterr()
-    assert main(["baseline", "prune", "--apply"]) == 1
-    assert "pytest could not collect the tests" in capsys.readouterr().err
+    pruned = opprof("baseline", "prune", "--apply", cwd=project.path)
+    assert pruned.returncode == 1 and "Traceback" not in pruned.stderr
+    assert pruned.stderr.startswith("opprof: pytest could not collect the tests (")
+    assert pruned.stderr.strip().endswith("nothing was pruned")
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 2

@@ -71,6 +71,8 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
 
 
 def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsys):
+    """Temporary files of killed writers and staging folders of killed updates are
+    never read as baselines (nor as machines) and prune removes them an hour on."""
     from pytest_opprof.cli import main
 
     store = BaselineStore(pytester.path / ".opprof", "m")
@@ -80,13 +82,22 @@ def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsy
     for path in (fresh, stale):
         path.write_text("{half a fi")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    staging = {age: pytester.path / ".opprof" / f".staging-{age}" for age in ("old", "new")}
+    for folder in staging.values():
+        (folder / "m").mkdir(parents=True)
+        (folder / "m" / "x.json").write_bytes(store.path_for(TESTS[0]).read_bytes())
+    os.utime(staging["old"], (time.time() - 7200, time.time() - 7200))
+    assert [s.machine for s in BaselineStore.every_machine(pytester.path / ".opprof")] == ["m"]
     assert store.stale_temporary_files() == [stale]
     assert [p for p, _ in store.entries()] == [store.path_for(TESTS[0])]
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     os.chdir(pytester.path)
     assert main(["baseline", "prune", "--apply", "--dir", ".opprof", "--machine-key", "m"]) == 0
-    assert "temporary file of an interrupted write" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "temporary file of an interrupted write" in out
+    assert "staging folder of an interrupted update" in out
     assert not stale.exists() and fresh.exists()
+    assert not staging["old"].exists() and staging["new"].exists()
 
 
 # ---- concurrency --------------------------------------------------------------------
@@ -279,3 +290,257 @@ def test_every_test_docs_reliability_md_names_exists():
     missing = [f"{file}::{name}" for file, name in named
                if not re.search(rf"^\s*def {name}\(", (tests / file).read_text(), re.M)]
     assert missing == []
+
+
+# ---- the store's files: special files, and the CLI's atomic update and provable prune ---
+
+def _alarm(signum, frame):
+    raise TimeoutError("the read blocked")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "folder"])
+def test_a_baseline_path_that_is_not_a_regular_file_is_one_line_and_never_blocks(tmp_path,
+                                                                                kind):
+    """Opened without blocking and refused: a FIFO would hang the session, /dev/zero
+    would grow until MemoryError. The alarm turns a hang into a failure."""
+    from pytest_opprof.cli import show
+
+    store = BaselineStore(tmp_path, "m")
+    path = store.path_for(TESTS[0])
+    path.parent.mkdir(parents=True)
+    {"fifo": lambda: os.mkfifo(path), "link to /dev/zero": lambda: path.symlink_to("/dev/zero"),
+     "folder": path.mkdir}[kind]()
+    what = {"fifo": "a FIFO", "link to /dev/zero": "a device", "folder": "a folder"}[kind]
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        with pytest.raises(BaselineError) as info:
+            store.load(TESTS[0])
+        assert str(info.value).startswith(f"{path}: cannot be read (is {what}, not a regular "
+                                          "file)")
+        if kind != "folder":  # a folder is not *.json-globbed as a file by show
+            assert show(tmp_path, "m", None) == 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+CLI_SUITE = """
+import pytest
+
+@pytest.mark.parametrize("k", range(2))
+def test_op(gpu_profiler, k):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(4):
+        with gpu_profiler.op("matmul"):
+            dev.kernel(1000 * (k + 1))
+"""
+
+
+def _opprof(*args: str, cwd: Path, **kwargs):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "pytest_opprof.cli", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kwargs)
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture
+def cli_project(pytester):
+    pytester.makepyfile(test_suite=CLI_SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester.path
+
+
+def test_two_concurrent_updates_each_store_whole_batches(cli_project):
+    """Both commands complete; every test keeps the 3 runs of one of them, never a mix
+    (the runs go to a staging folder, committed under the store's lock)."""
+    procs = [_opprof("baseline", "update", "--runs", "3", "-q", "-p", "no:cacheprovider",
+                     cwd=cli_project) for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    for out, _ in outputs:
+        assert out.splitlines()[-1] == "opprof: baselines of 2 test(s) stored, from 3 run(s)"
+    (store,) = BaselineStore.every_machine(cli_project / ".opprof")
+    entries = [entry for _, entry in store.entries()]
+    assert len(entries) == 2
+    for baseline in entries:
+        assert not isinstance(baseline, BaselineError)
+        assert len(baseline.runs) == 3 and len({r.meta["date"] for r in baseline.runs}) >= 1
+    assert [p.name for p in (cli_project / ".opprof").iterdir()] == [store.folder.name]
+
+
+def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project):
+    """SIGINT to the command and its pytest (a terminal's Ctrl-C) in run 2 of 5: exit
+    130, one line, no traceback, every earlier baseline byte for byte, no staging left."""
+    first = _opprof("baseline", "update", "--runs", "2", "-q", "-p", "no:cacheprovider",
+                    cwd=cli_project)
+    assert first.wait(300) == 0
+    before = _snapshot(cli_project / ".opprof")
+    assert len(before) == 2
+    proc = _opprof("baseline", "update", "--runs", "5", "-q", "-p", "no:cacheprovider",
+                   cwd=cli_project, start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("opprof: baseline run 2 of 5"):
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "opprof: interrupted; nothing was stored or removed"
+    assert "Traceback" not in err
+    assert _snapshot(cli_project / ".opprof") == before
+
+
+PRUNE_FILES = {"tests/test_a.py": "def test_x():\n    pass\n\ndef test_y():\n    pass\n",
+               "tests/test_b.py": "def test_x():\n    pass\n\ndef test_y():\n    pass\n"}
+STORED = ["tests/test_a.py::test_x", "tests/test_a.py::test_y", "tests/test_a.py::test_removed",
+          "tests/test_b.py::test_x", "tests/test_b.py::test_y", "tests/test_gone.py::test_x"]
+
+
+@pytest.mark.parametrize("cwd, args, removed", [
+    # only test_a.py collected: test_b.py's baselines are live, merely not collected
+    (".", ["--dir", "ci/baselines", "tests/test_a.py"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+    # deselected by -k is not gone
+    (".", ["--dir", "ci/baselines", "-k", "not test_y"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+    # a node id narrows its file: what it leaves out is not proven gone
+    (".", ["--dir", "ci/baselines", "tests/test_a.py::test_x"], ["tests/test_gone.py::test_x"]),
+    # started in a sub folder: node ids are still relative to the rootdir
+    ("tests", ["--dir", "../ci/baselines"],
+     ["tests/test_a.py::test_removed", "tests/test_gone.py::test_x"]),
+])
+def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed):
+    pytester.makeini("[pytest]\n")
+    for name, text in PRUNE_FILES.items():
+        (pytester.path / name).parent.mkdir(exist_ok=True)
+        (pytester.path / name).write_text(text)
+    store = BaselineStore(pytester.path / "ci/baselines", "m")
+    for nodeid in STORED:
+        store.record(nodeid, run_of(1), batch="b")
+    proc = _opprof("baseline", "prune", *args, "--apply", cwd=pytester.path / cwd)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    listed = [line.split("  [")[0].removeprefix("remove: ") for line in out.splitlines()
+              if line.startswith("remove: ")]
+    assert sorted(listed) == removed
+    assert out.index("remove: ") < out.index("opprof: removed")  # listed, then removed
+    kept = sorted(b.nodeid for _, b in store.entries())
+    assert kept == sorted(set(STORED) - set(removed))
+
+
+def _run_dict(n_ops: int, n_samples: int, n_wall: int, meta: dict) -> dict:
+    sample = [1000 + k for k in range(n_samples)]
+    return {"meta": meta, "wall_ns": sample[:1] * n_wall, "op_time_ns": sample[:1] * n_wall,
+            "phases": ["forward"],
+            "ops": {"op_id": list(range(n_ops)), "name": [f"op{k}" for k in range(n_ops)],
+                    "occurrence": [0] * n_ops, "depth": [0] * n_ops,
+                    "phase": ["forward", None][: 1] * n_ops, "n": [n_samples] * n_ops,
+                    "median_ns": [None if not n_samples else 1000.0] * n_ops,
+                    "samples_ns": [sample] * n_ops}}
+
+
+def _stored_file():
+    """Baseline files of runs that differ: op counts, sample counts, wall lengths and
+    meta fields vary run by run, with now and then a field replaced by any JSON value."""
+    from hypothesis import strategies as st
+
+    meta = st.fixed_dictionaries({}, optional={
+        "probe_ns": st.none() | st.floats(allow_nan=True) | st.integers(),
+        "date": st.sampled_from(["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00",
+                                 "yesterday"]),
+        "skip": st.integers(-1, 3), "counted": st.integers(0, 5),
+        "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5))})
+    run = st.builds(_run_dict, st.integers(0, 4), st.integers(0, 6), st.integers(0, 6), meta)
+    odd = st.none() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(
+        st.integers(), max_size=3)
+    return st.tuples(st.lists(run, min_size=0, max_size=4), st.none() | st.tuples(
+        st.integers(0, 3), st.sampled_from(["wall_ns", "phases", "meta", "ops"]), odd))
+
+
+def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
+    """What the gate accepts, every command accepts: one loader for all, and for any
+    file it accepts, show (the list and one test in full) and prune exit 0 or 1, and
+    the gate's readings of it (samples, OP_IDs, probe, dates, profile) do not raise,
+    warnings as errors (an overflow would be one)."""
+    import contextlib
+    import io
+    import tempfile
+    import warnings
+
+    from hypothesis import HealthCheck, given, settings
+
+    from pytest_opprof.baseline import SCHEMA, load_file
+    from pytest_opprof.cli import prune, show
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_stored_file())
+    def check(case):
+        runs, change = case
+        if change is not None and runs:
+            runs[change[0] % len(runs)][change[1]] = change[2]
+        data = {"schema": SCHEMA, "nodeid": "t.py::t", "machine": "m", "batch": "b",
+                "runs": runs}
+        with tempfile.TemporaryDirectory() as tmp:
+            store = BaselineStore(Path(tmp, "base"), "m")
+            store.folder.mkdir(parents=True)
+            store.path_for("t.py::t").write_text(json.dumps(data))
+            try:
+                baseline = load_file(store.path_for("t.py::t"))
+            except BaselineError:
+                return
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                baseline.samples(), baseline.op_ids(), baseline.probe_ns()
+                baseline.span_seconds(), baseline.to_profile()
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert show(store.root, None, None) == 0
+                assert show(store.root, "m", "t.py::t") == 0
+                assert prune(store.root, None, ["--rootdir", tmp, tmp], apply=False) == 0
+
+    check()
+
+
+def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(cli_project,
+                                                                                pytester):
+    """A 5,000-digit integer (ValueError inside json.loads) and probe_ns = 1e308 under
+    -W error were INTERNALERRORs in the gate and in update mode, so the documented fix
+    could not replace the file."""
+    assert pytester.runpytest("--opprof-update-baseline", "-p", "no:randomly").ret == 0
+    paths = sorted((cli_project / ".opprof").rglob("*.json"))
+    text = paths[0].read_text()
+    paths[0].write_text(text.replace('"samples_ns":[[', '"samples_ns":[[' + "9" * 5000, 1))
+    data = json.loads(paths[1].read_text())
+    data["runs"][0]["meta"]["probe_ns"] = 1e308
+    paths[1].write_text(json.dumps(data))
+    gated = pytester.runpytest("-W", "error", "-p", "no:randomly")
+    assert gated.ret == 1 and "INTERNALERROR" not in gated.stdout.str()
+    gated.stdout.fnmatch_lines([f"*{paths[0]}: not a baseline (Exceeds the limit*",
+                                f"*{paths[1]}: malformed baseline (ValueError: meta probe_ns "
+                                "is 1e+308*"])
+    updated = pytester.runpytest("-W", "error", "--opprof-update-baseline", "-p", "no:randomly")
+    assert updated.ret == 0 and "INTERNALERROR" not in updated.stdout.str()
+    assert all(BaselineStore.every_machine(cli_project / ".opprof")[0].load(
+        json.loads(p.read_text())["nodeid"]) for p in paths)
+
+
+def test_a_file_where_the_baseline_folder_should_be_is_named_everywhere(cli_project, pytester):
+    """The gate, update mode and the CLI name the file in the way, not a baseline file
+    beneath it that does not exist."""
+    (cli_project / ".opprof").write_text("")
+    says = f"{cli_project / '.opprof'}: is a file where a baseline folder should be"
+    for args in ([], ["--opprof-update-baseline"]):
+        result = pytester.runpytest(*args, "-p", "no:randomly")
+        assert result.ret == 1 and "INTERNALERROR" not in result.stdout.str()
+        result.stdout.fnmatch_lines([f"*{says}*"])
+    update = _opprof("baseline", "update", "--runs", "1", cwd=cli_project)
+    out, err = update.communicate(timeout=120)
+    assert update.returncode == 1 and err.startswith(f"opprof: {says}; move it away"), err
+    assert "baseline run 1" not in out and (cli_project / ".opprof").read_text() == ""
