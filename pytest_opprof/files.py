@@ -90,15 +90,16 @@ def _umask() -> int:
 
 def _target(path: Path) -> Path:
     """Where a write to ``path`` lands: the file a symbolic link names (resolved), else
-    ``path``; NotRegularFile when that is a special file or a folder."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    ``path``; NotRegularFile when that is a special file or a folder. The kind is that
+    of what ``path`` reaches (links followed by ``stat``): ``/dev/stdout`` on a pipe
+    resolves to a name that does not exist (``pipe:[...]``) yet reaches a FIFO."""
     try:
-        mode = os.stat(target).st_mode
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return target
+        mode = stat.S_IFREG  # a new file (or a dangling link's new target)
     if not stat.S_ISREG(mode):
         raise NotRegularFile(f"is {_kind(mode)}, not a regular file; name a file to write")
-    return target
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -1,11 +1,10 @@
 """One profiled test's outcome as plain data: what every report is made from.
 
-A :class:`TestRecord` holds the test's Profile, its entry in the results JSON (schema
-``pytest-opprof/results/1``: verdicts and numbers per op) and its gate summary line.
-Every surface (the terminal report, ``--opprof-json``, ``--opprof-markdown``,
-``--opprof-trace``, the HTML report) reads records only, so that under xdist a worker
-sends its records to the controller (``config.workeroutput``) and the controller
-reports every test exactly once.
+A :class:`TestRecord` holds the test's Profile and the gate's TestResult (None when the
+gate did not look at the test). Every surface (the terminal report, ``--opprof-json``,
+``--opprof-markdown``, ``--opprof-trace``, the HTML report) reads records only, so that
+under xdist a worker sends its records to the controller (``config.workeroutput``) and
+the controller reports every test exactly once. Records import no renderer.
 """
 
 from __future__ import annotations
@@ -24,41 +23,60 @@ if TYPE_CHECKING:
 WORKER_KEY = "opprof_records"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestRecord:
     __test__ = False  # not a pytest test class
 
     profile: Profile
-    #: The test's entry in the results JSON.
-    entry: dict[str, Any]
-    #: Its line in the gate summary; None when the gate did not look at it.
-    summary: str | None = None
+    #: What the gate concluded; None when it did not look at the test.
+    result: TestResult | None = None
 
     @property
     def nodeid(self) -> str:
         return self.profile.nodeid
 
-    @classmethod
-    def of(cls, profile: Profile, result: TestResult | None) -> TestRecord:
-        from .gate import NOT_GATED, TestResult
-        from .render.gate import summary_line
-        from .render.results_json import test_entry
-
-        gated = result is not None
-        if result is None:
-            result = TestResult(profile.nodeid, NOT_GATED, "", profile)
-        return cls(profile, test_entry(result), summary_line(result) if gated else None)
-
     def to_dict(self) -> dict[str, Any]:
-        return {"profile": self.profile.to_dict(), "entry": self.entry, "summary": self.summary}
+        return {"profile": self.profile.to_dict(),
+                "result": None if self.result is None else _result_to_dict(self.result)}
 
     @classmethod
     def from_dict(cls, data: Any) -> TestRecord:
-        if not isinstance(data, dict) or not isinstance(data.get("entry"), dict):
+        if not isinstance(data, dict):
             raise OpprofError("not a test record")
-        summary = data.get("summary")
-        return cls(Profile.from_dict(data.get("profile")), data["entry"],
-                   summary if isinstance(summary, str) else None)
+        profile = Profile.from_dict(data.get("profile"))
+        result = data.get("result")
+        return cls(profile, None if result is None else _result_from_dict(result, profile))
+
+
+# The verdicts engineer's branch gives TestResult its own to_dict/from_dict; these two
+# stand in for them until it is merged (workers ship records through them).
+def _result_to_dict(result: TestResult) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    c = result.comparison
+    return {"nodeid": result.nodeid, "verdict": str(result.verdict),
+            "machine": result.machine, "baseline_path": result.baseline_path,
+            "comparison": None if c is None else asdict(c),
+            "over_budget": [asdict(b) for b in result.over_budget],
+            "at_fault": [asdict(v) for v in result.at_fault]}
+
+
+def _result_from_dict(data: Any, profile: Profile) -> TestResult:
+    from .gate import BudgetVerdict, TestResult
+    from .regression import Comparison, OpVerdict
+
+    try:
+        c = data["comparison"]
+        comparison = None if c is None else Comparison(
+            **{**c, "ops": [OpVerdict(**v) for v in c["ops"]],
+               "unconfirmed": [OpVerdict(**v) for v in c["unconfirmed"]]})
+        return TestResult(data["nodeid"], data["verdict"], data["machine"], profile,
+                          comparison=comparison,
+                          over_budget=[BudgetVerdict(**b) for b in data["over_budget"]],
+                          at_fault=[OpVerdict(**v) for v in data["at_fault"]],
+                          baseline_path=data["baseline_path"])
+    except (KeyError, TypeError) as exc:
+        raise OpprofError(f"not a test result ({exc})") from None
 
 
 def dumps(records: list[TestRecord]) -> str:

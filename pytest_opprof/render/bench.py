@@ -10,29 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from pytest_benchmark.stats import Stats
 
-from ..gate import TestResult
+from ..gate import TestResult, current_samples
+from . import word
 
 
 def extra_info(result: TestResult) -> dict[str, Any]:
     profile = result.profile
     verdicts = {}
     if result.comparison is not None:
-        verdicts = {(v.name, v.occurrence): v.verdict for v in result.comparison.ops}
-    counted = profile.samples[profile.skip:]
+        verdicts = {(v.name, v.occurrence): word(v.verdict) for v in result.comparison.ops}
+    samples, _ = current_samples(profile)
     ops = []
     for info in profile.ops:
-        column = counted[:, info.op_id]
+        key = (info.name, info.occurrence)
         stats = Stats()
-        for ns in column[~np.isnan(column)].tolist():
+        for ns in samples[key].tolist():
             stats.update(ns / 1e9)
         ops.append({
             "op_id": info.op_id, "name": info.name, "occurrence": info.occurrence,
-            "phase": info.phase, "verdict": verdicts.get((info.name, info.occurrence)),
+            "phase": info.phase, "verdict": verdicts.get(key),
             "stats": stats.as_dict() if stats else None,
         })
-    return {"verdict": result.verdict, "machine": result.machine, "backend": profile.backend,
+    return {"verdict": word(result.verdict), "machine": result.machine, "backend": profile.backend,
             "device": profile.device, "iterations": profile.iterations, "skip": profile.skip,
             "ops": ops}

@@ -9,26 +9,42 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import OpprofError
-from ..files import atomic_write
-from ..gate import TestResult
+from ..files import read_bounded
+from ..gate import NOT_GATED, TestResult
+from ..profile import Profile
+from ..regression import OpVerdict
+from ..runinfo import RunInfo
 from ..stats import op_stats
+from . import word
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 SCHEMA = "pytest-opprof/results/1"
+#: A results file larger than this is refused unread (a profile of 1,000 ops over
+#: 1,000 iterations is about 20 MB).
+MAX_BYTES = 512 * 2**20
 
 
-def _num(x: float) -> float | None:
+class Reported(NamedTuple):
+    """One test as a results file holds it: its entry (verdicts and numbers per op)
+    and its profile. What the HTML report draws, from a run or from a file."""
+
+    entry: dict[str, Any]
+    profile: Profile
+
+
+def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def test_entry(result: TestResult) -> dict[str, Any]:
-    profile = result.profile
+def test_entry(record: TestRecord) -> dict[str, Any]:
+    """The record's entry in the results JSON, computed from its result."""
+    profile = record.profile
+    result = record.result or TestResult(profile.nodeid, NOT_GATED, "", profile)
     compared = {}
     if result.comparison is not None:
         compared = {(v.name, v.occurrence): v for v in result.comparison.ops}
@@ -36,7 +52,7 @@ def test_entry(result: TestResult) -> dict[str, Any]:
     ops = []
     for s, info in zip(op_stats(profile), profile.ops, strict=True):
         v = compared.pop((info.name, info.occurrence), None)
-        verdict = v.verdict if v is not None else "ok"
+        verdict = word(v.verdict) if v is not None else "ok"
         if info.op_id in budgets:
             verdict = "over_budget"
         ops.append({
@@ -49,11 +65,11 @@ def test_entry(result: TestResult) -> dict[str, Any]:
         })
     for v in compared.values():  # missing: in the baseline only
         ops.append({"op_id": v.op_id, "name": v.name, "occurrence": v.occurrence, "phase": None,
-                    "verdict": v.verdict, "current": None, "baseline": _baseline_part(v),
+                    "verdict": word(v.verdict), "current": None, "baseline": _baseline_part(v),
                     "budget_ns": None})
     c = result.comparison
     return {
-        "nodeid": result.nodeid, "verdict": result.verdict,
+        "nodeid": result.nodeid, "verdict": word(result.verdict),
         "iterations": profile.iterations, "skip": profile.skip, "counted": profile.counted,
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "baseline_runs": c.runs if c else 0, "baseline_file": result.baseline_path,
@@ -62,7 +78,7 @@ def test_entry(result: TestResult) -> dict[str, Any]:
     }
 
 
-def _baseline_part(v: Any) -> dict[str, Any] | None:
+def _baseline_part(v: OpVerdict | None) -> dict[str, Any] | None:
     if v is None or v.verdict == "new":
         return None
     return {"median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
@@ -70,20 +86,18 @@ def _baseline_part(v: Any) -> dict[str, Any] | None:
             "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value)}
 
 
-def build(records: list[TestRecord], session: OpprofSession) -> dict[str, Any]:
-    run = session.run_meta
-    return {"schema": SCHEMA, "machine": session.machine_info,
-            "run": {"date": run["date"], "commit": run["commit"]},
-            "tests": [{**r.entry, "profile": r.profile.to_dict()} for r in records]}
+def render(records: list[TestRecord], run_info: RunInfo) -> str:
+    """The results file of a run (schema results/1)."""
+    data = {"schema": SCHEMA, **run_info.to_dict(),
+            "tests": [{**test_entry(r), "profile": r.profile.to_dict()} for r in records]}
+    return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
-    """A results file's machine and its tests as records; OpprofError naming the file
-    when it cannot be read (JSON into validated data only)."""
-    from ..records import TestRecord
-
+def load(path: Path) -> tuple[RunInfo, list[Reported]]:
+    """A results file's run info and its tests; OpprofError naming the file when it
+    cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(Path(path), MAX_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise OpprofError(f"{path}: cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -92,19 +106,12 @@ def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
     tests, machine = data.get("tests"), data.get("machine")
     if not isinstance(tests, list) or not isinstance(machine, dict):
         raise OpprofError(f"{path}: malformed results (tests or machine missing)")
-    records = []
+    reported = []
     for test in tests:
         if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
             raise OpprofError(f"{path}: malformed results (a test without ops)")
         try:
-            records.append(TestRecord.from_dict({"profile": test.get("profile"),
-                                                 "entry": test}))
+            reported.append(Reported(test, Profile.from_dict(test.get("profile"))))
         except OpprofError as exc:
             raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
-    return machine, records
-
-
-def write(path: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(build(records, session), sort_keys=True, indent=1) + "\n")
+    return RunInfo.from_dict(data), reported

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..files import atomic_write, safe_name
+from ..files import safe_name
 from ..profile import Profile
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 CPU_TID = 1
 GPU_TID0 = 100
@@ -91,13 +89,11 @@ def trace(profile: Profile) -> dict[str, Any]:
                           "device": profile.device, "skip": profile.skip}}
 
 
-def path_for(folder: Path, nodeid: str) -> Path:
+def render(record: TestRecord) -> str:
+    """The Chrome trace of one record, as its file holds it."""
+    return json.dumps(trace(record.profile))
+
+
+def file_name(nodeid: str) -> str:
     """A file per test, named like its baseline: safe characters and a hash."""
-    return Path(folder) / (safe_name(nodeid, always_hash=True) + ".trace.json")
-
-
-def write(folder: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for record in records:
-        atomic_write(path_for(folder, record.nodeid), json.dumps(trace(record.profile)))
+    return safe_name(nodeid, always_hash=True) + ".trace.json"
