@@ -97,7 +97,7 @@ def test_a_slowdown_the_rerun_does_not_show_passes(suite, monkeypatch):
     result = suite.runpytest()
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; not confirmed by a re-run: "
-                                 "relu +30.0%"])
+                                 "relu (OP_ID 2) +30.0%"])
 
 
 def test_without_confirmation_the_first_run_decides(suite, monkeypatch):
@@ -123,7 +123,7 @@ def test_an_improvement_is_reported_not_failed(suite, monkeypatch):
     monkeypatch.setenv("SLOW", "pool2d:0.5")
     result = suite.runpytest()
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; improved: pool2d -50.0%"])
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; improved: pool2d (OP_ID *) -50.0%"])
 
 
 def test_new_and_missing_ops_fail_only_when_strict(suite):
@@ -131,11 +131,18 @@ def test_new_and_missing_ops_fail_only_when_strict(suite):
     suite.makepyfile(test_net=NET.replace('"mul", "softmax"]', '"mul", "gelu"]'))
     result = suite.runpytest()
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; new: gelu; missing: softmax"])
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; new (not in the baseline): "
+                                 "gelu (OP_ID 5); missing (in the baseline only): softmax "
+                                 "(OP_ID 5)"])
     result = suite.runpytest("--opprof-strict-ops")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["  OP_ID5. gelu: new, 60 us (not in the baseline)",
-                                 "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
+    result.stdout.fnmatch_lines([  # says what happened: no "regressed"
+        "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict-ops):",
+        "  OP_ID5. gelu: new, 60 us (not in the baseline)",
+        "opprof: 1 op(s) of the baseline missing from this run (failing under "
+        "--opprof-strict-ops):",
+        "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
+    assert "op(s) regressed" not in result.stdout.str()
 
 
 def test_machine_key_namespaces_baselines(suite, monkeypatch):
