@@ -4,9 +4,11 @@ the HTML report."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -188,12 +190,66 @@ def test_regressed_ops_are_junit_properties(regressed):
     assert len(regressed_ops) == 1 and regressed_ops[0].startswith("OP_ID2. matmul: 30 us -> 60 us")
 
 
-def test_an_unwritable_output_is_one_error_naming_its_flag(suite):
+NO_MATPLOTLIB = "import sys\nsys.modules['matplotlib'] = None  # as if not installed\n"
+
+
+@pytest.mark.parametrize(("flag", "why"), [
+    ("--opprof-trace=taken/traces", "*/taken is a file, not a folder"),
+    ("--opprof-trace=taken", "is a file, not a folder; name a folder"),
+    ("--opprof-json=folder", "is a folder, not a regular file; name a file to write"),
+    ("--opprof-markdown=/dev/stdout", "names a device or process file, *"),
+    ("--opprof-json=/dev/null", "names a device or process file, *"),
+    ("--opprof-html=r.html", "the HTML report needs matplotlib: pip install *"),
+], ids=["trace-under-a-file", "trace-is-a-file", "json-is-a-folder", "dev-stdout",
+        "dev-null", "html-without-matplotlib"])
+def test_output_problems_are_one_usage_error_before_any_test_runs(suite, flag, why):
     (suite.path / "taken").write_text("a file, not a folder")
-    result = run(suite, "--opprof-trace=taken/traces")
+    (suite.path / "folder").mkdir()
+    suite.makepyfile(nomatplotlib=NO_MATPLOTLIB)
+    args = ["-p", "nomatplotlib"] if "html" in flag else []
+    result = run(suite, *args, flag)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-trace=*taken/traces: cannot write*"])
-    assert "Traceback" not in result.stdout.str()
+    name, _, value = flag.partition("=")
+    (line,) = [x for x in result.stderr.lines if x.strip()]  # one, naming flag and path
+    assert fnmatch.fnmatch(line, f"ERROR: opprof: {name}=*{value}: {why}"), line
+    assert "collected" not in result.stdout.str()  # before any test, not after the run
+    assert not (suite.path / "taken").is_dir() and (suite.path / "taken").read_text()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_output_files_honour_the_umask(suite, umask):
+    old = os.umask(umask)
+    try:
+        result = run(suite, "--opprof-json=out/r.json", "--opprof-markdown=r.md",
+                     "--opprof-trace=traces")
+    finally:
+        os.umask(old)
+    result.assert_outcomes(passed=4)
+    files = [suite.path / "out/r.json", suite.path / "r.md",
+             *(suite.path / "traces").iterdir()]
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o666 & ~umask}
+
+
+def test_a_symlinked_output_is_written_through_and_stays_a_link(suite):
+    (suite.path / "kept").mkdir()
+    (suite.path / "r.json").symlink_to(suite.path / "kept" / "results.json")
+    (suite.path / "r.md").symlink_to(suite.path / "kept" / "summary.md")
+    result = run(suite, "--opprof-json=r.json", "--opprof-markdown=r.md")
+    result.assert_outcomes(passed=4)
+    for link, target in (("r.json", "results.json"), ("r.md", "summary.md")):
+        assert (suite.path / link).is_symlink()
+        assert (suite.path / "kept" / target).stat().st_size > 0
+    assert len(json.loads((suite.path / "kept/results.json").read_text())["tests"]) == 4
+
+
+def test_a_write_failing_at_the_end_is_one_error_naming_its_flag(tmp_path):
+    from pytest_opprof.errors import OpprofError
+    from pytest_opprof.outputs import write
+
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(OpprofError, match=r"^--opprof-json=.*taken/r.json: cannot write \("):
+        write("--opprof-json", tmp_path / "taken" / "r.json", "{}")
+    assert (tmp_path / "taken").read_text() == "x"
 
 
 # ---- Chrome trace ----------------------------------------------------------------------

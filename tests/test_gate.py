@@ -123,7 +123,8 @@ def test_an_improvement_is_reported_not_failed(suite, monkeypatch):
     monkeypatch.setenv("SLOW", "pool2d:0.5")
     result = suite.runpytest()
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; improved: pool2d (OP_ID *) -50.0%"])
+    result.stdout.fnmatch_lines(
+        ["test_net.py::test_net: passed; *; improved: pool2d (OP_ID *) -50.0%"])
 
 
 def test_new_and_missing_ops_fail_only_when_strict(suite):
