@@ -17,10 +17,8 @@ _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _escaped(char: str) -> str:
-    code = ord(char)
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    """Python's escape of one hidden character: ``\\n``, ``\\x1b``, ``\\u202e``."""
+    return repr(char)[1:-1]
 
 
 def display_name(name: str) -> str:

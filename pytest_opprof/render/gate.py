@@ -71,7 +71,8 @@ def failure_text(result: TestResult) -> str:
             if ops:
                 lines.append(f"opprof: {len(ops)} {head}:")
                 lines += ["  " + op_line(v) for v in ops]
-        lines.append("To accept: opprof baseline update " + shlex.quote(result.nodeid))
+        lines.append("To accept: opprof baseline update "
+                     + display_name(shlex.quote(result.nodeid)))
     return "\n".join(lines)
 
 
