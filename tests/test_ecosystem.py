@@ -179,6 +179,18 @@ def test_markdown_lists_regressions_first_with_baseline_current_and_ratio(regres
     assert "gelu" in text.split("### New ops")[1]
 
 
+def test_a_failure_says_its_summary_once_and_the_run_ends_with_its_counts(regressed):
+    result = run(regressed, "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    line = "test_suite.py::test_step[0]: failed; 6 ops compared, drift +0.0%; regressed: " \
+        "matmul (OP_ID 2) +100.0%"
+    assert out.count(line) == 1  # in the gate summary, not again under the failure
+    assert out.count("opprof: 1 op(s) regressed against the baseline") == 4
+    result.stdout.fnmatch_lines(["opprof: 4 regressed, 0 improved, 0 unjudged, "
+                                 "0 without baseline (ops of 4 test(s))"])
+
+
 def test_regressed_ops_are_junit_properties(regressed):
     result = run(regressed, "--junitxml=junit.xml", "--opprof-no-confirm")
     result.assert_outcomes(failed=4)
@@ -327,9 +339,47 @@ def test_html_report_from_pytest_and_from_a_results_file(regressed):
     assert "Per-op time against the baseline" in html and "Phase split" in html
     assert "moved most" in html
     assert "<script" not in html and not re.search(r'(src|href)="https?:', html)  # offline
+    assert html.count("<table") == 4 and "<th>baseline median</th>" in html  # numbers too
     out = regressed.path / "again.html"
     assert main(["report", str(regressed.path / "r.json"), "-o", str(out)]) == 0
     assert out.read_text().count("<svg") == 12
+
+
+MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>\ud800'
+
+
+def test_opprof_report_escapes_markup_from_a_results_file(tmp_path):
+    """Test ids, op names, verdicts and machine facts of a results file are data: a file
+    whose strings hold markup (or a lone surrogate) writes none of it into the page."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+    from html.parser import HTMLParser
+
+    from pytest_opprof.render.results_json import render
+    from pytest_opprof.runinfo import RunInfo
+
+    from .test_render import gated, named_profile
+
+    data = json.loads(render([gated(named_profile("relu"))], RunInfo("m", "fake", "d")))
+    data["machine"].update(key=MARKUP, device=MARKUP, backend=MARKUP)
+    test = data["tests"][0]
+    test.update(nodeid=MARKUP, verdict=MARKUP, counted=MARKUP, baseline_runs=MARKUP)
+    for op in test["ops"]:
+        op.update(name=MARKUP, verdict=MARKUP)
+    test["profile"]["phases"] = [MARKUP]
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "report", "r.json",
+                           "-o", "r.html"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    tags: list[str] = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, attrs: tags.append(tag)  # type: ignore[method-assign]
+    parser.feed(page)
+    assert not {"script", "img"} & set(tags) and "onerror=alert" not in page.replace(
+        "onerror=alert(1)&gt;", "")
+    assert page.count("&lt;script&gt;") >= 5 and "\\ud800" in page
 
 
 def test_opprof_report_errors_are_one_line(tmp_path, capsys):
