@@ -39,11 +39,12 @@ class RunInfo:
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
         from pytest_benchmark.utils import get_commit_info
 
+        # pytest-benchmark is untyped: its two helpers are called as they are documented
+        commit = get_commit_info()  # type: ignore[no-untyped-call]
+        info = pytest_benchmark_generate_machine_info()  # type: ignore[no-untyped-call]
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         return cls(machine=machine, backend=backend, device=device, versions=versions(),
-                   commit=get_commit_info(),
-                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-                       timespec="seconds"),
-                   benchmark_machine_info=pytest_benchmark_generate_machine_info())
+                   commit=commit, date=now, benchmark_machine_info=info)
 
     def machine_dict(self) -> dict[str, Any]:
         """The results file's ``machine`` object: key, backend, device, the versions

@@ -25,13 +25,13 @@ def extra_info(result: TestResult) -> dict[str, Any]:
     ops = []
     for info in profile.ops:
         key = (info.name, info.occurrence)
-        stats = Stats()
+        stats = Stats()  # type: ignore[no-untyped-call]  # pytest-benchmark is untyped
         for ns in samples[key].tolist():
-            stats.update(ns / 1e9)
+            stats.update(ns / 1e9)  # type: ignore[no-untyped-call]
         ops.append({
             "op_id": info.op_id, "name": info.name, "occurrence": info.occurrence,
             "phase": info.phase, "verdict": verdicts.get(key),
-            "stats": stats.as_dict() if stats else None,
+            "stats": stats.as_dict() if stats else None,  # type: ignore[no-untyped-call]
         })
     return {"verdict": word(result.verdict), "machine": result.machine, "backend": profile.backend,
             "device": profile.device, "iterations": profile.iterations, "skip": profile.skip,

@@ -47,12 +47,16 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     primary = [gpu_tid[streams[0]]] if cuda else [CPU_TID]
     every_track = [CPU_TID, *gpu_tid.values()]
 
+    starts, samples = profile.starts, profile.samples
+    host_starts, host_samples = profile.host_starts, profile.host_samples
+
     def op_tracks(k: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
         if not cuda:
-            return [(CPU_TID, profile.starts, profile.samples)]
+            return [(CPU_TID, starts, samples)]
         stream = (profile.op_streams or [streams[0]] * len(profile.ops))[k]
-        return [(CPU_TID, profile.host_starts, profile.host_samples),
-                (gpu_tid[stream], profile.starts, profile.samples)]
+        host = [] if host_starts is None or host_samples is None else [
+            (CPU_TID, host_starts, host_samples)]
+        return [*host, (gpu_tid[stream], starts, samples)]
 
     for i in range(profile.iterations):
         t0 = float(profile.iteration_starts[i])
