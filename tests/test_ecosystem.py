@@ -392,6 +392,9 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     assert err.startswith(f"opprof: {bad}: not a results file") and "\n" not in err
     assert main(["report", str(tmp_path / "missing.json")]) == 1
     assert "cannot be read as JSON" in capsys.readouterr().err
+    assert main(["report", str(bad), "-o", "/dev/stdout"]) == 1  # checked before reading
+    assert capsys.readouterr().err == ("opprof: -o /dev/stdout: names a device or process "
+                                       "file, not a file to write; name a regular file\n")
     broken = tmp_path / "broken.json"
     test = {"nodeid": "t", "ops": [{"name": "x"}], "profile": None}
     broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
