@@ -82,7 +82,10 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
     """Render and write every output the run asks for."""
     from .render import html, markdown, results_json, trace
 
-    for output in wanted(settings):
+    outputs = wanted(settings)
+    if any(o.flag == "--opprof-json" for o in outputs):
+        run_info = run_info.with_machine_info()  # only the results file holds it
+    for output in outputs:
         if output.folder:
             for record in records:
                 write(output.flag, output.path / trace.file_name(record.nodeid),

@@ -2,8 +2,8 @@
 
 A :class:`RunInfo` is plain data (no pytest, no session), so that a renderer is a pure
 function of the records and this, and ``opprof report`` can rebuild one from a results
-file. Building it asks git for the commit and pytest-benchmark for the machine info,
-which takes a moment: the session builds it only when a file or a baseline needs it.
+file. Building it asks git for the commit, which takes a moment: the session builds it
+only when a file or a baseline needs it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import datetime
 import platform
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import __version__
@@ -35,16 +35,24 @@ class RunInfo:
 
     @classmethod
     def collect(cls, machine: str, backend: str, device: str) -> RunInfo:
-        """This run's facts, asked of the system now."""
-        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+        """This run's facts, asked of the system now; pytest-benchmark's machine info
+        (over half a second: it asks the CPU) is left to :meth:`with_machine_info`."""
         from pytest_benchmark.utils import get_commit_info
 
-        # pytest-benchmark is untyped: its two helpers are called as they are documented
+        # pytest-benchmark is untyped: its helpers are called as they are documented
         commit = get_commit_info()  # type: ignore[no-untyped-call]
-        info = pytest_benchmark_generate_machine_info()  # type: ignore[no-untyped-call]
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         return cls(machine=machine, backend=backend, device=device, versions=versions(),
-                   commit=commit, date=now, benchmark_machine_info=info)
+                   commit=commit, date=now)
+
+    def with_machine_info(self) -> RunInfo:
+        """The same, with pytest-benchmark's machine info (what the results file holds)."""
+        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
+
+        if self.benchmark_machine_info:
+            return self
+        info = pytest_benchmark_generate_machine_info()  # type: ignore[no-untyped-call]
+        return replace(self, benchmark_machine_info=info)
 
     def machine_dict(self) -> dict[str, Any]:
         """The results file's ``machine`` object: key, backend, device, the versions

@@ -246,7 +246,7 @@ class OpprofSession:
     @cached_property
     def run_info(self) -> RunInfo:
         """Where and when this run happened: asked of the system once, when a file or a
-        baseline first needs it (git and pytest-benchmark's machine info take a moment)."""
+        baseline first needs it (git takes a moment)."""
         from .runinfo import RunInfo
 
         return RunInfo.collect(self.machine, self.backend, self.device)

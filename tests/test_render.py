@@ -274,3 +274,13 @@ def test_strict_ops_failures_say_new_and_missing_not_regressed():
     assert "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict-ops):" in text
     assert ("opprof: 1 op(s) of the baseline missing from this run (failing under "
             "--opprof-strict-ops):") in text
+
+
+def test_run_info_round_trips_through_a_results_file_and_tolerates_junk():
+    from pytest_opprof.runinfo import RunInfo
+
+    info = RunInfo("m", "cpu", "d", versions={"python": "3.11"}, commit={"id": "abc"},
+                   date="2026-11-30T20:00:00+00:00", benchmark_machine_info={"node": "n"})
+    assert RunInfo.from_dict(info.to_dict()) == info
+    assert RunInfo.from_dict({"machine": ["x"], "run": 3}) == RunInfo("?", "?", "?")
+    assert info.with_machine_info() is info  # asked once only
