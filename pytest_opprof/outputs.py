@@ -55,8 +55,10 @@ def problem(output: Output) -> str | None:
     if output.flag == "--opprof-html" and importlib.util.find_spec("matplotlib") is None:
         return NEEDS_MATPLOTLIB
     path = Path(output.path)
-    if output.folder or path.parent.exists() or path.is_symlink():
+    if output.folder or path.parent.is_dir() or path.is_symlink():
         return output_problem(path, folder=output.folder)
+    if path.parent.exists():  # there, and not a folder
+        return f"{path.parent} is a file, not a folder"
     return output_problem(path.parent, folder=True)  # the writer makes the folders
 
 

@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pytest_opprof
 from pytest_opprof.session import DEVICES_KEY, pin_worker_device
@@ -411,3 +413,56 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
     err = capsys.readouterr().err
     assert "malformed results (KeyError" in err and "\n" not in err.strip()
+
+
+# ---- any output path: a reason or None, never an exception ------------------------------
+
+SHAPES = ["file", "folder", "missing", "link-to-file", "link-to-folder", "dangling-link",
+          "fifo", "/dev/null", "/proc/self/fd/1"]
+
+
+def _shape(base: Path, shape: str, name: str) -> Path:
+    """``name`` under ``base`` made into ``shape`` (or a fixed special path)."""
+    if shape.startswith("/"):
+        return Path(shape)
+    path = base / name
+    if shape == "file":
+        path.write_text("x")
+    elif shape == "folder":
+        path.mkdir()
+    elif shape == "fifo":
+        os.mkfifo(path)
+    elif shape.startswith("link") or shape == "dangling-link":
+        target = base / f"{name}.target"
+        if shape == "link-to-file":
+            target.write_text("x")
+        elif shape == "link-to-folder":
+            target.mkdir()
+        path.symlink_to(target)
+    return path
+
+
+@given(st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+       st.sampled_from(["--opprof-json", "--opprof-trace"]))
+@settings(max_examples=150, deadline=None)
+def test_any_output_path_is_a_reason_or_none_never_an_exception(shapes, flag):
+    """Paths through files, folders, links, FIFOs and devices: the start-up check gives a
+    reason or None, and where it gives None the writer does write."""
+    import tempfile
+
+    from pytest_opprof.outputs import Output, problem, write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        for depth, shape in enumerate(shapes):
+            if (path.is_dir() and not path.is_symlink()) or depth == 0:
+                path = _shape(path, shape, f"p{depth}")
+            else:
+                path = path / f"p{depth}"
+        output = Output(flag, path, folder=flag == "--opprof-trace")
+        why = problem(output)
+        assert why is None or "\n" not in why
+        if why is None:  # what the check passed, the writer writes
+            target = path / "t.trace.json" if output.folder else path
+            write(flag, target, "{}")
+            assert Path(os.path.realpath(target)).read_text() == "{}"
