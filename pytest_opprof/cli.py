@@ -149,18 +149,21 @@ def _guarded(run: Callable[[], int]) -> int:
 
 
 def report(results: Path, output: Path) -> int:
-    from .render.html import write_report
+    from .outputs import Output, problem, write
+    from .render.html import render_tests
     from .render.results_json import load
 
-    machine, records = load(results)
+    why = problem(Output("-o", output))
+    if why is not None:
+        raise CommandError(f"-o {output}: {why}")
+    run_info, records = load(results)
     try:
-        write_report(output, records, machine)
-    except OSError as exc:
-        raise CommandError(f"{output}: cannot write ({exc})") from None
+        text = render_tests(records, run_info)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # a file written by hand or by another version: its fields are not what they say
         raise CommandError(f"{results}: malformed results ({type(exc).__name__}: {exc}); "
                            "write it again with pytest --opprof-json") from None
+    write("-o", output, text)
     print(f"opprof: wrote {output} ({len(records)} test(s))")
     return 0
 

@@ -92,15 +92,16 @@ def _umask() -> int:
 
 def _target(path: Path) -> Path:
     """Where a write to ``path`` lands: the file a symbolic link names (resolved), else
-    ``path``; NotRegularFile when that is a special file or a folder."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    ``path``; NotRegularFile when that is a special file or a folder. The kind is that
+    of what ``path`` reaches (links followed by ``stat``): ``/dev/stdout`` on a pipe
+    resolves to a name that does not exist (``pipe:[...]``) yet reaches a FIFO."""
     try:
-        mode = os.stat(target).st_mode
-    except FileNotFoundError:
-        return target
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = stat.S_IFREG  # a new file (or a dangling link's new target)
     if not stat.S_ISREG(mode):
         raise NotRegularFile(f"is {_kind(mode)}, not a regular file; name a file to write")
-    return target
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -137,10 +138,11 @@ def output_problem(path: Path, *, folder: bool = False) -> str | None:
         if path.exists() and not path.is_dir():
             return "is a file, not a folder; name a folder"
         existing = path
-        while not existing.exists():
+        while not os.path.lexists(existing):  # a dangling link is there: mkdir fails on it
             existing = existing.parent
         if not existing.is_dir():
-            return f"{existing} is a file, not a folder"
+            what = "a file" if existing.exists() else "a link to nothing"
+            return f"{existing} is {what}, not a folder"
         if not os.access(existing, os.W_OK | os.X_OK):
             return f"{existing} is not writable"
         return None

@@ -6,9 +6,7 @@ start-up: `pytest --collect-only` does not pay for them.
 
 from __future__ import annotations
 
-import datetime
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -18,10 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
 
-from . import __version__
 from .errors import OpprofError
 from .options import Settings, TestSettings, test_settings
 from .profile import Profile
@@ -31,6 +27,7 @@ from .timers import BackendUnavailable, Timer, build_timer, make_timer
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
     from .records import TestRecord
+    from .runinfo import RunInfo
     from .verdict import TestResult
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
@@ -66,6 +63,10 @@ class OpprofSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
+        #: An xdist worker reports nothing itself: its records go to the controller.
+        self.is_worker = hasattr(config, "workerinput")
+        if not self.is_worker:
+            self._check_outputs()
         try:
             # resolved once: "auto" becomes "cuda" or "cpu" here, and a missing GPU is
             # a usage error before any test runs
@@ -81,8 +82,6 @@ class OpprofSession:
         #: Records sent by xdist workers (on the controller).
         self.remote: list[TestRecord] = []
         self._records: tuple[tuple[int, int, int], list[TestRecord]] | None = None
-        #: An xdist worker reports nothing itself: its records go to the controller.
-        self.is_worker = hasattr(config, "workerinput")
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -154,7 +153,7 @@ class OpprofSession:
         if result.failed:
             report.outcome = "failed"
             report.longrepr = failure_text(result)
-        if result.comparison is not None:
+        elif result.comparison is not None:  # a failure's text already says it all
             report.sections.append(("opprof", summary_line(result)))
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
@@ -259,24 +258,20 @@ class OpprofSession:
         return self.probe_ns / then
 
     @cached_property
-    def run_meta(self) -> dict[str, Any]:
-        """What a baseline run records about where and when it was taken."""
-        from pytest_benchmark.utils import get_commit_info
+    def run_info(self) -> RunInfo:
+        """Where and when this run happened: asked of the system once, when a file or a
+        baseline first needs it (git takes a moment)."""
+        from .runinfo import RunInfo
 
-        return {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "commit": get_commit_info(),
-            "versions": self.versions,
-            "probe_ns": None if self.backend == "fake" else self.probe_ns,
-        }
+        return RunInfo.collect(self.machine, self.backend, self.device)
 
     @cached_property
-    def versions(self) -> dict[str, str]:
-        found = {"python": platform.python_version(), "numpy": np.__version__,
-                 "pytest-opprof": __version__, "platform": platform.platform()}
-        if "cupy" in sys.modules:
-            found["cupy"] = sys.modules["cupy"].__version__
-        return found
+    def run_meta(self) -> dict[str, Any]:
+        """What a baseline run records about where and when it was taken."""
+        info = self.run_info
+        return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
+                "versions": dict(info.versions),
+                "probe_ns": None if self.backend == "fake" else self.probe_ns}
 
     # -- the end -----------------------------------------------------------------------
     def records(self) -> list[TestRecord]:
@@ -313,7 +308,10 @@ class OpprofSession:
             self.remote.extend(loads(text))
 
     def report(self, tr: pytest.TerminalReporter) -> None:
-        from .render.gate import summary_line
+        """The terminal report: each profile at the verbosity asked, then the gate's
+        line per test and the run's counts."""
+        from .render import display_name
+        from .render.gate import counts_line, summary_line
         from .render.text import render
 
         if self.is_worker:
@@ -323,43 +321,33 @@ class OpprofSession:
         if verbosity > 0 and records:
             tr.write_sep("=", "opprof profile")
             for record in records:
-                tr.write_sep("-", record.nodeid)
+                tr.write_sep("-", display_name(record.nodeid))
                 tr.write_line(render(record.profile, verbosity))
-        summaries = [summary_line(r.result) for r in records if r.result is not None]
-        if summaries:
-            tr.write_sep("=", f"opprof gate: machine {self.machine}")
-            for line in summaries:
-                tr.write_line(line)
+        results = [r.result for r in records if r.result is not None]
+        if results:
+            tr.write_sep("=", f"opprof gate: machine {display_name(self.machine)}")
+            for result in results:
+                tr.write_line(summary_line(result))
+            if not self.settings.update_baseline:
+                tr.write_line(counts_line(results))
+
+    def _check_outputs(self) -> None:
+        """Every output path and what it needs, before any test runs."""
+        from .outputs import check
+
+        try:
+            check(self.settings)
+        except OpprofError as exc:
+            raise pytest.UsageError(f"opprof: {exc}") from None
 
     def write_outputs(self) -> None:
         """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``);
         on the controller only. An unwritable path is one OpprofError naming its flag."""
-        s = self.settings
-        if self.is_worker or not any((s.json_path, s.markdown_path, s.trace_dir, s.html_path)):
+        from .outputs import wanted, write_all
+
+        if self.is_worker or not wanted(self.settings):
             return
-        from .render import html, markdown, results_json, trace
-
-        wanted = [(flag, path, writer) for flag, path, writer in (
-            ("--opprof-json", s.json_path, results_json.write),
-            ("--opprof-markdown", s.markdown_path, markdown.write),
-            ("--opprof-trace", s.trace_dir, trace.write),
-            ("--opprof-html", s.html_path, html.write),
-        ) if path is not None]
-        records = self.records()
-        for flag, path, write in wanted:
-            try:
-                write(path, records, self)
-            except OSError as exc:
-                raise OpprofError(f"{flag}={path}: cannot write ({exc})") from None
-
-    @cached_property
-    def machine_info(self) -> dict[str, Any]:
-        """Where the run happened: ours, and pytest-benchmark's machine info."""
-        from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
-
-        return {"key": self.machine, "backend": self.backend, "device": self.device,
-                **self.versions, "benchmark_machine_info":
-                    pytest_benchmark_generate_machine_info()}
+        write_all(self.settings, self.records(), self.run_info)
 
     @staticmethod
     def one_line_error(report: pytest.TestReport, call: pytest.CallInfo) -> None:

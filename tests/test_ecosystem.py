@@ -4,13 +4,17 @@ the HTML report."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pytest_opprof
 from pytest_opprof.session import DEVICES_KEY, pin_worker_device
@@ -175,10 +179,22 @@ def test_markdown_lists_regressions_first_with_baseline_current_and_ratio(regres
     regressions = text.split("### Regressions")[1].split("###")[0]
     rows = [r for r in regressions.splitlines() if r.startswith("| `")]
     assert len(rows) == 4 and all("matmul" in r for r in rows)
-    # the row of test_step[0] (its matmul takes 30 us): tests may run in any order
-    cells = [c.strip() for c in next(r for r in rows if "test_step[0]" in r).strip("|").split("|")]
+    (row,) = [r for r in rows if "test_step[0]" in r]  # tests run in any order
+    cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "30 us" and cells[3] == "60 us" and cells[4].startswith("+")
     assert "gelu" in text.split("### New ops")[1]
+
+
+def test_a_failure_says_its_summary_once_and_the_run_ends_with_its_counts(regressed):
+    result = run(regressed, "--opprof-no-confirm")
+    result.assert_outcomes(failed=4)
+    out = result.stdout.str()
+    line = "test_suite.py::test_step[0]: failed; 6 ops compared, drift +0.0%; regressed: " \
+        "matmul (OP_ID 2) +100.0%"
+    assert out.count(line) == 1  # in the gate summary, not again under the failure
+    assert out.count("opprof: 1 op(s) regressed against the baseline") == 4
+    result.stdout.fnmatch_lines(["opprof: 4 regressed, 0 improved, 0 unjudged, "
+                                 "0 without baseline (ops of 4 test(s))"])
 
 
 def test_regressed_ops_are_junit_properties(regressed):
@@ -192,12 +208,66 @@ def test_regressed_ops_are_junit_properties(regressed):
     assert len(regressed_ops) == 1 and regressed_ops[0].startswith("OP_ID2. matmul: 30 us -> 60 us")
 
 
-def test_an_unwritable_output_is_one_error_naming_its_flag(suite):
+NO_MATPLOTLIB = "import sys\nsys.modules['matplotlib'] = None  # as if not installed\n"
+
+
+@pytest.mark.parametrize(("flag", "why"), [
+    ("--opprof-trace=taken/traces", "*/taken is a file, not a folder"),
+    ("--opprof-trace=taken", "is a file, not a folder; name a folder"),
+    ("--opprof-json=folder", "is a folder, not a regular file; name a file to write"),
+    ("--opprof-markdown=/dev/stdout", "names a device or process file, *"),
+    ("--opprof-json=/dev/null", "names a device or process file, *"),
+    ("--opprof-html=r.html", "the HTML report needs matplotlib: pip install *"),
+], ids=["trace-under-a-file", "trace-is-a-file", "json-is-a-folder", "dev-stdout",
+        "dev-null", "html-without-matplotlib"])
+def test_output_problems_are_one_usage_error_before_any_test_runs(suite, flag, why):
     (suite.path / "taken").write_text("a file, not a folder")
-    result = run(suite, "--opprof-trace=taken/traces")
+    (suite.path / "folder").mkdir()
+    suite.makepyfile(nomatplotlib=NO_MATPLOTLIB)
+    args = ["-p", "nomatplotlib"] if "html" in flag else []
+    result = run(suite, *args, flag)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-trace=*taken/traces: cannot write*"])
-    assert "Traceback" not in result.stdout.str()
+    name, _, value = flag.partition("=")
+    (line,) = [x for x in result.stderr.lines if x.strip()]  # one, naming flag and path
+    assert fnmatch.fnmatch(line, f"ERROR: opprof: {name}=*{value}: {why}"), line
+    assert "collected" not in result.stdout.str()  # before any test, not after the run
+    assert not (suite.path / "taken").is_dir() and (suite.path / "taken").read_text()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_output_files_honour_the_umask(suite, umask):
+    old = os.umask(umask)
+    try:
+        result = run(suite, "--opprof-json=out/r.json", "--opprof-markdown=r.md",
+                     "--opprof-trace=traces")
+    finally:
+        os.umask(old)
+    result.assert_outcomes(passed=4)
+    files = [suite.path / "out/r.json", suite.path / "r.md",
+             *(suite.path / "traces").iterdir()]
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o666 & ~umask}
+
+
+def test_a_symlinked_output_is_written_through_and_stays_a_link(suite):
+    (suite.path / "kept").mkdir()
+    (suite.path / "r.json").symlink_to(suite.path / "kept" / "results.json")
+    (suite.path / "r.md").symlink_to(suite.path / "kept" / "summary.md")
+    result = run(suite, "--opprof-json=r.json", "--opprof-markdown=r.md")
+    result.assert_outcomes(passed=4)
+    for link, target in (("r.json", "results.json"), ("r.md", "summary.md")):
+        assert (suite.path / link).is_symlink()
+        assert (suite.path / "kept" / target).stat().st_size > 0
+    assert len(json.loads((suite.path / "kept/results.json").read_text())["tests"]) == 4
+
+
+def test_a_write_failing_at_the_end_is_one_error_naming_its_flag(tmp_path):
+    from pytest_opprof.errors import OpprofError
+    from pytest_opprof.outputs import write
+
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(OpprofError, match=r"^--opprof-json=.*taken/r.json: cannot write \("):
+        write("--opprof-json", tmp_path / "taken" / "r.json", "{}")
+    assert (tmp_path / "taken").read_text() == "x"
 
 
 # ---- Chrome trace ----------------------------------------------------------------------
@@ -275,9 +345,47 @@ def test_html_report_from_pytest_and_from_a_results_file(regressed):
     assert "Per-op time against the baseline" in html and "Phase split" in html
     assert "moved most" in html
     assert "<script" not in html and not re.search(r'(src|href)="https?:', html)  # offline
+    assert html.count("<table") == 4 and "<th>baseline median</th>" in html  # numbers too
     out = regressed.path / "again.html"
     assert main(["report", str(regressed.path / "r.json"), "-o", str(out)]) == 0
     assert out.read_text().count("<svg") == 12
+
+
+MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>\ud800'
+
+
+def test_opprof_report_escapes_markup_from_a_results_file(tmp_path):
+    """Test ids, op names, verdicts and machine facts of a results file are data: a file
+    whose strings hold markup (or a lone surrogate) writes none of it into the page."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    import sys
+    from html.parser import HTMLParser
+
+    from pytest_opprof.render.results_json import render
+    from pytest_opprof.runinfo import RunInfo
+
+    from .test_render import gated, named_profile
+
+    data = json.loads(render([gated(named_profile("relu"))], RunInfo("m", "fake", "d")))
+    data["machine"].update(key=MARKUP, device=MARKUP, backend=MARKUP)
+    test = data["tests"][0]
+    test.update(nodeid=MARKUP, verdict=MARKUP, counted=MARKUP, baseline_runs=MARKUP)
+    for op in test["ops"]:
+        op.update(name=MARKUP, verdict=MARKUP)
+    test["profile"]["phases"] = [MARKUP]
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "report", "r.json",
+                           "-o", "r.html"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    tags: list[str] = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, attrs: tags.append(tag)  # type: ignore[method-assign]
+    parser.feed(page)
+    assert not {"script", "img"} & set(tags) and "onerror=alert" not in page.replace(
+        "onerror=alert(1)&gt;", "")
+    assert page.count("&lt;script&gt;") >= 5 and "\\ud800" in page
 
 
 def test_opprof_report_errors_are_one_line(tmp_path, capsys):
@@ -290,6 +398,9 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     assert err.startswith(f"opprof: {bad}: not a results file") and "\n" not in err
     assert main(["report", str(tmp_path / "missing.json")]) == 1
     assert "cannot be read as JSON" in capsys.readouterr().err
+    assert main(["report", str(bad), "-o", "/dev/stdout"]) == 1  # checked before reading
+    assert capsys.readouterr().err == ("opprof: -o /dev/stdout: names a device or process "
+                                       "file, not a file to write; name a regular file\n")
     broken = tmp_path / "broken.json"
     test = {"nodeid": "t", "ops": [{"name": "x"}], "profile": None}
     broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
@@ -308,3 +419,63 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
     err = capsys.readouterr().err
     assert "'verdict' is 'slower', not one of 'passed'" in err and "\n" not in err.strip()
+    test["result"] = None  # an entry without typed data: read as the file has it
+    test["ops"] = [{"name": "x", "current": {"median_ns": 5.0}}]  # its op lacks its fields
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+                                  "tests": [test]}))
+    assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err
+    assert "malformed results (KeyError" in err and "\n" not in err.strip()
+
+
+# ---- any output path: a reason or None, never an exception ------------------------------
+
+SHAPES = ["file", "folder", "missing", "link-to-file", "link-to-folder", "dangling-link",
+          "fifo", "/dev/null", "/proc/self/fd/1"]
+
+
+def _shape(base: Path, shape: str, name: str) -> Path:
+    """``name`` under ``base`` made into ``shape`` (or a fixed special path)."""
+    if shape.startswith("/"):
+        return Path(shape)
+    path = base / name
+    if shape == "file":
+        path.write_text("x")
+    elif shape == "folder":
+        path.mkdir()
+    elif shape == "fifo":
+        os.mkfifo(path)
+    elif shape.startswith("link") or shape == "dangling-link":
+        target = base / f"{name}.target"
+        if shape == "link-to-file":
+            target.write_text("x")
+        elif shape == "link-to-folder":
+            target.mkdir()
+        path.symlink_to(target)
+    return path
+
+
+@given(st.lists(st.sampled_from(SHAPES), min_size=1, max_size=3),
+       st.sampled_from(["--opprof-json", "--opprof-trace"]))
+@settings(max_examples=150, deadline=None)
+def test_any_output_path_is_a_reason_or_none_never_an_exception(shapes, flag):
+    """Paths through files, folders, links, FIFOs and devices: the start-up check gives a
+    reason or None, and where it gives None the writer does write."""
+    import tempfile
+
+    from pytest_opprof.outputs import Output, problem, write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp)
+        for depth, shape in enumerate(shapes):
+            if (path.is_dir() and not path.is_symlink()) or depth == 0:
+                path = _shape(path, shape, f"p{depth}")
+            else:
+                path = path / f"p{depth}"
+        output = Output(flag, path, folder=flag == "--opprof-trace")
+        why = problem(output)
+        assert why is None or "\n" not in why
+        if why is None:  # what the check passed, the writer writes
+            target = path / "t.trace.json" if output.folder else path
+            write(flag, target, "{}")
+            assert Path(os.path.realpath(target)).read_text() == "{}"

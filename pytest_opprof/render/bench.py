@@ -10,29 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from pytest_benchmark.stats import Stats
 
+from ..stats import counted_samples
 from ..verdict import TestResult
+from . import word
 
 
 def extra_info(result: TestResult) -> dict[str, Any]:
     profile = result.profile
     verdicts = {}
     if result.comparison is not None:
-        verdicts = {(v.name, v.occurrence): v.verdict for v in result.comparison.ops}
-    counted = profile.samples[profile.skip:]
+        verdicts = {(v.name, v.occurrence): word(v.verdict) for v in result.comparison.ops}
+    samples = counted_samples(profile)
     ops = []
     for info in profile.ops:
-        column = counted[:, info.op_id]
-        stats = Stats()
-        for ns in column[~np.isnan(column)].tolist():
-            stats.update(ns / 1e9)
+        stats = Stats()  # type: ignore[no-untyped-call]  # pytest-benchmark is untyped
+        for ns in samples[info.op_id].tolist():
+            stats.update(ns / 1e9)  # type: ignore[no-untyped-call]
         ops.append({
             "op_id": info.op_id, "name": info.name, "occurrence": info.occurrence,
             "phase": info.phase, "verdict": verdicts.get((info.name, info.occurrence)),
-            "stats": stats.as_dict() if stats else None,
+            "stats": stats.as_dict() if stats else None,  # type: ignore[no-untyped-call]
         })
-    return {"verdict": result.verdict, "machine": result.machine, "backend": profile.backend,
+    return {"verdict": word(result.verdict), "machine": result.machine, "backend": profile.backend,
             "device": profile.device, "iterations": profile.iterations, "skip": profile.skip,
             "ops": ops}

@@ -1,30 +1,32 @@
-"""The gate's words: the failure text of a test and its line in the summary."""
+"""The gate's words: a test's failure text, its summary line, and the run's counts."""
 
 from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Iterable, Sequence
 
 from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from . import display_name, duration, percent, word
+
+__all__ = ["budget_line", "counts_line", "duration", "failure_text", "op_line", "summary_line"]
+
+#: How the summary line names the ops of each verdict (at most SHOWN of each).
+_LABELS = {OpStatus.REGRESSED: "regressed", OpStatus.IMPROVED: "improved",
+           OpStatus.NEW: "new (not in the baseline)",
+           OpStatus.MISSING: "missing (in the baseline only)"}
+SHOWN = 5
 
 
-def duration(ns: float) -> str:
-    """812 ns, 25.1 us, 3.42 ms, 1.25 s."""
-    if not math.isfinite(ns):
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def percent(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+def op_name(v: OpVerdict | BudgetVerdict) -> str:
+    """``relu_grad (OP_ID 12)``: the name as the user wrote it, and which op it is."""
+    return f"{display_name(v.name)} (OP_ID {v.op_id})" if v.op_id >= 0 \
+        else display_name(v.name)
 
 
 def op_line(v: OpVerdict) -> str:
     """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence."""
-    head = f"OP_ID{v.op_id}. {v.name}"
+    head = f"OP_ID{v.op_id}. {display_name(v.name)}"
     if v.verdict in COMPARED:
         beyond = "" if math.isnan(v.margin) else f" beyond the margin {percent(v.margin)}"
         return (f"{head}: {duration(v.baseline_median)} -> {duration(v.current_median)} "
@@ -40,13 +42,15 @@ def op_line(v: OpVerdict) -> str:
 
 def budget_line(b: BudgetVerdict) -> str:
     if math.isnan(b.median_ns):
-        return f"{b.name}: has a budget of {duration(b.budget_ns)} but no op of that name ran"
-    return (f"OP_ID{b.op_id}. {b.name}: median {duration(b.median_ns)} > budget "
+        return (f"{display_name(b.name)}: has a budget of {duration(b.budget_ns)} but no op "
+                "of that name ran")
+    return (f"OP_ID{b.op_id}. {display_name(b.name)}: median {duration(b.median_ns)} > budget "
             f"{duration(b.budget_ns)} ({percent(b.median_ns / b.budget_ns)})")
 
 
 def failure_text(result: TestResult) -> str:
-    """Why the test failed: one line per op at fault, then how to accept the change."""
+    """Why the test failed: one block per cause (budgets, regressions, new ops, missing
+    ops), one line per op, then how to accept the change."""
     lines = []
     if result.over_budget:
         lines.append(f"opprof: {len(result.over_budget)} op(s) over their max_time budget:")
@@ -54,37 +58,67 @@ def failure_text(result: TestResult) -> str:
     c = result.comparison
     if c is not None and result.at_fault:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
-        counts = ", ".join(f"{len(ops)} {status.value} op(s)"
-                           for status, ops in result.at_fault_by_verdict().items())
-        lines.append(
-            f"opprof: {counts} against the baseline of machine "
-            f"{result.machine!r} ({c.runs} runs; this run's drift {percent(c.drift)}, "
-            f"from {c.drift_source}{confirmed}):")
-        lines += ["  " + op_line(v) for v in result.at_fault]
-        lines.append("To accept: opprof baseline update " + shlex.quote(result.nodeid))
+        where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
+                 f"this run's drift {percent(c.drift)}, from {c.drift_source}{confirmed})")
+        heads = {
+            OpStatus.REGRESSED: f"op(s) regressed against {where}",
+            OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict-ops)",
+            OpStatus.MISSING: "op(s) of the baseline missing from this run (failing "
+                              "under --opprof-strict-ops)",
+        }
+        for status, ops in result.at_fault_by_verdict().items():
+            lines.append(f"opprof: {len(ops)} {heads[status]}:")
+            lines += ["  " + op_line(v) for v in ops]
+        lines.append("To accept: opprof baseline update "
+                     + display_name(shlex.quote(result.nodeid)))
     return "\n".join(lines)
 
 
+def _named(ops: Sequence[OpVerdict], with_change: bool) -> str:
+    names = ", ".join(op_name(v) + (f" {percent(v.corrected_ratio)}" if with_change else "")
+                      for v in ops[:SHOWN])
+    return names + (f" and {len(ops) - SHOWN} more" if len(ops) > SHOWN else "")
+
+
 def summary_line(result: TestResult) -> str:
-    """One line per profiled test for the terminal summary."""
+    """One line per gated test for the terminal summary, ops named with their OP_IDs:
+    ``t.py::test: failed; 5 ops compared, drift +0.3%; regressed: relu (OP_ID 1) +85.0%``."""
     c = result.comparison
-    parts = [f"{result.nodeid}: {result.verdict}"]
+    parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
     if c is not None:
-        judged = [v for v in c.ops if v.verdict in COMPARED]
+        judged = c.having(*COMPARED)
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
-        for label in (OpStatus.REGRESSED, OpStatus.IMPROVED, OpStatus.NEW, OpStatus.MISSING):
-            ops = c.having(label)
+        for verdict, label in _LABELS.items():
+            ops = c.having(verdict)
             if ops:
-                names = ", ".join(f"{v.name} {percent(v.corrected_ratio)}"
-                                  if label in COMPARED else v.name
-                                  for v in ops[:5])
-                more = f" and {len(ops) - 5} more" if len(ops) > 5 else ""
-                parts.append(f"{label}: {names}{more}")
-    if c is not None and c.unconfirmed:
-        parts.append("not confirmed by a re-run: " + ", ".join(
-            f"{v.name} {percent(v.corrected_ratio)}" for v in c.unconfirmed[:5]))
+                changed = verdict in (OpStatus.REGRESSED, OpStatus.IMPROVED)
+                parts.append(f"{label}: {_named(ops, changed)}")
+        if c.unconfirmed:
+            parts.append("not confirmed by a re-run: " + _named(c.unconfirmed, True))
     if result.over_budget:
-        parts.append("over budget: " + ", ".join(b.name for b in result.over_budget))
+        parts.append("over budget: " + ", ".join(op_name(b) for b in result.over_budget))
     return "; ".join(parts)
+
+
+def counts_line(results: Iterable[TestResult]) -> str:
+    """The run's ops by verdict, on one line (the Markdown summary counts the same):
+    ``opprof: 1 regressed, 0 improved, 2 unjudged, 6 without baseline (ops of 4 tests)``.
+    An op is *without baseline* when it is new or its test has no baseline; tests the
+    gate did not compare (not gated, baselines updated) are not counted."""
+    counted = {"regressed": 0, "improved": 0, "unjudged": 0, "without baseline": 0}
+    tests = 0
+    for result in results:
+        c = result.comparison
+        if c is None:
+            if result.verdict == Verdict.NO_BASELINE:
+                tests += 1
+                counted["without baseline"] += len(result.profile.ops)
+            continue
+        tests += 1
+        for label, verdict in (("regressed", OpStatus.REGRESSED), ("improved", OpStatus.IMPROVED),
+                               ("unjudged", OpStatus.UNJUDGED), ("without baseline", OpStatus.NEW)):
+            counted[label] += len(c.having(verdict))
+    return ("opprof: " + ", ".join(f"{n} {label}" for label, n in counted.items())
+            + f" (ops of {tests} test(s))")

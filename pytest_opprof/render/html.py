@@ -1,10 +1,15 @@
 """The visual report: one self-contained HTML file, charts drawn as inline SVG.
 
 ``--opprof-html=PATH`` from pytest, or ``opprof report RESULTS.json -o report.html``
-from a results file. Per test: each op's median against its baseline's, the
+from a results file. Per test: a table of each op's numbers (OP_ID, name, baseline and
+current median, change, verdict), each op's median against its baseline's, the
 per-iteration time of the ops that moved most (or took most, with no baseline), and
 the phase split. Drawn with matplotlib (the optional ``report`` extra), which writes
 SVG: no script, no network, nothing to load, so the file opens offline anywhere.
+
+Every string from data (test ids and op names come from user code; a results file
+may come from anywhere) is escaped: shown through :func:`display_name`, then HTML-escaped
+in the page and ``$``-escaped in the charts (matplotlib reads ``$...$`` as math).
 """
 
 from __future__ import annotations
@@ -12,18 +17,19 @@ from __future__ import annotations
 import html
 import io
 import math
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import OpprofError
-from ..files import atomic_write
-from .results_json import test_entry
+from ..outputs import NEEDS_MATPLOTLIB
+from ..runinfo import RunInfo
+from . import display_name, duration, percent
+from .results_json import Reported, test_entry
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 TOP_OPS = 25
 MOVED = 4
@@ -34,15 +40,33 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-top: 1p
 padding-top: 1em; } .verdict { font-weight: bold; } .failed { color: #b00020; }
 .passed, .baseline-updated { color: #1b5e20; } .chart { margin: 0.5em 0; }
 table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.regressed, tr.over_budget { color: #b00020; } tr.improved { color: #1b5e20; }
 """
+#: Verdicts with a style of their own; any other value (a results file may hold
+#: anything) gets no class.
+STYLED = {"failed", "passed", "baseline updated", "regressed", "improved", "over_budget"}
+
+
+def _h(value: Any) -> str:
+    """Anything from data, safe as HTML text or as a quoted attribute value."""
+    return html.escape(display_name(str(value)))
+
+
+def _label(value: Any) -> str:
+    """Anything from data, safe as a matplotlib label (no math mode, one line)."""
+    return display_name(str(value)).replace("$", r"\$")
+
+
+def _css_class(verdict: Any) -> str:
+    return str(verdict).replace(" ", "-") if verdict in STYLED else ""
 
 
 def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise OpprofError("the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
-                          ) from None
+        raise OpprofError(NEEDS_MATPLOTLIB) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -61,14 +85,14 @@ def _ms(ns: Any) -> Any:
     return np.asarray(ns, dtype=float) / 1e6
 
 
-def ops_chart(record: TestRecord) -> str:
+def ops_chart(record: Reported) -> str:
     """Each op's current median against its baseline's (the slowest TOP_OPS ops)."""
     plt = _pyplot()
-    ops = [op for op in test_entry(record)["ops"] if op.get("current")]
+    ops = [op for op in record.entry["ops"] if op.get("current")]
     ops = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:TOP_OPS]
     if not ops:
         return ""
-    labels = [f"OP_ID{op['op_id']}. {op['name']}" for op in ops][::-1]
+    labels = [_label(f"OP_ID{op['op_id']}. {op['name']}") for op in ops][::-1]
     current = [op["current"]["median_ns"] or 0 for op in ops][::-1]
     baseline = [(op.get("baseline") or {}).get("median_ns") or math.nan for op in ops][::-1]
     colors = ["#b00020" if op["verdict"] in ("regressed", "over_budget") else
@@ -85,12 +109,12 @@ def ops_chart(record: TestRecord) -> str:
     return _svg(fig)
 
 
-def moved_chart(record: TestRecord) -> str:
+def moved_chart(record: Reported) -> str:
     """Per-iteration time of the ops that moved most against the baseline (or, with no
     baseline, took most); skipped iterations shaded."""
     plt = _pyplot()
     profile = record.profile
-    ops = [op for op in test_entry(record)["ops"] if op.get("current")]
+    ops = [op for op in record.entry["ops"] if op.get("current")]
     moved = [op for op in ops if (op.get("baseline") or {}).get("corrected_ratio")]
     if moved:
         chosen = sorted(moved, key=lambda op: -abs(
@@ -105,7 +129,7 @@ def moved_chart(record: TestRecord) -> str:
     x = np.arange(profile.iterations)
     for op in chosen:
         ax.plot(x, _ms(profile.samples[:, op["op_id"]]), marker="o", markersize=3,
-                label=f"OP_ID{op['op_id']}. {op['name']}")
+                label=_label(f"OP_ID{op['op_id']}. {op['name']}"))
         median = (op.get("baseline") or {}).get("median_ns")
         if median:
             ax.axhline(median / 1e6, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
@@ -118,7 +142,7 @@ def moved_chart(record: TestRecord) -> str:
     return _svg(fig)
 
 
-def phase_chart(record: TestRecord) -> str:
+def phase_chart(record: Reported) -> str:
     """The median time of each phase, and of the rest of the iteration, as one bar."""
     plt = _pyplot()
     profile = record.profile
@@ -132,7 +156,7 @@ def phase_chart(record: TestRecord) -> str:
     fig, ax = plt.subplots(figsize=(9, 1.4))
     left = 0.0
     for name, value in [*zip(profile.phases, medians, strict=True), ("outside phases", rest)]:
-        ax.barh([0], [value / 1e6], left=left, label=f"{name} {value / 1e6:.3g} ms")
+        ax.barh([0], [value / 1e6], left=left, label=_label(f"{name} {value / 1e6:.3g} ms"))
         left += value / 1e6
     ax.set_yticks([])
     ax.set_xlabel("median per iteration (ms)")
@@ -141,37 +165,62 @@ def phase_chart(record: TestRecord) -> str:
     return _svg(fig)
 
 
-def render(records: list[TestRecord], machine: dict[str, Any]) -> str:
+def op_table(entry: dict[str, Any]) -> str:
+    """Each op's numbers, in graph order: what the charts show, as figures."""
+    rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
+            "<th>current median</th><th>change (drift-corrected)</th><th>verdict</th></tr>"
+            "</thead><tbody>"]
+    for op in entry["ops"]:
+        base, cur = op.get("baseline") or {}, op.get("current") or {}
+        figures = [duration(_number(base.get("median_ns"))),
+                   duration(_number(cur.get("median_ns"))),
+                   percent(_number(base.get("corrected_ratio")))]
+        rows.append(f'<tr class="{_css_class(op["verdict"])}"><td class="num">'
+                    f"{_h(op['op_id'])}</td><td><code>{_h(op['name'])}</code></td>"
+                    + "".join(f'<td class="num">{f}</td>' for f in figures)
+                    + f"<td>{_h(op['verdict'])}</td></tr>")
+    rows.append("</tbody></table>")
+    return "\n".join(rows)
+
+
+def _number(value: Any) -> float | None:
+    """A figure from data; None for anything that is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _section(test: Reported, charts: bool) -> list[str]:
+    entry = test.entry
+    verdict = entry.get("verdict", "?")
+    drift = _number(entry.get("drift"))
+    parts = [f'<section class="test"><h2>{_h(entry.get("nodeid", "?"))}</h2>',
+             f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>; '
+             f"{_h(entry.get('counted', '?'))} counted iterations; "
+             f"{_h(entry.get('baseline_runs', 0))} baseline runs"
+             + (f"; machine drift {percent(drift)}" if drift else "") + ".</p>",
+             op_table(entry)]
+    if charts:
+        parts += [f'<div class="chart">{chart}</div>'
+                  for chart in (ops_chart(test), moved_chart(test), phase_chart(test)) if chart]
+    parts.append("</section>")
+    return parts
+
+
+def render(records: list[TestRecord], run_info: RunInfo) -> str:
+    """The report of a run."""
+    return render_tests([Reported(test_entry(r), r.profile) for r in records], run_info)
+
+
+def render_tests(tests: Sequence[Reported], run_info: RunInfo, charts: bool = True) -> str:
+    """The report of tests as a results file holds them (``opprof report``); without
+    ``charts``, the tables only (no matplotlib needed)."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>opprof report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>opprof report</h1>",
-             f"<p>Machine <code>{html.escape(str(machine.get('key', '?')))}</code>: "
-             f"{html.escape(str(machine.get('device', '?')))}, backend "
-             f"{html.escape(str(machine.get('backend', '?')))}. "
-             f"{len(records)} profiled test(s).</p>"]
-    for record in records:
-        entry = test_entry(record)
-        verdict = str(entry.get("verdict", "?"))
-        drift = entry.get("drift")
-        parts += [f'<section class="test"><h2>{html.escape(record.nodeid)}</h2>',
-                  f'<p>Verdict: <span class="verdict {verdict.replace(" ", "-")}">'
-                  f"{html.escape(verdict)}</span>; {entry.get('counted', '?')} counted "
-                  f"iterations; {entry.get('baseline_runs', 0)} baseline runs"
-                  + (f"; machine drift {100 * (drift - 1):+.1f}%" if drift else "") + ".</p>"]
-        for chart in (ops_chart(record), moved_chart(record), phase_chart(record)):
-            if chart:
-                parts.append(f'<div class="chart">{chart}</div>')
-        parts.append("</section>")
+             f"<p>Machine <code>{_h(run_info.machine)}</code>: {_h(run_info.device)}, "
+             f"backend {_h(run_info.backend)}. {len(tests)} profiled test(s).</p>"]
+    for test in tests:
+        parts += _section(test, charts)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
-
-
-def write(path: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    write_report(path, records, session.machine_info)
-
-
-def write_report(path: Path, records: list[TestRecord], machine: dict[str, Any]) -> None:
-    text = render(records, machine)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text)

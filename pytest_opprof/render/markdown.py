@@ -2,55 +2,54 @@
 
 Regressions first, then improvements, then new and missing ops, each with baseline,
 current and ratio; then budget overruns and one line per test. Made from the records'
-results entries only (the same data as ``--opprof-json``).
+results entries (the same data as ``--opprof-json``). Every string from data (test ids,
+op names, the machine key) is a code span, so no name renders as a link, an image or
+HTML, and none breaks the table.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 from typing import TYPE_CHECKING, Any
 
-from ..files import atomic_write
-from .gate import duration
+from ..runinfo import RunInfo
+from . import display_name, duration, percent
 from .results_json import test_entry
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 SECTIONS = (("regressed", "Regressions"), ("improved", "Improvements"), ("new", "New ops"),
             ("missing", "Missing ops"), ("over_budget", "Over budget"))
 
 
-def _ns(value: float | None) -> str:
-    return "-" if value is None else duration(value)
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{(value - 1) * 100:+.1f}%"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def code(text: str) -> str:
+    """``text`` as an inline code span inside a table cell: fenced by more backticks
+    than it holds in a row (CommonMark), its pipes escaped (GitHub tables)."""
+    text = display_name(text)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
 def _row(test: dict[str, Any], op: dict[str, Any]) -> str:
     base, cur = op.get("baseline") or {}, op.get("current") or {}
-    cells = [f"`{_cell(test['nodeid'])}`", f"OP_ID{op['op_id']}. {_cell(op['name'])}",
-             _ns(base.get("median_ns")), _ns(cur.get("median_ns")),
-             _ratio(base.get("corrected_ratio")), _ratio(base.get("margin"))]
+    cells = [code(test["nodeid"]), f"OP_ID{op['op_id']}. {code(op['name'])}",
+             duration(base.get("median_ns")), duration(cur.get("median_ns")),
+             percent(base.get("corrected_ratio")), percent(base.get("margin"))]
     if op["verdict"] == "over_budget":
-        cells[2] = f"budget {_ns(op.get('budget_ns'))}"
+        cells[2] = f"budget {duration(op.get('budget_ns'))}"
     return "| " + " | ".join(cells) + " |"
 
 
-def render(records: list[TestRecord], machine: str) -> str:
+def render(records: list[TestRecord], run_info: RunInfo) -> str:
     tests = [test_entry(r) for r in records]
     counts = {label: sum(op["verdict"] == label for t in tests for op in t["ops"])
               for label, _ in SECTIONS}
     failed = [t["nodeid"] for t in tests if t["verdict"] == "failed"]
     lines = ["## opprof: per-op performance", "",
-             f"Machine `{_cell(machine)}`: {len(tests)} profiled test(s), "
+             f"Machine {code(run_info.machine)}: {len(tests)} profiled test(s), "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]
     for label, title in SECTIONS:
@@ -63,12 +62,6 @@ def render(records: list[TestRecord], machine: str) -> str:
     lines += ["", "### Tests", "", "| test | verdict | drift | baseline runs |",
               "|---|---|---|---|"]
     for t in tests:
-        lines.append(f"| `{_cell(t['nodeid'])}` | {t['verdict']} | {_ratio(t['drift'])} "
+        lines.append(f"| {code(t['nodeid'])} | {t['verdict']} | {percent(t['drift'])} "
                      f"| {t['baseline_runs']} |")
     return "\n".join(lines) + "\n"
-
-
-def write(path: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, render(records, session.machine))

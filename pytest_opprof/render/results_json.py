@@ -9,26 +9,39 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import OpprofError
-from ..files import atomic_write
+from ..files import read_bounded
+from ..profile import Profile
+from ..runinfo import RunInfo
 from ..stats import op_stats
-from ..verdict import OpStatus, TestResult, Verdict
+from ..verdict import OpStatus, OpVerdict, TestResult, Verdict
+from . import word
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 SCHEMA = "pytest-opprof/results/1"
+#: A results file larger than this is refused unread (a profile of 1,000 ops over
+#: 1,000 iterations is about 20 MB).
+MAX_BYTES = 512 * 2**20
 
 
-def _num(x: float) -> float | None:
+class Reported(NamedTuple):
+    """One test as a results file holds it: its entry (verdicts and numbers per op)
+    and its profile. What the HTML report draws, from a run or from a file."""
+
+    entry: dict[str, Any]
+    profile: Profile
+
+
+def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
 def test_entry(record: TestRecord) -> dict[str, Any]:
-    """The record's entry in the results file (a test the gate did not look at: not gated)."""
+    """The record's entry in the results JSON, computed from its result."""
     profile = record.profile
     result = record.result or TestResult(profile.nodeid, Verdict.NOT_GATED, "", profile)
     compared = {}
@@ -38,7 +51,7 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
     ops = []
     for s, info in zip(op_stats(profile), profile.ops, strict=True):
         v = compared.pop((info.name, info.occurrence), None)
-        verdict: str = v.verdict if v is not None else OpStatus.OK
+        verdict = word(v.verdict) if v is not None else "ok"
         if info.op_id in budgets:
             verdict = "over_budget"
         ops.append({
@@ -51,11 +64,11 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
         })
     for v in compared.values():  # missing: in the baseline only
         ops.append({"op_id": v.op_id, "name": v.name, "occurrence": v.occurrence, "phase": None,
-                    "verdict": v.verdict, "current": None, "baseline": _baseline_part(v),
+                    "verdict": word(v.verdict), "current": None, "baseline": _baseline_part(v),
                     "budget_ns": None})
     c = result.comparison
     return {
-        "nodeid": result.nodeid, "verdict": result.verdict,
+        "nodeid": result.nodeid, "verdict": word(result.verdict),
         "iterations": profile.iterations, "skip": profile.skip, "counted": profile.counted,
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "baseline_runs": c.runs if c else 0, "baseline_file": result.baseline_path,
@@ -64,7 +77,7 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
     }
 
 
-def _baseline_part(v: Any) -> dict[str, Any] | None:
+def _baseline_part(v: OpVerdict | None) -> dict[str, Any] | None:
     if v is None or v.verdict == OpStatus.NEW:
         return None
     return {"median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
@@ -72,22 +85,20 @@ def _baseline_part(v: Any) -> dict[str, Any] | None:
             "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value)}
 
 
-def build(records: list[TestRecord], session: OpprofSession) -> dict[str, Any]:
-    run = session.run_meta
-    return {"schema": SCHEMA, "machine": session.machine_info,
-            "run": {"date": run["date"], "commit": run["commit"]},
+def render(records: list[TestRecord], run_info: RunInfo) -> str:
+    """The results file of a run (schema results/1)."""
+    data = {"schema": SCHEMA, **run_info.to_dict(),
             "tests": [{**test_entry(r), "profile": r.profile.to_dict(),
                        "result": None if r.result is None else r.result.to_dict()}
                       for r in records]}
+    return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
-    """A results file's machine and its tests as records; OpprofError naming the file
-    when it cannot be read (JSON into validated data only)."""
-    from ..records import TestRecord
-
+def load(path: Path) -> tuple[RunInfo, list[Reported]]:
+    """A results file's run info and its tests; OpprofError naming the file when it
+    cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(Path(path), MAX_BYTES).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise OpprofError(f"{path}: cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -96,19 +107,25 @@ def load(path: Path) -> tuple[dict[str, Any], list[TestRecord]]:
     tests, machine = data.get("tests"), data.get("machine")
     if not isinstance(tests, list) or not isinstance(machine, dict):
         raise OpprofError(f"{path}: malformed results (tests or machine missing)")
-    records = []
+    reported = []
     for test in tests:
         if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
             raise OpprofError(f"{path}: malformed results (a test without ops)")
         try:
-            records.append(TestRecord.from_dict({"profile": test.get("profile"),
-                                                 "result": test.get("result")}))
+            reported.append(_reported(test))
         except OpprofError as exc:
             raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
-    return machine, records
+    return RunInfo.from_dict(data), reported
 
 
-def write(path: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(build(records, session), sort_keys=True, indent=1) + "\n")
+def _reported(test: dict[str, Any]) -> Reported:
+    """One test of a results file: its entry made again from the typed ``result`` the
+    file carries (validated), or, in a file without one, the entry as the file has it."""
+    from ..records import TestRecord
+
+    profile = Profile.from_dict(test.get("profile"))
+    result = test.get("result")
+    if result is None:
+        return Reported(test, profile)
+    record = TestRecord(profile, TestResult.from_dict(result, profile))
+    return Reported(test_entry(record), profile)

@@ -1,13 +1,16 @@
 """The terminal report: Apache SINGA's time profile and PaddlePaddle's op table.
 
 Verbosity 1 prints SINGA's phase block; verbosity 2 adds SINGA's per-op list in
-graph order, PaddlePaddle's per-op-type table and the outside-ops line.
+graph order, PaddlePaddle's per-op-type table and the outside-ops line. Op and phase
+names come from user code: they are shown through :func:`display_name`, so that none
+can forge a line.
 """
 
 from __future__ import annotations
 
 from ..profile import Profile
 from ..stats import op_stats, op_type_stats, phase_times, wall_summary
+from . import display_name
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
 
@@ -23,6 +26,7 @@ def milliseconds(ns: float) -> str:
 
 def phase_label(name: str) -> str:
     """``forward`` -> ``Forward Propagation``; ``update`` -> ``Update``."""
+    name = display_name(name)
     return _SINGA_PHASE_LABELS.get(name, name[:1].upper() + name[1:])
 
 
@@ -48,15 +52,16 @@ def singa_ops(profile: Profile) -> str:
     lines = ["Time Profiling:"]
     for s in op_stats(profile):
         value = f"{seconds(s.mean)} sec" if s.count else "- sec (ran only in skipped iterations)"
-        lines.append(f"OP_ID{s.op_id}. {s.name} : {value}")
+        lines.append(f"OP_ID{s.op_id}. {display_name(s.name)} : {value}")
     return "\n".join(lines)
 
 
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned."""
     rows = [
-        [f"Stat={s.name}", f"total={milliseconds(s.total)}", f"avg={milliseconds(s.mean)}",
-         f"max={milliseconds(s.max)}", f"min={milliseconds(s.min)}", f"count={s.count}"]
+        [f"Stat={display_name(s.name)}", f"total={milliseconds(s.total)}",
+         f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
+         f"min={milliseconds(s.min)}", f"count={s.count}"]
         for s in op_type_stats(profile)
     ]
     if not rows:

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..files import atomic_write, safe_name
+from ..files import safe_name
 from ..profile import Profile
 
 if TYPE_CHECKING:
     from ..records import TestRecord
-    from ..session import OpprofSession
 
 CPU_TID = 1
 GPU_TID0 = 100
@@ -49,12 +47,16 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     primary = [gpu_tid[streams[0]]] if cuda else [CPU_TID]
     every_track = [CPU_TID, *gpu_tid.values()]
 
+    starts, samples = profile.starts, profile.samples
+    host_starts, host_samples = profile.host_starts, profile.host_samples
+
     def op_tracks(k: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
         if not cuda:
-            return [(CPU_TID, profile.starts, profile.samples)]
+            return [(CPU_TID, starts, samples)]
         stream = (profile.op_streams or [streams[0]] * len(profile.ops))[k]
-        return [(CPU_TID, profile.host_starts, profile.host_samples),
-                (gpu_tid[stream], profile.starts, profile.samples)]
+        host = [] if host_starts is None or host_samples is None else [
+            (CPU_TID, host_starts, host_samples)]
+        return [*host, (gpu_tid[stream], starts, samples)]
 
     for i in range(profile.iterations):
         t0 = float(profile.iteration_starts[i])
@@ -91,13 +93,11 @@ def trace(profile: Profile) -> dict[str, Any]:
                           "device": profile.device, "skip": profile.skip}}
 
 
-def path_for(folder: Path, nodeid: str) -> Path:
+def render(record: TestRecord) -> str:
+    """The Chrome trace of one record, as its file holds it."""
+    return json.dumps(trace(record.profile))
+
+
+def file_name(nodeid: str) -> str:
     """A file per test, named like its baseline: safe characters and a hash."""
-    return Path(folder) / (safe_name(nodeid, always_hash=True) + ".trace.json")
-
-
-def write(folder: Path, records: list[TestRecord], session: OpprofSession) -> None:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for record in records:
-        atomic_write(path_for(folder, record.nodeid), json.dumps(trace(record.profile)))
+    return safe_name(nodeid, always_hash=True) + ".trace.json"
