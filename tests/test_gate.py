@@ -73,7 +73,7 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
     result = suite.runpytest()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "opprof: 1 regressed op(s) against the baseline of machine 'fake-fake CUDA device' "
+        "opprof: 1 op(s) regressed against the baseline of machine 'fake-fake CUDA device' "
         "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
         "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond the margin "
         "+*%; between-run p=*, rank test p=*; 3 baseline runs)",

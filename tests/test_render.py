@@ -131,24 +131,29 @@ def named_profile(name: str, phase: str = "forward"):
 def gated(profile, verdicts=("regressed", "new")):
     """The profile's record with a failing result: its ops judged ``verdicts``, plus a
     missing op and an op over its budget, all named as in the profile."""
-    from pytest_opprof.regression import Comparison, OpVerdict
-
-    from pytest_opprof.gate import BudgetVerdict, TestResult
     from pytest_opprof.records import TestRecord
+    from pytest_opprof.verdict import (
+        BudgetVerdict,
+        Comparison,
+        OpStatus,
+        OpVerdict,
+        TestResult,
+        Verdict,
+    )
 
     name = profile.ops[0].name
-    ops = [OpVerdict(name=name, occurrence=k, op_id=k, verdict=v, baseline_median=1000.0,
+    ops = [OpVerdict(name=name, occurrence=k, op_id=k, verdict=OpStatus(v), baseline_median=1000.0,
                      current_median=1850.0, ratio=1.85, corrected_ratio=1.85, margin=1.1,
                      p_value=1e-9, rank_p_value=1e-6, runs=3)
            for k, v in enumerate(verdicts)]
-    ops.append(OpVerdict(name=name, occurrence=9, op_id=9, verdict="missing",
+    ops.append(OpVerdict(name=name, occurrence=9, op_id=9, verdict=OpStatus.MISSING,
                          baseline_median=500.0))
-    comparison = Comparison(ops=ops, drift=1.0, drift_source="ops", runs=3)
-    result = TestResult(nodeid=profile.nodeid, verdict="failed", machine=name,
+    comparison = Comparison(ops=tuple(ops), drift=1.0, drift_source="ops", runs=3)
+    result = TestResult(nodeid=profile.nodeid, verdict=Verdict.FAILED, machine=name,
                         profile=profile, comparison=comparison,
-                        over_budget=[BudgetVerdict(op_id=0, name=name, median_ns=1000.0,
-                                                   budget_ns=500.0)],
-                        at_fault=ops)
+                        over_budget=(BudgetVerdict(op_id=0, name=name, median_ns=1000.0,
+                                                   budget_ns=500.0),),
+                        at_fault=tuple(ops))
     return TestRecord(profile, result)
 
 

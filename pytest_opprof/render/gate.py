@@ -12,9 +12,9 @@ from . import display_name, duration, percent, word
 __all__ = ["budget_line", "counts_line", "duration", "failure_text", "op_line", "summary_line"]
 
 #: How the summary line names the ops of each verdict (at most SHOWN of each).
-_LABELS = {OpStatus.REGRESSED: "regressed", OpStatus.IMPROVED: "improved",
-           OpStatus.NEW: "new (not in the baseline)",
-           OpStatus.MISSING: "missing (in the baseline only)"}
+_LABELS = {OpStatus.REGRESSED: OpStatus.REGRESSED.value, OpStatus.IMPROVED: OpStatus.IMPROVED.value,
+           OpStatus.NEW: f"{OpStatus.NEW.value} (not in the baseline)",
+           OpStatus.MISSING: f"{OpStatus.MISSING.value} (in the baseline only)"}
 SHOWN = 5
 
 
@@ -107,18 +107,21 @@ def counts_line(results: Iterable[TestResult]) -> str:
     ``opprof: 1 regressed, 0 improved, 2 unjudged, 6 without baseline (ops of 4 tests)``.
     An op is *without baseline* when it is new or its test has no baseline; tests the
     gate did not compare (not gated, baselines updated) are not counted."""
-    counted = {"regressed": 0, "improved": 0, "unjudged": 0, "without baseline": 0}
-    tests = 0
+    #: an op is counted under its verdict; a new op, or any op of a test without a
+    #: baseline, is "without baseline"
+    counted = dict.fromkeys((OpStatus.REGRESSED, OpStatus.IMPROVED, OpStatus.UNJUDGED), 0)
+    without_baseline = tests = 0
     for result in results:
         c = result.comparison
         if c is None:
             if result.verdict == Verdict.NO_BASELINE:
                 tests += 1
-                counted["without baseline"] += len(result.profile.ops)
+                without_baseline += len(result.profile.ops)
             continue
         tests += 1
-        for label, verdict in (("regressed", OpStatus.REGRESSED), ("improved", OpStatus.IMPROVED),
-                               ("unjudged", OpStatus.UNJUDGED), ("without baseline", OpStatus.NEW)):
-            counted[label] += len(c.having(verdict))
-    return ("opprof: " + ", ".join(f"{n} {label}" for label, n in counted.items())
-            + f" (ops of {tests} test(s))")
+        for status in counted:
+            counted[status] += len(c.having(status))
+        without_baseline += len(c.having(OpStatus.NEW))
+    labels = [f"{n} {status.value}" for status, n in counted.items()]
+    labels.append(f"{without_baseline} without baseline")
+    return "opprof: " + ", ".join(labels) + f" (ops of {tests} test(s))"
