@@ -3,15 +3,38 @@
 In tests, use the ``gpu_profiler`` fixture. In library code, name ops with
 :func:`op`; it records into whichever profiler is active and costs a global
 lookup when none is.
+
+The names below load on first use, so that pytest, which imports this package for
+its plugin in every session, pays nothing (no numpy) where no test profiles.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import OpprofError
-from .profile import OpInfo, Profile
-from .profiler import OpScope, PhaseScope, Profiler, is_recording, op
+
+if TYPE_CHECKING:
+    from .profile import OpInfo, Profile
+    from .profiler import OpScope, PhaseScope, Profiler, is_recording, op
 
 __version__ = "0.1.0"
+
+#: Public names loaded on first use: name -> the submodule that defines it.
+_LAZY = {"OpInfo": "profile", "Profile": "profile", "OpScope": "profiler",
+         "PhaseScope": "profiler", "Profiler": "profiler", "is_recording": "profiler",
+         "op": "profiler"}
+
+
+def __getattr__(name: str) -> Any:
+    """``pytest_opprof.op`` loads the profiler then, once (the name is cached here)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["OpInfo", "OpScope", "OpprofError", "PhaseScope", "Profile", "Profiler",
            "__version__", "is_recording", "op"]

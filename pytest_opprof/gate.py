@@ -94,11 +94,11 @@ def judge(
     budgets: Mapping[str, float],
     strict_ops: bool,
     probe_drift: Callable[[Baseline], float | None] = lambda b: None,
-    rerun: Callable[[], Profile | None] | None = None,
+    rerun: Callable[[list[OpVerdict]], Profile | None] | None = None,
 ) -> TestResult:
     """The verdict of a test that ran and passed. ``probe_drift`` is asked for the
     machine's drift only when the test has too few ops to estimate its own;
-    ``rerun`` profiles the test again in a new process, to confirm a suspect."""
+    ``rerun(suspects)`` profiles the test again in a new process, to confirm them."""
     result = TestResult(profile.nodeid, PASSED, machine, profile,
                         over_budget=check_budgets(profile, budgets))
     if baseline is None:
@@ -111,8 +111,8 @@ def judge(
         if baseline.span_seconds() >= HISTORY_SPAN_S:
             config = replace(config, spread_inflation=config.history_inflation)
 
-        def rerun_samples() -> dict[Key, np.ndarray] | None:
-            again = rerun() if rerun is not None else None
+        def rerun_samples(suspects: list[OpVerdict]) -> dict[Key, np.ndarray] | None:
+            again = rerun(suspects) if rerun is not None else None
             return current_samples(again)[0] if again is not None else None
 
         result.comparison = compare_with_rerun(

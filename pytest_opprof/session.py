@@ -9,12 +9,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,38 +22,39 @@ from .errors import OpprofError
 from .options import Settings, TestSettings, test_settings
 from .profile import Profile
 from .profiler import Profiler
-from .timers import BackendUnavailable, Timer, build_timer, make_timer
+from .timers import BackendUnavailable, Timer, build_timer, resolve_backend
 
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
     from .gate import TestResult
     from .records import TestRecord
+    from .regression import OpVerdict
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-#: The key of the CUDA devices workers share, in an xdist worker's ``workerinput``.
-DEVICES_KEY = "opprof_cuda_devices"
 
 
-def visible_cuda_devices() -> list[str]:
-    """The devices CUDA_VISIBLE_DEVICES names, else every device CuPy counts."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    import cupy
-
-    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
-
-
-def pin_worker_device(config: pytest.Config) -> None:
-    """On an xdist worker given several CUDA devices: one device per worker, round
-    robin by worker number (gw0 the first device, gw1 the second, ...)."""
+def worker_number(config: pytest.Config) -> int | None:
+    """This process's xdist worker number (gw3 -> 3), or None when it is no worker."""
     workerinput = getattr(config, "workerinput", None)
-    devices = workerinput.get(DEVICES_KEY) if workerinput else None
-    if not devices or len(devices) < 2:
-        return
-    number = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(devices[number % len(devices)])
+    if not isinstance(workerinput, dict):
+        return None
+    digits = str(workerinput.get("workerid", "")).removeprefix("gw")
+    return int(digits) if digits.isdigit() else 0
+
+
+def make_session_timer(backend: str, worker: int | None) -> Timer:
+    """The session's probe timer: ``auto`` resolved once (a missing GPU is a usage
+    error before any test runs); an xdist worker on CUDA takes its own device first."""
+    try:
+        kind = resolve_backend(backend)
+        if kind == "cuda" and worker is not None:
+            from .timers.cuda import pin_worker
+
+            pin_worker(worker)
+        return build_timer(kind)
+    except BackendUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 class OpprofSession:
@@ -65,12 +63,7 @@ class OpprofSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        try:
-            # resolved once: "auto" becomes "cuda" or "cpu" here, and a missing GPU is
-            # a usage error before any test runs
-            probe = make_timer(settings.backend)
-        except BackendUnavailable as exc:
-            raise pytest.UsageError(str(exc)) from None
+        probe = make_session_timer(settings.backend, worker_number(config))
         self.backend = probe.kind
         self.device = probe.device
         self.xp = probe.xp
@@ -122,17 +115,20 @@ class OpprofSession:
             self.profiles[profile.nodeid] = profile
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Gate the test, or record its baseline; a failing verdict fails this test only."""
+        """Gate the test, or record its baseline; a failing verdict fails this test only.
+        A test that profiled nothing returns first: it imports nothing."""
+        started = item.stash.get(PROFILER, None)
+        if started is None:
+            return
+        profiler, per_test = started
+        profile = profiler.profile
+        if profile is None or profile.counted == 0:
+            return
         from .baseline import BaselineError
         from .files import atomic_write
         from .gate import NOT_GATED, TestResult
         from .render.gate import failure_text, summary_line
 
-        started = item.stash.get(PROFILER, None)
-        profile = started[0].profile if started else None
-        if profile is None or profile.counted == 0:
-            return
-        per_test = started[1]
         if self.settings.profile_out is not None and report.passed:
             try:
                 atomic_write(self.settings.profile_out, profile.to_json())
@@ -146,7 +142,7 @@ class OpprofSession:
         if not report.passed:
             self.results[item.nodeid] = TestResult(item.nodeid, NOT_GATED, self.machine, profile)
             return
-        rerun = (lambda: self._rerun(item.nodeid, report.duration)) \
+        rerun = (lambda suspects: self._rerun(item.nodeid, report.duration, suspects)) \
             if self.settings.confirm else None
         try:
             result = self._verdict(profile, per_test, rerun)
@@ -187,7 +183,7 @@ class OpprofSession:
         benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
-                 rerun: Callable[[], Profile | None] | None) -> TestResult:
+                 rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> TestResult:
         from .baseline import BaselineRun
         from .gate import UPDATED, gate_config, judge
 
@@ -209,25 +205,15 @@ class OpprofSession:
             result.baseline_path = str(self.store.path_for(profile.nodeid))
         return result
 
-    def _rerun(self, nodeid: str, duration: float) -> Profile | None:
-        """Profile ``nodeid`` again in a new pytest process (nothing gated there)."""
-        config = self.config
-        with tempfile.TemporaryDirectory(prefix="opprof-rerun-") as tmp:
-            out = Path(tmp, "profile.json")
-            args = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                    f"--rootdir={config.rootpath}", f"--opprof-backend={self.backend}",
-                    f"--opprof-skip={self.settings.skip}", "--opprof-verbosity=0",
-                    "--opprof-no-gate", f"--opprof-profile-out={out}"]
-            if config.inipath is not None:
-                args += ["-c", str(config.inipath)]
-            if config.pluginmanager.hasplugin("xdist"):
-                args += ["-n", "0"]  # one test: no workers, whatever addopts say
-            try:
-                subprocess.run(args, cwd=config.rootpath, capture_output=True, check=False,
-                               timeout=max(120.0, 10 * duration))
-                return Profile.from_json(out.read_text(encoding="utf-8"))
-            except (subprocess.TimeoutExpired, OSError, OpprofError):
-                return None  # no confirmation: the first run's verdict stands
+    def _rerun(self, nodeid: str, duration: float,
+               suspects: list[OpVerdict]) -> Profile | None:
+        """Profile ``nodeid`` again in a new pytest process with the user's arguments
+        (nothing gated there), saying so first."""
+        from . import rerun
+
+        rerun.announce(self.config, nodeid, suspects)
+        return rerun.profile_again(self.config, nodeid, backend=self.backend,
+                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration))
 
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
@@ -278,11 +264,6 @@ class OpprofSession:
                 local + self.remote, key=lambda r: r.nodeid)
             self._records = (key, records)
         return self._records[1]
-
-    def configure_worker(self, workerinput: dict[str, Any]) -> None:
-        """On the controller, for each xdist worker: the CUDA devices to pin it to."""
-        if self.backend == "cuda":
-            workerinput[DEVICES_KEY] = visible_cuda_devices()
 
     def worker_output(self) -> None:
         """On an xdist worker: hand this worker's records to the controller."""
@@ -345,9 +326,3 @@ class OpprofSession:
         return {"key": self.machine, "backend": self.backend, "device": self.device,
                 **self.versions, "benchmark_machine_info":
                     pytest_benchmark_generate_machine_info()}
-
-    @staticmethod
-    def one_line_error(report: pytest.TestReport, call: pytest.CallInfo) -> None:
-        """Show an :class:`OpprofError` as its one line, not as a traceback."""
-        if call.excinfo is not None and isinstance(call.excinfo.value, OpprofError):
-            report.longrepr = f"opprof: {call.excinfo.value}"

@@ -1,18 +1,36 @@
 """Timer backends and the factory that picks one.
 
-Only :func:`make_timer` with ``cuda`` (or ``auto`` on a machine with CuPy
-installed) imports CuPy.
+Importing this package is cheap: the backends (and numpy with them) load when a timer
+is first built or one of their classes is first named, so that the plugin's options
+module can read :data:`BACKENDS` in sessions that profile nothing. Only
+:func:`make_timer` with ``cuda`` (or ``auto`` on a machine with CuPy installed)
+imports CuPy.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+from typing import TYPE_CHECKING, Any
 
-from .base import Timer
-from .cpu import CpuTimer
-from .fake import FakeDevice, FakeTimer
+if TYPE_CHECKING:
+    from .base import Timer
+    from .cpu import CpuTimer
+    from .fake import FakeDevice, FakeTimer
 
 BACKENDS = ("auto", "cpu", "cuda", "fake")
+
+#: Public names loaded on first use: name -> the submodule that defines it.
+_LAZY = {"Timer": "base", "CpuTimer": "cpu", "FakeDevice": "fake", "FakeTimer": "fake"}
+
+
+def __getattr__(name: str) -> Any:
+    """``from pytest_opprof.timers import CpuTimer`` loads the cpu backend then."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 class BackendUnavailable(Exception):
@@ -24,7 +42,7 @@ def _cuda_problem() -> str | None:
     if importlib.util.find_spec("cupy") is None:
         return "CuPy is not installed (pip install 'pytest-opprof[cuda12]' or '[cuda13]')"
     try:
-        import cupy
+        import cupy  # type: ignore[import-not-found]
 
         if not cupy.cuda.is_available():
             return "CuPy is installed but finds no CUDA device"
@@ -54,7 +72,13 @@ def build_timer(kind: str) -> Timer:
         from .cuda import CudaTimer, CupyEvents
 
         return CudaTimer(CupyEvents())
-    return FakeTimer() if kind == "fake" else CpuTimer()
+    if kind == "fake":
+        from .fake import FakeTimer
+
+        return FakeTimer()
+    from .cpu import CpuTimer
+
+    return CpuTimer()
 
 
 def make_timer(backend: str) -> Timer:
