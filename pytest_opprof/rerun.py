@@ -25,8 +25,8 @@ from .profile import Profile
 if TYPE_CHECKING:
     from .regression import OpVerdict
 
-#: Flags left out of the re-run: they write the user's files, change which tests run
-#: or how, or stop for a person. A flag is dropped with its value.
+#: Flags left out of the re-run: they write (or empty) the user's files, change which
+#: tests run or how, or stop for a person. A flag is dropped with its value.
 DROPPED = frozenset({
     "--junitxml", "--junit-xml", "--junit-prefix", "--html", "--self-contained-html",
     "--result-log", "--resultlog", "--report-log", "--json-report-file",
@@ -36,6 +36,7 @@ DROPPED = frozenset({
     "--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw",
     "--stepwise", "--sw-skip", "--stepwise-skip", "--cache-clear", "--lfnf",
     "--last-failed-no-failures", "--pdb", "--pdbcls", "--trace",
+    "--basetemp",  # pytest empties it at start: the re-run would delete the run's tmp_path
     "--cov", "--cov-report", "--cov-append", "--cov-fail-under", "--cov-config",
     "--cov-branch", "--cov-context",
 })

@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import sys
+import uuid
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,23 @@ if TYPE_CHECKING:
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
+REPEAT_PARAM = "__pytest_repeat_step_number"
+
+
+def baseline_key(item: pytest.Item) -> str:
+    """The node id a test's baseline is kept under: its own, less pytest-repeat's step
+    id (``test_x[1-3]`` -> ``test_x``, ``test_y[a-2-3]`` -> ``test_y[a]``), so that each
+    repetition is gated against, and an update adds to, the test's one baseline.
+    Reruns of pytest-rerunfailures and flaky keep the node id: the last attempt's
+    profile replaces the earlier ones'."""
+    callspec = getattr(item, "callspec", None)
+    params = getattr(callspec, "params", {})
+    if REPEAT_PARAM not in params:
+        return item.nodeid
+    step = f"{int(params[REPEAT_PARAM]) + 1}-\\d+"
+    without = re.sub(rf"\[{step}\]$", "", item.nodeid)  # the only parameter
+    return without if without != item.nodeid else re.sub(rf"-{step}\]$", "]", item.nodeid)
 
 
 def worker_number(config: pytest.Config) -> int | None:
@@ -75,6 +94,10 @@ class OpprofSession:
         self._records: tuple[tuple[int, int, int], list[TestRecord]] | None = None
         #: An xdist worker reports nothing itself: its records go to the controller.
         self.is_worker = hasattr(config, "workerinput")
+        #: Node id -> baseline key, for the tests whose ids a plugin decorated.
+        self.baseline_keys: dict[str, str] = {}
+        #: The batch that keeps one update's repetitions of a test together.
+        self.repeat_batch = settings.baseline_batch or f"repeat-{uuid.uuid4().hex[:12]}"
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -106,6 +129,9 @@ class OpprofSession:
         profiler = Profiler(self.new_timer(), skip=per_test.skip,
                             iterations=per_test.iterations, nodeid=item.nodeid)
         item.stash[PROFILER] = (profiler, per_test)
+        key = baseline_key(item)
+        if key != item.nodeid:
+            self.baseline_keys[item.nodeid] = key
         return profiler
 
     def finish(self, profiler: Profiler) -> None:
@@ -193,16 +219,19 @@ class OpprofSession:
                            budgets=per_test.budgets, strict_ops=False)
             if not result.failed:  # an op over its budget keeps the old baseline
                 run = BaselineRun.from_profile(profile, self.run_meta)
-                path = self.store.record(profile.nodeid, run, self.settings.baseline_batch,
+                key = self.baseline_keys.get(profile.nodeid)
+                batch = self.settings.baseline_batch if key is None else self.repeat_batch
+                path = self.store.record(key or profile.nodeid, run, batch,
                                          append=self.settings.append_baseline)
                 result.verdict, result.baseline_path = UPDATED, str(path)
             return result
-        baseline = self.store.load(profile.nodeid)
+        key = self.baseline_keys.get(profile.nodeid, profile.nodeid)
+        baseline = self.store.load(key)
         result = judge(profile, baseline, machine=self.machine, config=config,
                        budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
                        probe_drift=self._probe_drift, rerun=rerun)
         if baseline is not None:
-            result.baseline_path = str(self.store.path_for(profile.nodeid))
+            result.baseline_path = str(self.store.path_for(key))
         return result
 
     def _rerun(self, nodeid: str, duration: float,

@@ -212,7 +212,7 @@ def test_huge_marker_values_are_one_line_in_the_run(pytester, marker, message):
 
 
 ini_values = st.text(max_size=40) | st.sampled_from(
-    ["1" + "0" * 5000, "1e999", "nan", "inf%", "-0", "5%%", "0x10", "１"])
+    ["1" + "0" * 5000, "1e999", "nan", "inf%", "-0", "5%%", "0x10", "\uff11"])
 
 
 @settings(max_examples=200, deadline=None)
@@ -232,9 +232,9 @@ def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
         assert "\n" not in str(exc) and len(str(exc)) < 400
 
 
-@pytest.mark.parametrize("flag", ["--opprof-tolerance=1" + "0" * 5000, "--opprof-tolerance=1e999",
-                                  "--opprof-skip=1" + "0" * 5000, "--opprof-verbosity=99999999999999999999",
-                                  "--opprof-tolerance=nan"])
+@pytest.mark.parametrize("flag", [
+    "--opprof-tolerance=1" + "0" * 5000, "--opprof-tolerance=1e999", "--opprof-tolerance=nan",
+    "--opprof-skip=1" + "0" * 5000, "--opprof-verbosity=99999999999999999999"])
 def test_huge_flag_values_are_one_usage_error(pytester, flag):
     pytester.makepyfile(test_plain=PLAIN)
     result = pytester.runpytest(flag)
