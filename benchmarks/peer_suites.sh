@@ -10,6 +10,7 @@
 # then prints the pass/fail counts side by side. Not part of the default test run:
 #
 #   bash benchmarks/peer_suites.sh [WORKDIR]     (default: a new temporary folder)
+#   PEERS="pytest-timeout" bash benchmarks/peer_suites.sh    (some of them)
 #
 # The goal is identical counts in the three columns. A peer's own failures that
 # appear in every column come from its environment (versions, missing services).
@@ -17,7 +18,7 @@ set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="${1:-$(mktemp -d -t opprof-peers-XXXX)}"
 PY="${PYTHON:-python3}"
-PEERS="pytest-benchmark pytest-xdist pytest-randomly pytest-timeout"
+PEERS="${PEERS:-pytest-benchmark pytest-xdist pytest-randomly pytest-timeout}"
 mkdir -p "$WORK"
 echo "peer suites in $WORK"
 
@@ -25,10 +26,17 @@ echo "peer suites in $WORK"
 # project's tox.ini / requirements files).
 needs() {
   case "$1" in
-    pytest-benchmark) echo "pytest-xdist freezegun hunter aspectlib pygal pygaljs elasticsearch setuptools" ;;
+    pytest-benchmark) echo "pytest-xdist freezegun hunter aspectlib pygal pygaljs elasticsearch setuptools nbmake" ;;
     pytest-xdist) echo "filelock psutil setproctitle pexpect" ;;
     pytest-randomly) echo "pytest-xdist factory-boy faker numpy model-bakery" ;;
     pytest-timeout) echo "pexpect pytest-cov" ;;
+  esac
+}
+
+# How each project's CI runs its suite (tox.ini), beyond its pytest config.
+args() {
+  case "$1" in
+    pytest-benchmark) echo "--ignore=src" ;;
   esac
 }
 
@@ -38,7 +46,7 @@ summary() { grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$1" | tail -1 | sed -
 run_suite() {  # name, label, extra pytest args...; each peer's own config picks its tests
   local name="$1" label="$2"; shift 2
   (cd "$WORK/$name/src" && timeout 1800 "$WORK/$name/venv/bin/python" -m pytest -q -rfE \
-     -p no:cacheprovider "$@" >"$WORK/$name/$label.log" 2>&1)
+     -p no:cacheprovider $(args "$name") "$@" >"$WORK/$name/$label.log" 2>&1)
   summary "$WORK/$name/$label.log"
 }
 
