@@ -10,7 +10,6 @@ its plugin in every session, pays nothing (no numpy) where no test profiles.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import OpprofError
@@ -21,17 +20,19 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-#: Public names loaded on first use: name -> the submodule that defines it.
-_LAZY = {"OpInfo": "profile", "Profile": "profile", "OpScope": "profiler",
-         "PhaseScope": "profiler", "Profiler": "profiler", "is_recording": "profiler",
-         "op": "profiler"}
+_PROFILE_NAMES = ("OpInfo", "Profile")
+_PROFILER_NAMES = ("OpScope", "PhaseScope", "Profiler", "is_recording", "op")
 
 
 def __getattr__(name: str) -> Any:
     """``pytest_opprof.op`` loads the profiler then, once (the name is cached here)."""
-    if name not in _LAZY:
+    if name in _PROFILE_NAMES:
+        from . import profile as module
+    elif name in _PROFILER_NAMES:
+        from . import profiler as module  # type: ignore[no-redef]
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import OpprofError
-from .options import MARKER_HELP, add_options, refuse_conflicts, requested
+from .options import MARKER_HELP, Settings, add_options, refuse_conflicts, requested
 
 if TYPE_CHECKING:
     from .profiler import Profiler
@@ -48,7 +48,6 @@ def session(config: pytest.Config) -> OpprofSession:
     """The run's session, made on first need (an option given, or the fixture used)."""
     found = config.stash.get(SESSION, None)
     if found is None:
-        from .options import Settings
         from .session import OpprofSession
 
         found = OpprofSession(config, Settings.from_pytest_config(config))

@@ -9,7 +9,6 @@ imports CuPy.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +19,17 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "cpu", "cuda", "fake")
 
-#: Public names loaded on first use: name -> the submodule that defines it.
-_LAZY = {"Timer": "base", "CpuTimer": "cpu", "FakeDevice": "fake", "FakeTimer": "fake"}
-
-
 def __getattr__(name: str) -> Any:
     """``from pytest_opprof.timers import CpuTimer`` loads the cpu backend then."""
-    if name not in _LAZY:
+    if name == "Timer":
+        from . import base as module
+    elif name == "CpuTimer":
+        from . import cpu as module  # type: ignore[no-redef]
+    elif name in ("FakeDevice", "FakeTimer"):
+        from . import fake as module  # type: ignore[no-redef]
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    value = getattr(module, name)
     globals()[name] = value
     return value
 
