@@ -43,10 +43,13 @@ args() {
 # The last summary line of a pytest run, e.g. "3 failed, 120 passed in 40.1s".
 summary() { grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$1" | tail -1 | sed -E 's/=//g; s/ in [0-9.]+s.*//; s/^ +//'; }
 
+# Each run gets its own --basetemp: pytest prunes /tmp/pytest-of-$USER, so runs sharing it
+# (another project's, or these three) delete each other's folders mid-run.
 run_suite() {  # name, label, extra pytest args...; each peer's own config picks its tests
   local name="$1" label="$2"; shift 2
   (cd "$WORK/$name/src" && timeout 1800 "$WORK/$name/venv/bin/python" -m pytest -q -rfE \
-     -p no:cacheprovider $(args "$name") "$@" >"$WORK/$name/$label.log" 2>&1)
+     -p no:cacheprovider --basetemp="$WORK/$name/tmp-$label" $(args "$name") "$@" \
+     >"$WORK/$name/$label.log" 2>&1)
   summary "$WORK/$name/$label.log"
 }
 
@@ -58,7 +61,10 @@ for name in $PEERS; do
   tar -xzf "$dir"/sdist/*.tar.gz -C "$dir" && mv "$dir"/"${name//-/_}"-* "$dir/src" 2>/dev/null \
     || mv "$dir"/"$name"-* "$dir/src"
   "$PY" -m venv "$dir/venv"
-  "$dir/venv/bin/pip" install -q "$dir/src" $(needs "$name") pytest >"$dir/install.log" 2>&1
+  version=$(basename "$dir"/sdist/*.tar.gz .tar.gz | sed -E 's/.*-//')
+  # the released wheel of the same version (building some sdists needs network for Rust)
+  "$dir/venv/bin/pip" install -q "$name==$version" $(needs "$name") pytest \
+    >"$dir/install.log" 2>&1
   without=$(run_suite "$name" without)
   "$dir/venv/bin/pip" install -q -e "$ROOT" >>"$dir/install.log" 2>&1
   with=$(run_suite "$name" with)
