@@ -1,7 +1,8 @@
 """Per-run state: the resolved backend, the profiles taken, the gate, the summary.
 
-The gate's and the reports' modules are imported where they are first used, not at
-start-up: `pytest --collect-only` does not pay for them.
+The plugin makes a session only when a run asks for opprof (an option, an ini value,
+or the fixture's first use), so this module's imports (numpy, the profiler) are paid
+only then. The gate's and the reports' modules are imported where they are first used.
 """
 
 from __future__ import annotations
