@@ -131,7 +131,7 @@ def _opprof(test, base_runs, cur, rerun, config, confirm):
     ids = {key: k for k, key in enumerate(keys)}
     probe = cur[1] / float(np.mean([b[1] for b in base_runs]))
 
-    def again():
+    def again(suspects):
         samples = rerun()[0]
         return {key: samples[:, k] for k, key in enumerate(keys)}
 

@@ -3,15 +3,39 @@
 In tests, use the ``gpu_profiler`` fixture. In library code, name ops with
 :func:`op`; it records into whichever profiler is active and costs a global
 lookup when none is.
+
+The names below load on first use, so that pytest, which imports this package for
+its plugin in every session, pays nothing (no numpy) where no test profiles.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import OpprofError
-from .profile import OpInfo, Profile
-from .profiler import OpScope, PhaseScope, Profiler, is_recording, op
+
+if TYPE_CHECKING:
+    from .profile import OpInfo, Profile
+    from .profiler import OpScope, PhaseScope, Profiler, is_recording, op
 
 __version__ = "0.1.0"
+
+_PROFILE_NAMES = ("OpInfo", "Profile")
+_PROFILER_NAMES = ("OpScope", "PhaseScope", "Profiler", "is_recording", "op")
+
+
+def __getattr__(name: str) -> Any:
+    """``pytest_opprof.op`` loads the profiler then, once (the name is cached here)."""
+    if name in _PROFILE_NAMES:
+        from . import profile as module
+    elif name in _PROFILER_NAMES:
+        from . import profiler as module  # type: ignore[no-redef]
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["OpInfo", "OpScope", "OpprofError", "PhaseScope", "Profile", "Profiler",
            "__version__", "is_recording", "op"]

@@ -66,11 +66,11 @@ def judge(
     budgets: Mapping[str, float],
     strict_ops: bool,
     probe_drift: Callable[[Baseline], float | None] = lambda b: None,
-    rerun: Callable[[], Profile | None] | None = None,
+    rerun: Callable[[list[OpVerdict]], Profile | None] | None = None,
 ) -> TestResult:
     """The verdict of a test that ran and passed. ``probe_drift`` is asked for the
     machine's drift only when the test has too few ops to estimate its own;
-    ``rerun`` profiles the test again in a new process, to confirm a suspect."""
+    ``rerun(suspects)`` profiles the test again in a new process, to confirm them."""
     over_budget = tuple(check_budgets(profile, budgets))
     comparison: Comparison | None = None
     at_fault: tuple[OpVerdict, ...] = ()
@@ -87,7 +87,7 @@ def judge(
 
 def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
              probe_drift: Callable[[Baseline], float | None],
-             rerun: Callable[[], Profile | None] | None) -> Comparison:
+             rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> Comparison:
     """The rule applied to the profile against its baseline, drift from the probe when
     the test has too few ops in common with the baseline to measure its own."""
     current, ids = current_samples(profile)
@@ -97,8 +97,8 @@ def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
     if baseline.span_seconds() >= HISTORY_SPAN_S:
         config = replace(config, spread_inflation=config.history_inflation)
 
-    def rerun_samples() -> dict[Key, np.ndarray] | None:
-        again = rerun() if rerun is not None else None
+    def rerun_samples(suspects: list[OpVerdict]) -> dict[Key, np.ndarray] | None:
+        again = rerun(suspects) if rerun is not None else None
         return current_samples(again)[0] if again is not None else None
 
     return compare_with_rerun(current, stored, {**baseline.op_ids(), **ids}, config,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,10 @@ DEFAULT_BACKEND = "auto"
 #: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_BASELINE_DIR = ".opprof"
+#: The most iterations a test may run or skip: beyond it a value is a typo, not a plan.
+MAX_ITERATIONS = 1_000_000
+#: The longest shown excerpt of a bad value in an error line.
+SHOWN_CHARS = 60
 
 HELP_VERBOSITY = (
     "opprof report: 0 none (profiles are still taken), 1 forward/backward time per "
@@ -65,23 +70,35 @@ HELP_HTML = "write a self-contained HTML report with charts to PATH (needs matpl
 HELP_PROFILE_OUT = "write the profile of the (one) profiled test to this file (used by re-runs)"
 
 
-def whole_number(what: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+def whole_number(what: str, minimum: int, maximum: int = MAX_ITERATIONS) -> Callable[[str], int]:
     """A parser for a whole number in [minimum, maximum]; its errors name ``what``."""
-    if maximum is None:
-        expected = f"a whole number >= {minimum}"
+    if maximum - minimum > 3:
+        expected = f"a whole number from {minimum} to {maximum}"
     else:
         expected = ", ".join(str(v) for v in range(minimum, maximum)) + f" or {maximum}"
 
     def parse(text: str) -> int:
         try:
             value = int(str(text).strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {text!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {text!r}")
+        except ValueError:  # also a number past Python's int-string limit
+            value = None
+        if value is None or not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {shown(text)}")
         return value
 
     return parse
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error line may show it: a short repr, whatever it is (an int
+    past the int-string limit has no repr; a long one would flood the line)."""
+    try:
+        text = repr(value)
+    except Exception:  # an int past the limit, or an object with a broken __repr__
+        if isinstance(value, int):
+            return f"an integer of {value.bit_length()} bits"
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}..."
 
 
 _verbosity = whole_number("the verbosity", 0, 2)
@@ -91,18 +108,27 @@ _iterations = whole_number("the number of iterations", 1)
 
 def parse_fraction(value: Any, what: str = "the tolerance") -> float:
     """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]."""
-    text = str(value).strip()
     try:
-        if isinstance(value, bool):
+        if isinstance(value, str):
+            text = value.strip()
+            fraction = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        elif _is_number(value):
+            fraction = float(value)
+        else:
             raise ValueError
-        fraction = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(
-            f"{what} must be a fraction or a percentage such as 0.05 or 5%, not {value!r}"
+            f"{what} must be a fraction or a percentage such as 0.05 or 5%, not {shown(value)}"
         ) from None
     if not (math.isfinite(fraction) and 0 < fraction <= 10):
-        raise argparse.ArgumentTypeError(f"{what} must lie between 0 and 1000%, not {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"{what} must lie between 0 and 1000%, not {shown(value)}")
     return fraction
+
+
+def _is_number(value: Any) -> bool:
+    """A real number (numpy's too), not a bool: what a marker may give as a number."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 _UNITS_NS = {"ns": 1.0, "us": 1e3, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9}
@@ -111,17 +137,21 @@ _DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us
 
 def parse_duration_ns(value: Any, what: str) -> float:
     """``"2ms"``, ``"300us"``, ``"1.5s"``, ``"500ns"`` or a number of seconds -> ns (> 0)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        ns = float(value) * 1e9
-    else:
-        match = _DURATION.match(str(value))
-        if not isinstance(value, str) or not match:
-            raise argparse.ArgumentTypeError(
-                f"{what} must be a duration such as '2ms', '300us', '1.5s' or a number of "
-                f"seconds, not {value!r}")
-        ns = float(match.group(1)) * _UNITS_NS[match.group(2)]
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    try:
+        if match:
+            ns = float(match.group(1)) * _UNITS_NS[match.group(2)]
+        elif _is_number(value):
+            ns = float(value) * 1e9
+        else:
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"{what} must be a duration such as '2ms', '300us', '1.5s' or a number of "
+            f"seconds, not {shown(value)}") from None
     if not (math.isfinite(ns) and ns > 0):
-        raise argparse.ArgumentTypeError(f"{what} must be a positive duration, not {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"{what} must be a positive duration, not {shown(value)}")
     return ns
 
 
@@ -135,7 +165,7 @@ def _yes_no(text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise argparse.ArgumentTypeError(f"must be true or false, not {text!r}")
+    raise argparse.ArgumentTypeError(f"must be true or false, not {shown(text)}")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -163,14 +193,64 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
     group.addoption("--opprof-profile-out", default=None, metavar="PATH",
                     help=HELP_PROFILE_OUT)
-    parser.addini("opprof_verbosity", HELP_VERBOSITY, default="")
-    parser.addini("opprof_skip", HELP_SKIP, default="")
-    parser.addini("opprof_iterations", HELP_ITERATIONS, default="")
-    parser.addini("opprof_backend", HELP_BACKEND, default="")
-    parser.addini("opprof_baseline_dir", HELP_BASELINE_DIR, default="")
-    parser.addini("opprof_machine_key", HELP_MACHINE_KEY, default="")
-    parser.addini("opprof_tolerance", HELP_TOLERANCE, default="")
-    parser.addini("opprof_strict_ops", HELP_STRICT, default="")
+    for name, text in INI_VALUES.items():
+        parser.addini(name, text, default="")
+
+
+#: The ini values, each the twin of a flag: name -> help.
+INI_VALUES = {
+    "opprof_verbosity": HELP_VERBOSITY,
+    "opprof_skip": HELP_SKIP,
+    "opprof_iterations": HELP_ITERATIONS,
+    "opprof_backend": HELP_BACKEND,
+    "opprof_baseline_dir": HELP_BASELINE_DIR,
+    "opprof_machine_key": HELP_MACHINE_KEY,
+    "opprof_tolerance": HELP_TOLERANCE,
+    "opprof_strict_ops": HELP_STRICT,
+}
+
+
+def requested(config: pytest.Config) -> bool:
+    """Whether this run asks for opprof: an ``--opprof-*`` flag or an ``opprof_*`` ini
+    value is set. If not, the plugin stays inert until a test uses its fixture."""
+    flags = vars(config.option)
+    if any(name.startswith("opprof_") and value not in (None, False, "")
+           for name, value in flags.items()):
+        return True
+    return any(str(config.getini(name) or "").strip() for name in INI_VALUES)
+
+
+#: Flags that contradict each other: (flag, flag, why). Only flags: an ini value is a
+#: project's standing default, which a flag may override.
+CONFLICTS = (
+    ("opprof_update_baseline", "opprof_no_gate",
+     "updating baselines is the gate's work; drop one of them"),
+    ("opprof_append_baseline", "opprof_no_gate",
+     "updating baselines is the gate's work; drop one of them"),
+    ("opprof_update_baseline", "opprof_append_baseline",
+     "--opprof-append-baseline already updates (adding a run); give one of them"),
+    ("opprof_no_gate", "opprof_strict_ops",
+     "strict ops are a gate rule and the gate is off; drop one of them"),
+    ("opprof_no_gate", "opprof_tolerance",
+     "the tolerance is the gate's and the gate is off; drop one of them"),
+)
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def refuse_conflicts(config: pytest.Config) -> None:
+    """One usage error line for the first pair of given flags that contradict."""
+    given = {name for name, value in vars(config.option).items()
+             if name.startswith("opprof_") and value not in (None, False, "")}
+    for first, second, why in CONFLICTS:
+        if first in given and second in given:
+            raise pytest.UsageError(f"{_flag(first)} and {_flag(second)} contradict: {why}")
+    if "opprof_baseline_batch" in given and not given & {"opprof_update_baseline",
+                                                          "opprof_append_baseline"}:
+        raise pytest.UsageError("--opprof-baseline-batch names the runs of a baseline update; "
+                                "give it with --opprof-update-baseline")
 
 
 def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], default: Any) -> Any:
@@ -184,7 +264,7 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
     try:
         return parse(raw)
     except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {name} = {raw!r}: {exc}") from None
+        raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
 
 def _backend(text: str) -> str:
@@ -289,16 +369,18 @@ _COUNT_ARGS: dict[str, tuple[str, int]] = {
 _MARKER_ARGS = (*_COUNT_ARGS, "max_time", "tolerance")
 
 
-def _op_mapping(where: str, key: str, value: Any, parse: Callable[[Any, str], float]) -> dict:
+def _op_mapping(where: str, key: str, value: Any,
+                parse: Callable[[Any, str], float]) -> dict[str, float]:
     if not isinstance(value, Mapping) or not value:
         raise OpprofError(f"{where}: {key} must be a non-empty dict of op name to value, "
-                          f"not {value!r}")
+                          f"not {shown(value)}")
     parsed = {}
     for name, item in value.items():
         if not isinstance(name, str) or not name:
-            raise OpprofError(f"{where}: {key} has an op name {name!r}; use op names (strings)")
+            raise OpprofError(f"{where}: {key} has an op name {shown(name)}; "
+                              "use op names (strings)")
         try:
-            parsed[name] = parse(item, f"{key}[{name!r}]")
+            parsed[name] = parse(item, f"{key}[{shown(name)}]")
         except argparse.ArgumentTypeError as exc:
             raise OpprofError(f"{where}: {exc}") from None
     return parsed
@@ -311,10 +393,10 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
         where = f"@pytest.mark.opprof on {item.nodeid}"
         if mark.args:
             raise OpprofError(f"{where}: takes keyword arguments only "
-                              f"({', '.join(sorted(_MARKER_ARGS))}), got {mark.args!r}")
+                              f"({', '.join(sorted(_MARKER_ARGS))}), got {shown(mark.args)}")
         for key, value in mark.kwargs.items():
             if key not in _MARKER_ARGS:
-                raise OpprofError(f"{where}: unknown argument {key!r}; "
+                raise OpprofError(f"{where}: unknown argument {shown(key)}; "
                                   f"accepted: {', '.join(sorted(_MARKER_ARGS))}")
             values[key] = _marker_value(where, key, value)
     tolerance = values.get("tolerance", settings.tolerance)
@@ -330,15 +412,16 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
 def _marker_value(where: str, key: str, value: Any) -> Any:
     if key in _COUNT_ARGS:
         what, minimum = _COUNT_ARGS[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise OpprofError(f"{where}: {key}={value!r}: {what} must be a whole number "
-                              f">= {minimum}")
+        if (isinstance(value, bool) or not isinstance(value, int)
+                or not minimum <= value <= MAX_ITERATIONS):
+            raise OpprofError(f"{where}: {key}={shown(value)}: {what} must be a whole "
+                              f"number from {minimum} to {MAX_ITERATIONS}")
         return value
     if key == "max_time":
         return _op_mapping(where, key, value, parse_duration_ns)
     if isinstance(value, Mapping):  # tolerance per op
         return _op_mapping(where, key, value, parse_fraction)
     try:
-        return parse_fraction(value, f"tolerance={value!r}: the tolerance")
+        return parse_fraction(value, f"tolerance={shown(value)}: the tolerance")
     except argparse.ArgumentTypeError as exc:
         raise OpprofError(f"{where}: {exc}") from None

@@ -1,21 +1,34 @@
 """The pytest plugin: hooks and the ``gpu_profiler`` fixture, each a few lines.
 
-State lives in :class:`~pytest_opprof.session.OpprofSession`.
+Installed but unused, the plugin is inert: it registers its options and marker and
+nothing else. It prints, probes the backend, pins devices and imports numpy, the
+profiler, the gate and the renderers only when an ``--opprof-*`` option or an
+``opprof_*`` ini value is given (then at configure, with the header lines), or when a
+test first uses the ``gpu_profiler`` fixture. State lives in
+:class:`~pytest_opprof.session.OpprofSession`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .errors import OpprofError
-from .options import MARKER_HELP, Settings, add_options
-from .profiler import Profiler
-from .session import OpprofSession, pin_worker_device
+from .options import MARKER_HELP, Settings, add_options, refuse_conflicts, requested
 
-SESSION = pytest.StashKey[OpprofSession]()
+if TYPE_CHECKING:
+    from .profiler import Profiler
+    from .session import OpprofSession
+
+SESSION = pytest.StashKey["OpprofSession"]()
+#: Set by this plugin's pytest_configure: a config that never ran it (xdist's tests
+#: make such configs) gets no session, whatever hook asks.
+CONFIGURED = pytest.StashKey[bool]()
+#: What the keys of a worker's records start with (``records.WORKER_KEY``), checked
+#: here without importing the records module.
+WORKER_PREFIX = "opprof"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -24,12 +37,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    pin_worker_device(config)  # before the backend is probed: CUDA reads it once
-    config.stash[SESSION] = OpprofSession(config, Settings.from_pytest_config(config))
+    config.stash[CONFIGURED] = True
+    if requested(config):
+        if config.getoption("opprof_profile_out", None) is None:  # a re-run only profiles:
+            refuse_conflicts(config)  # the gate flags it inherits from addopts do not apply
+        session(config)  # a bad setting or a missing GPU is a usage error before any test
+
+
+def session(config: pytest.Config) -> OpprofSession:
+    """The run's session, made on first need (an option given, or the fixture used)."""
+    found = config.stash.get(SESSION, None)
+    if found is None:
+        from .session import OpprofSession
+
+        found = OpprofSession(config, Settings.from_pytest_config(config))
+        config.stash[SESSION] = found
+    return found
+
+
+def existing(config: pytest.Config) -> OpprofSession | None:
+    """The session if this run made one: hooks of an unused plugin do nothing."""
+    return config.stash.get(SESSION, None)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return config.stash[SESSION].header_lines()
+    opprof = existing(config)
+    return opprof.header_lines() if opprof is not None else []
 
 
 @pytest.fixture
@@ -40,31 +73,35 @@ def gpu_profiler(request: pytest.FixtureRequest) -> Iterator[Profiler]:
     ``gpu_profiler.phase("forward")`` and ``gpu_profiler.op("conv2d")`` name what
     runs; ``gpu_profiler.xp`` is cupy on the CUDA backend, else numpy.
     """
-    session = request.config.stash[SESSION]
-    profiler = session.start(request.node)
+    opprof = session(request.config)
+    profiler = opprof.start(request.node)
     try:
         yield profiler
     finally:
-        session.finish(profiler)
+        opprof.finish(profiler)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo
-) -> Iterator[None]:
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.when == "call":
-        item.config.stash[SESSION].after_call(item, report)
-    OpprofSession.one_line_error(report, call)
+    opprof = existing(item.config)
+    if opprof is not None and report.when == "call":
+        opprof.after_call(item, report)
+    if call.excinfo is not None and isinstance(call.excinfo.value, OpprofError):
+        report.longrepr = f"opprof: {call.excinfo.value}"  # its one line, not a traceback
     return report
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    terminalreporter.config.stash[SESSION].report(terminalreporter)
+    opprof = existing(terminalreporter.config)
+    if opprof is not None:
+        opprof.report(terminalreporter)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    opprof = session.config.stash.get(SESSION, None)
+    opprof = existing(session.config)
     if opprof is None:
         return
     if opprof.is_worker:
@@ -80,15 +117,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
-# -- pytest-xdist (optional hooks: called only where xdist is installed) -------------
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """On the controller, for each worker: the CUDA devices to spread workers over."""
-    node.config.stash[SESSION].configure_worker(node.workerinput)
-
+# -- pytest-xdist (an optional hook: called only where xdist is installed) -------------
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """On the controller: a worker finished; its records join the report."""
-    node.config.stash[SESSION].add_worker_output(getattr(node, "workeroutput", {}))
+    """On the controller: a worker finished; its records join the report (a worker
+    that profiled something made the session here, see ``records``)."""
+    workeroutput = getattr(node, "workeroutput", None) or {}
+    ours = any(str(key).startswith(WORKER_PREFIX) for key in workeroutput)
+    if ours and node.config.stash.get(CONFIGURED, False):
+        session(node.config).add_worker_output(workeroutput)

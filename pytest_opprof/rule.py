@@ -243,13 +243,13 @@ def compare_with_rerun(
     baseline: Mapping[Key, Sequence[np.ndarray]],
     op_ids: Mapping[Key, int],
     config: GateConfig,
-    rerun: Callable[[], Mapping[Key, np.ndarray] | None] | None,
+    rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
     probe_drift: float | None = None,
 ) -> Comparison:
     """:func:`compare`, with a confirmation when ``rerun`` is given.
 
     When the first run looks regressed at the looser ``config.trigger_alpha``,
-    ``rerun()`` measures the test again in a new process (with new process-level
+    ``rerun(suspects)`` measures the test again in a new process (with new process-level
     offsets, and past whatever transient load hit the first run). The runs are then
     judged together at ``config.alpha``, and an op regresses only if the combined
     runs and the first run agree.
@@ -258,7 +258,7 @@ def compare_with_rerun(
     suspects = {v.key for v in first.ops if v.suspect}
     if rerun is None or not suspects:
         return first
-    again = rerun()
+    again = rerun([v for v in first.ops if v.suspect])
     if again is None:
         return first
     both: dict[Key, np.ndarray | list[np.ndarray]] = {

@@ -1,19 +1,18 @@
 """Per-run state: the resolved backend, the profiles taken, the gate, the summary.
 
-The gate's and the reports' modules are imported where they are first used, not at
-start-up: `pytest --collect-only` does not pay for them.
+The plugin makes a session only when a run asks for opprof (an option, an ini value,
+or the fixture's first use), so this module's imports (numpy, the profiler) are paid
+only then. The gate's and the reports' modules are imported where they are first used.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
+import re
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,39 +21,56 @@ from .errors import OpprofError
 from .options import Settings, TestSettings, test_settings
 from .profile import Profile
 from .profiler import Profiler
-from .timers import BackendUnavailable, Timer, build_timer, make_timer
+from .timers import BackendUnavailable, Timer, build_timer, resolve_backend
 
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
     from .records import TestRecord
     from .runinfo import RunInfo
-    from .verdict import TestResult
+    from .verdict import OpVerdict, TestResult
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-#: The key of the CUDA devices workers share, in an xdist worker's ``workerinput``.
-DEVICES_KEY = "opprof_cuda_devices"
+#: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
+REPEAT_PARAM = "__pytest_repeat_step_number"
 
 
-def visible_cuda_devices() -> list[str]:
-    """The devices CUDA_VISIBLE_DEVICES names, else every device CuPy counts."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [d.strip() for d in listed.split(",") if d.strip()]
-    import cupy
+def baseline_key(item: pytest.Item) -> str:
+    """The node id a test's baseline is kept under: its own, less pytest-repeat's step
+    id (``test_x[1-3]`` -> ``test_x``, ``test_y[a-2-3]`` -> ``test_y[a]``), so that each
+    repetition is gated against, and an update adds to, the test's one baseline.
+    Reruns of pytest-rerunfailures and flaky keep the node id: the last attempt's
+    profile replaces the earlier ones'."""
+    callspec = getattr(item, "callspec", None)
+    params = getattr(callspec, "params", {})
+    if REPEAT_PARAM not in params:
+        return item.nodeid
+    step = f"{int(params[REPEAT_PARAM]) + 1}-\\d+"
+    without = re.sub(rf"\[{step}\]$", "", item.nodeid)  # the only parameter
+    return without if without != item.nodeid else re.sub(rf"-{step}\]$", "]", item.nodeid)
 
-    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
 
-
-def pin_worker_device(config: pytest.Config) -> None:
-    """On an xdist worker given several CUDA devices: one device per worker, round
-    robin by worker number (gw0 the first device, gw1 the second, ...)."""
+def worker_number(config: pytest.Config) -> int | None:
+    """This process's xdist worker number (gw3 -> 3), or None when it is no worker."""
     workerinput = getattr(config, "workerinput", None)
-    devices = workerinput.get(DEVICES_KEY) if workerinput else None
-    if not devices or len(devices) < 2:
-        return
-    number = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(devices[number % len(devices)])
+    if not isinstance(workerinput, dict):
+        return None
+    digits = str(workerinput.get("workerid", "")).removeprefix("gw")
+    return int(digits) if digits.isdigit() else 0
+
+
+def make_session_timer(backend: str, worker: int | None) -> Timer:
+    """The session's probe timer: ``auto`` resolved once (a missing GPU is a usage
+    error before any test runs); an xdist worker on CUDA takes its own device first."""
+    try:
+        kind = resolve_backend(backend)
+        if kind == "cuda" and worker is not None:
+            from .timers.cuda import pin_worker
+
+            pin_worker(worker)
+        return build_timer(kind)
+    except BackendUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 class OpprofSession:
@@ -67,12 +83,7 @@ class OpprofSession:
         self.is_worker = hasattr(config, "workerinput")
         if not self.is_worker:
             self._check_outputs()
-        try:
-            # resolved once: "auto" becomes "cuda" or "cpu" here, and a missing GPU is
-            # a usage error before any test runs
-            probe = make_timer(settings.backend)
-        except BackendUnavailable as exc:
-            raise pytest.UsageError(str(exc)) from None
+        probe = make_session_timer(settings.backend, worker_number(config))
         self.backend = probe.kind
         self.device = probe.device
         self.xp = probe.xp
@@ -82,6 +93,10 @@ class OpprofSession:
         #: Records sent by xdist workers (on the controller).
         self.remote: list[TestRecord] = []
         self._records: tuple[tuple[int, int, int], list[TestRecord]] | None = None
+        #: Node id -> baseline key, for the tests whose ids a plugin decorated.
+        self.baseline_keys: dict[str, str] = {}
+        #: The batch that keeps one update's repetitions of a test together.
+        self.repeat_batch = settings.baseline_batch or f"repeat-{uuid.uuid4().hex[:12]}"
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -113,6 +128,9 @@ class OpprofSession:
         profiler = Profiler(self.new_timer(), skip=per_test.skip,
                             iterations=per_test.iterations, nodeid=item.nodeid)
         item.stash[PROFILER] = (profiler, per_test)
+        key = baseline_key(item)
+        if key != item.nodeid:
+            self.baseline_keys[item.nodeid] = key
         return profiler
 
     def finish(self, profiler: Profiler) -> None:
@@ -122,7 +140,8 @@ class OpprofSession:
             self.profiles[profile.nodeid] = profile
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Gate the test, or record its baseline; a failing verdict fails this test only."""
+        """Gate the test, or record its baseline; a failing verdict fails this test only.
+        A test that profiled nothing returns first: it imports nothing."""
         started = item.stash.get(PROFILER, None)
         if started is None:
             return
@@ -141,7 +160,7 @@ class OpprofSession:
         if not report.passed:
             self.results[item.nodeid] = not_gated
             return
-        rerun = (lambda: self._rerun(item.nodeid, report.duration)) \
+        rerun = (lambda suspects: self._rerun(item.nodeid, report.duration, suspects)) \
             if self.settings.confirm else None
         try:
             result = self._verdict(profile, per_test, rerun)
@@ -195,7 +214,7 @@ class OpprofSession:
         benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
-                 rerun: Callable[[], Profile | None] | None) -> TestResult:
+                 rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> TestResult:
         from .gate import gate_config, judge
 
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances)
@@ -203,44 +222,38 @@ class OpprofSession:
             result = judge(profile, None, machine=self.machine, config=config,
                            budgets=per_test.budgets, strict_ops=False)
             return result if result.failed else self._record_baseline(result)
-        baseline = self.store.load(profile.nodeid)
+        key = self.baseline_keys.get(profile.nodeid, profile.nodeid)
+        baseline = self.store.load(key)
         result = judge(profile, baseline, machine=self.machine, config=config,
                        budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
                        probe_drift=self._probe_drift, rerun=rerun)
         if baseline is None:
             return result
-        return replace(result, baseline_path=str(self.store.path_for(profile.nodeid)))
+        return replace(result, baseline_path=str(self.store.path_for(key)))
 
     def _record_baseline(self, result: TestResult) -> TestResult:
         """Store the test's run as a baseline run; called only for a test within its
-        budgets (an op over its budget keeps the old baseline)."""
+        budgets (an op over its budget keeps the old baseline). Repetitions of one test
+        (pytest-repeat) share its baseline key and one batch."""
         from .baseline import BaselineRun
         from .verdict import Verdict
 
         run = BaselineRun.from_profile(result.profile, self.run_meta)
-        path = self.store.record(result.nodeid, run, self.settings.baseline_batch,
+        key = self.baseline_keys.get(result.nodeid)
+        batch = self.settings.baseline_batch if key is None else self.repeat_batch
+        path = self.store.record(key or result.nodeid, run, batch,
                                  append=self.settings.append_baseline)
         return replace(result, verdict=Verdict.UPDATED, baseline_path=str(path))
 
-    def _rerun(self, nodeid: str, duration: float) -> Profile | None:
-        """Profile ``nodeid`` again in a new pytest process (nothing gated there)."""
-        config = self.config
-        with tempfile.TemporaryDirectory(prefix="opprof-rerun-") as tmp:
-            out = Path(tmp, "profile.json")
-            args = [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                    f"--rootdir={config.rootpath}", f"--opprof-backend={self.backend}",
-                    f"--opprof-skip={self.settings.skip}", "--opprof-verbosity=0",
-                    "--opprof-no-gate", f"--opprof-profile-out={out}"]
-            if config.inipath is not None:
-                args += ["-c", str(config.inipath)]
-            if config.pluginmanager.hasplugin("xdist"):
-                args += ["-n", "0"]  # one test: no workers, whatever addopts say
-            try:
-                subprocess.run(args, cwd=config.rootpath, capture_output=True, check=False,
-                               timeout=max(120.0, 10 * duration))
-                return Profile.from_json(out.read_text(encoding="utf-8"))
-            except (subprocess.TimeoutExpired, OSError, OpprofError):
-                return None  # no confirmation: the first run's verdict stands
+    def _rerun(self, nodeid: str, duration: float,
+               suspects: list[OpVerdict]) -> Profile | None:
+        """Profile ``nodeid`` again in a new pytest process with the user's arguments
+        (nothing gated there), saying so first."""
+        from . import rerun
+
+        rerun.announce(self.config, nodeid, suspects)
+        return rerun.profile_again(self.config, nodeid, backend=self.backend,
+                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration))
 
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
@@ -287,11 +300,6 @@ class OpprofSession:
                 local + self.remote, key=lambda r: r.nodeid)
             self._records = (key, records)
         return self._records[1]
-
-    def configure_worker(self, workerinput: dict[str, Any]) -> None:
-        """On the controller, for each xdist worker: the CUDA devices to pin it to."""
-        if self.backend == "cuda":
-            workerinput[DEVICES_KEY] = visible_cuda_devices()
 
     def worker_output(self) -> None:
         """On an xdist worker: hand this worker's records to the controller."""
@@ -348,9 +356,3 @@ class OpprofSession:
         if self.is_worker or not wanted(self.settings):
             return
         write_all(self.settings, self.records(), self.run_info)
-
-    @staticmethod
-    def one_line_error(report: pytest.TestReport, call: pytest.CallInfo) -> None:
-        """Show an :class:`OpprofError` as its one line, not as a traceback."""
-        if call.excinfo is not None and isinstance(call.excinfo.value, OpprofError):
-            report.longrepr = f"opprof: {call.excinfo.value}"

@@ -3,9 +3,14 @@ from __future__ import annotations
 import importlib
 import os
 
+import numpy  # noqa: F401
 import pytest
 
 from pytest_opprof import _pyscope
+
+# The plugin imports numpy only when a run profiles. pytester's in-process runs drop
+# the modules imported inside them, and numpy cannot be loaded twice in one process:
+# it is loaded here, once, for every inner run.
 
 pytest_plugins = ["pytester"]
 

@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytest_opprof
-from pytest_opprof.session import DEVICES_KEY, pin_worker_device
 
 from .fakes import SLOW_FACTOR
 
@@ -83,32 +82,31 @@ def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypat
     assert "relu" in (suite.path / "r.md").read_text()
 
 
-def test_a_worker_with_several_cuda_devices_is_pinned_to_one(monkeypatch):
-    from types import SimpleNamespace
+def test_workers_take_cuda_devices_round_robin():
+    from pytest_opprof.timers.cuda import worker_device
 
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-    pin_worker_device(SimpleNamespace(workerinput={"workerid": "gw3",
-                                                   DEVICES_KEY: ["0", "1", "2"]}))
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # gw3 -> the 4th worker -> device 3 % 3
-    pin_worker_device(SimpleNamespace(workerinput={"workerid": "gw1", DEVICES_KEY: ["4"]}))
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # one device: left alone
-    pin_worker_device(SimpleNamespace())  # not a worker: left alone
-    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert [worker_device(n, 3) for n in range(5)] == [0, 1, 2, 0, 1]  # gw3 -> device 0
+    assert worker_device(1, 1) is None  # one device: left alone
+    assert worker_device(0, 0) is None
 
 
-def test_the_controller_hands_devices_out_only_on_cuda(pytester, monkeypatch):
-    from pytest_opprof import session as session_module
-
+def test_workers_never_rewrite_cuda_visible_devices(pytester, monkeypatch):
+    """Devices are pinned in-process when a worker first profiles on CUDA, so the
+    environment the user set stays as it was, fixture or not."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    config = pytester.parseconfig("--opprof-backend=fake")
-    # the fake backend said to the session too: the default (auto) picks CUDA where there is one
-    opprof = session_module.OpprofSession(config, session_module.Settings(backend="fake"))
-    workerinput: dict = {}
-    opprof.configure_worker(workerinput)
-    assert workerinput == {}
-    opprof.backend = "cuda"
-    opprof.configure_worker(workerinput)
-    assert workerinput == {DEVICES_KEY: ["2", "3"]}
+    pytester.makepyfile("""
+        import os
+
+        def test_plain():
+            assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
+
+        def test_profiled(gpu_profiler):
+            for _ in gpu_profiler.iterations(2):
+                pass
+            assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
+    """)
+    pytester.runpytest_subprocess("-n", "2", "--opprof-backend=fake").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)
 
 
 # ---- pytest-benchmark ---------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_opprof import timers
+
+from .fakes import SLOW_FACTOR
 
 TRAIN = """
 def test_train(gpu_profiler):
@@ -120,7 +124,7 @@ def test_header_names_backend_device_verbosity_and_skip(train):
     ("--opprof-verbosity=3", "*--opprof-verbosity: the verbosity must be 0, 1 or 2, not '3'"),
     ("--opprof-verbosity=loud", "*--opprof-verbosity: the verbosity must be 0, 1 or 2, not 'loud'"),
     ("--opprof-skip=-1", "*--opprof-skip: the number of skipped iterations must be a whole "
-                         "number >= 0, not '-1'"),
+                         "number from 0 to 1000000, not '-1'"),
     ("--opprof-skip=two", "*--opprof-skip: * not 'two'"),
     ("--opprof-backend=tpu", "*--opprof-backend: invalid choice: 'tpu'*"),
 ])
@@ -134,8 +138,8 @@ def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
 @pytest.mark.parametrize(("ini", "message"), [
     ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5': the verbosity must be "
                              "0, 1 or 2, not '5'"),
-    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *>= 0*"),
-    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *>= 1*"),
+    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *from 0 to 1000000*"),
+    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *from 1 to 1000000*"),
     ("opprof_backend = gpu", "ERROR: ini option opprof_backend = 'gpu': the backend must be "
                              "one of auto, cpu, cuda, fake"),
 ])
@@ -195,8 +199,10 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
 @pytest.mark.parametrize(("marker", "message"), [
     ("skp=1", "unknown argument 'skp'; accepted: iterations, max_time, skip, tolerance"),
     ("2", "takes keyword arguments only (iterations, max_time, skip, tolerance), got (2,)"),
-    ("skip=-1", "skip=-1: the number of skipped iterations must be a whole number >= 0"),
-    ("iterations='10'", "iterations='10': the number of iterations must be a whole number >= 1"),
+    ("skip=-1", "skip=-1: the number of skipped iterations must be a whole number from 0 to "
+                "1000000"),
+    ("iterations='10'", "iterations='10': the number of iterations must be a whole number "
+                        "from 1 to 1000000"),
     ("skip=True", "skip=True: *"),
 ])
 def test_bad_marker_arguments_error_that_test_in_one_line(pytester, marker, message):
@@ -277,3 +283,131 @@ def test_cpu_backend_end_to_end(pytester):
 def test_marker_is_registered(pytester):
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.opprof(skip=N, iterations=N, tolerance=*"])
+
+
+# ---- plugins that decorate test ids: pytest-repeat, pytest-rerunfailures, flaky --------
+
+GATED = SLOW_FACTOR + """
+
+def test_net(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        for k, name in enumerate(["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]):
+            with gpu_profiler.op(name):
+                dev.kernel(int((k + 1) * 10_000 * factor(name)))
+"""
+
+
+@pytest.fixture
+def gated(pytester, monkeypatch):
+    monkeypatch.delenv("SLOW", raising=False)
+    pytester.makepyfile(test_net=GATED)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester
+
+
+def _update(pytester, *args):
+    result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline", *args)
+    assert result.ret == 0, result.stdout.str()
+    return result
+
+
+def test_each_repetition_of_pytest_repeat_is_gated_against_the_tests_baseline(gated,
+                                                                              monkeypatch):
+    pytest.importorskip("pytest_repeat", reason="pytest-repeat is not installed")
+    _update(gated, "--opprof-baseline-batch=b")
+    _update(gated, "--opprof-baseline-batch=b")
+    result = gated.runpytest("-p", "no:randomly", "--count=2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net[[]1-2]: passed; 6 ops compared*",
+                                 "test_net.py::test_net[[]2-2]: passed; 6 ops compared*"])
+    assert "no baseline" not in result.stdout.str()
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    gated.runpytest("-p", "no:randomly", "--count=2", "--opprof-no-confirm") \
+        .assert_outcomes(failed=2)
+
+
+def test_an_update_with_pytest_repeat_stores_every_repetition_in_one_baseline(gated):
+    pytest.importorskip("pytest_repeat", reason="pytest-repeat is not installed")
+    _update(gated, "--count=3")
+    files = list((gated.path / ".opprof").rglob("*.json"))
+    assert len(files) == 1 and "test_net-" in files[0].name  # no [1-3] in the key
+    assert len(json.loads(files[0].read_text())["runs"]) == 3
+    gated.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+
+
+FLAKY_ONCE = """
+import os
+
+def test_net(gpu_profiler):
+    first = not os.path.exists("attempted")
+    open("attempted", "w").close()
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        for k, name in enumerate(["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]):
+            with gpu_profiler.op(name):
+                # the failing first attempt is 3x slower: only the last attempt may count
+                dev.kernel(int((k + 1) * 10_000 * (3 if first else 1)))
+    assert not first, "flaky once"
+"""
+
+
+@pytest.mark.parametrize(("plugin", "args", "decorate"), [
+    ("pytest_rerunfailures", ("--reruns=1", "-p", "no:flaky"), ""),  # flaky would take over
+    ("flaky", (), "import flaky\n@flaky.flaky(max_runs=2)\n"),
+])
+def test_a_rerun_test_is_gated_on_its_last_attempt(gated, plugin, args, decorate):
+    pytest.importorskip(plugin, reason=f"{plugin} is not installed")
+    _update(gated, "--opprof-baseline-batch=b")
+    _update(gated, "--opprof-baseline-batch=b")
+    gated.makepyfile(test_net=FLAKY_ONCE.replace("def test_net", decorate + "def test_net"))
+    # in a new process: flaky, loaded here, patches pytest's runner for in-process runs
+    result = gated.runpytest_subprocess("-p", "no:randomly", "--opprof-json=r.json", *args)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +0.0%"])
+    tests = json.loads((gated.path / "r.json").read_text())["tests"]
+    assert [t["nodeid"] for t in tests] == ["test_net.py::test_net"]  # one record, the last
+
+
+# ---- the confirmation re-run ----------------------------------------------------------------
+
+SIZED_CONFTEST = """
+def pytest_addoption(parser):
+    parser.addoption("--size", type=int, default=1, help="the relu workload's size")
+"""
+SIZED = GATED.replace("* factor(name))", "* factor(name) * (size if name == 'relu' else 1))") \
+    .replace("def test_net(gpu_profiler):",
+             "def test_net(gpu_profiler, request):\n    size = request.config.getoption('size')")
+
+
+def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
+    """The re-run keeps ``--size=2``: without it, it would time half the relu work, find
+    no regression and clear a real one."""
+    gated.makeconftest(SIZED_CONFTEST)
+    gated.makepyfile(test_net=SIZED)
+    _update(gated, "--size=2", "--opprof-baseline-batch=b")
+    _update(gated, "--size=2", "--opprof-baseline-batch=b")
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = gated.runpytest("-p", "no:randomly", "--size=2", "test_net.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "opprof: re-running test_net.py::test_net in a new process to confirm: "
+        "relu (OP_ID 2) +30.0%",
+        "*confirmed by a re-run in a new process*"])
+
+
+def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
+    from pytest_opprof import rerun
+
+    pytester.makeconftest(SIZED_CONFTEST)
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    config = pytester.parseconfig(
+        "-k", "test_a", "--size", "3", "test_a.py", "--junitxml", "j.xml", "-n", "2",
+        "--opprof-json=r.json", "--opprof-strict-ops", "-p", "no:randomly", "-o", "x=y",
+        "--lf", "test_a.py::test_a")
+    assert rerun.user_args(config) == ["-k", "test_a", "--size", "3", "-p", "no:randomly",
+                                       "-o", "x=y"]
+    command = rerun.command(config, "test_a.py::test_a", backend="fake", skip=1,
+                            profile_out=pytester.path / "p.json")
+    assert str(pytester.path / "test_a.py") + "::test_a" in command
+    assert "--opprof-no-gate" in command and "--opprof-json=r.json" not in command

@@ -1,18 +1,37 @@
 """Timer backends and the factory that picks one.
 
-Only :func:`make_timer` with ``cuda`` (or ``auto`` on a machine with CuPy
-installed) imports CuPy.
+Importing this package is cheap: the backends (and numpy with them) load when a timer
+is first built or one of their classes is first named, so that the plugin's options
+module can read :data:`BACKENDS` in sessions that profile nothing. Only
+:func:`make_timer` with ``cuda`` (or ``auto`` on a machine with CuPy installed)
+imports CuPy.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING, Any
 
-from .base import Timer
-from .cpu import CpuTimer
-from .fake import FakeDevice, FakeTimer
+if TYPE_CHECKING:
+    from .base import Timer
+    from .cpu import CpuTimer
+    from .fake import FakeDevice, FakeTimer
 
 BACKENDS = ("auto", "cpu", "cuda", "fake")
+
+def __getattr__(name: str) -> Any:
+    """``from pytest_opprof.timers import CpuTimer`` loads the cpu backend then."""
+    if name == "Timer":
+        from . import base as module
+    elif name == "CpuTimer":
+        from . import cpu as module  # type: ignore[no-redef]
+    elif name in ("FakeDevice", "FakeTimer"):
+        from . import fake as module  # type: ignore[no-redef]
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 class BackendUnavailable(Exception):
@@ -54,7 +73,13 @@ def build_timer(kind: str) -> Timer:
         from .cuda import CudaTimer, CupyEvents
 
         return CudaTimer(CupyEvents())
-    return FakeTimer() if kind == "fake" else CpuTimer()
+    if kind == "fake":
+        from .fake import FakeTimer
+
+        return FakeTimer()
+    from .cpu import CpuTimer
+
+    return CpuTimer()
 
 
 def make_timer(backend: str) -> Timer:

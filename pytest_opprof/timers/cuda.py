@@ -131,3 +131,21 @@ class CupyEvents:
 
     def elapsed_ns(self, start: Any, end: Any) -> float:
         return float(self._cuda.get_elapsed_time(start, end)) * 1e6
+
+
+def worker_device(worker_number: int, device_count: int) -> int | None:
+    """The device of xdist worker ``worker_number`` when several are visible: round
+    robin (gw0 the first, gw1 the second, ...); None with one device or none."""
+    if device_count < 2:
+        return None
+    return worker_number % device_count
+
+
+def pin_worker(worker_number: int) -> None:
+    """Make this xdist worker's device CuPy's current one. Called when the worker first
+    profiles on CUDA, never at start-up: CUDA_VISIBLE_DEVICES is left as the user set it."""
+    import cupy
+
+    device = worker_device(worker_number, cupy.cuda.runtime.getDeviceCount())
+    if device is not None:
+        cupy.cuda.Device(device).use()

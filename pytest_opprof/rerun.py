@@ -1,0 +1,134 @@
+"""The confirmation re-run: one test profiled again in a new pytest process.
+
+The new process must measure the same workload as the first, so it gets the user's
+own arguments (a conftest option that sizes the workload, ``-p``, ``-o``, ``--count``)
+from ``config.invocation_params.args``, less what would change what runs or write the
+user's files: the positional test selection (the node id replaces it), the output and
+cache flags, xdist's worker flags and every ``--opprof-*`` flag (the re-run only
+profiles, and says so with its own flags).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .errors import OpprofError
+from .profile import Profile
+
+if TYPE_CHECKING:
+    from .verdict import OpVerdict
+
+#: Flags left out of the re-run: they write (or empty) the user's files, change which
+#: tests run or how, or stop for a person. A flag is dropped with its value.
+DROPPED = frozenset({
+    "--junitxml", "--junit-xml", "--junit-prefix", "--html", "--self-contained-html",
+    "--result-log", "--resultlog", "--report-log", "--json-report-file",
+    "--benchmark-json", "--benchmark-save", "--benchmark-autosave", "--benchmark-histogram",
+    "--benchmark-cprofile-dump", "--benchmark-compare", "--benchmark-compare-fail",
+    "-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "-d", "--looponfail", "-f",
+    "--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw",
+    "--stepwise", "--sw-skip", "--stepwise-skip", "--cache-clear", "--lfnf",
+    "--last-failed-no-failures", "--pdb", "--pdbcls", "--trace",
+    "--basetemp",  # pytest empties it at start: the re-run would delete the run's tmp_path
+    "--cov", "--cov-report", "--cov-append", "--cov-fail-under", "--cov-config",
+    "--cov-branch", "--cov-context",
+})
+#: Dropped as a family: any flag starting with one of these.
+DROPPED_PREFIXES = ("--opprof-",)
+
+
+def _takes_value(config: pytest.Config, flag: str) -> bool:
+    """Whether ``flag``, written without ``=``, takes the next argument as its value
+    (pytest's own argument parser knows; an unknown flag is taken to have none)."""
+    parser = getattr(getattr(config, "_parser", None), "optparser", None)
+    actions = getattr(parser, "_option_string_actions", {})
+    action = actions.get(flag)
+    return action is not None and action.nargs != 0
+
+
+def _dropped(flag: str) -> bool:
+    name = flag.split("=", 1)[0]
+    return name in DROPPED or name.startswith(DROPPED_PREFIXES)
+
+
+def user_args(config: pytest.Config) -> list[str]:
+    """The command line the user gave, less the positional test selection and the
+    flags in :data:`DROPPED` (each with its value)."""
+    args = [str(a) for a in config.invocation_params.args]
+    positional = {str(p) for p in config.option.file_or_dir or ()}
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        takes = arg.startswith("-") and "=" not in arg and _takes_value(config, arg)
+        chunk = args[i:i + 2] if takes else [arg]
+        i += len(chunk)
+        if arg == "--":  # the rest are positionals
+            break
+        if (arg.startswith("-") and _dropped(arg)) or (arg in positional
+                                                       and not arg.startswith("-")):
+            continue
+        kept += chunk
+    return kept
+
+
+def node_arg(config: pytest.Config, nodeid: str) -> str:
+    """The node id as a command-line argument from the invocation folder (node ids
+    are relative to the rootdir; the re-run starts where the user started)."""
+    path, sep, rest = nodeid.partition("::")
+    return f"{Path(config.rootpath, path)}{sep}{rest}"
+
+
+def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
+            profile_out: Path) -> list[str]:
+    """The re-run's command: the user's arguments, then the node id and the flags
+    that make it profile the one test and write its profile to ``profile_out``."""
+    args = [sys.executable, "-m", "pytest", *user_args(config), node_arg(config, nodeid),
+            "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
+            f"--opprof-backend={backend}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
+            "--opprof-no-gate", f"--opprof-profile-out={profile_out}"]
+    if config.inipath is not None:
+        args += ["-c", str(config.inipath)]
+    if config.pluginmanager.hasplugin("xdist"):
+        args += ["-n", "0"]  # one test: no workers, whatever addopts say
+    return args
+
+
+def reason(suspects: Sequence[OpVerdict]) -> str:
+    """``relu (OP_ID 3) +40.0%, conv2d (OP_ID 0) +12.5%``: what looks regressed."""
+    from .render import percent
+    from .render.gate import op_name
+
+    return ", ".join(f"{op_name(v)} {percent(v.corrected_ratio)}" for v in suspects)
+
+
+def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) -> None:
+    """The line that says a test is being run again, and why, in the normal output."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return  # an xdist worker: its terminal is not the user's
+    reporter.ensure_newline()
+    reporter.write_line(f"opprof: re-running {nodeid} in a new process to confirm: "
+                        f"{reason(suspects)}")
+
+
+def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
+                  timeout: float) -> Profile | None:
+    """The test's profile from a new process, or None when it gave none (the first
+    run's verdict then stands)."""
+    with tempfile.TemporaryDirectory(prefix="opprof-rerun-") as tmp:
+        out = Path(tmp, "profile.json")
+        args = command(config, nodeid, backend=backend, skip=skip, profile_out=out)
+        try:
+            subprocess.run(args, cwd=config.invocation_params.dir, capture_output=True,
+                           check=False, timeout=timeout)
+            return Profile.from_json(out.read_text(encoding="utf-8"))
+        except (subprocess.TimeoutExpired, OSError, OpprofError):
+            return None

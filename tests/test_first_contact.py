@@ -1,0 +1,243 @@
+"""First contact: help, an installed but unused plugin, conflicting flags, hostile
+marker and ini values, and plugins that decorate test ids (pytest-repeat,
+pytest-rerunfailures, flaky)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_opprof import options
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.plugin import SESSION, pytest_testnodedown
+
+PLAIN = "def test_plain():\n    assert True\n"
+PROFILED = """
+def test_profiled(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(3):
+        with gpu_profiler.op("relu"):
+            dev.kernel(1000)
+"""
+CPU_PROFILED = """
+def test_profiled(gpu_profiler):
+    for _ in gpu_profiler.iterations(3):
+        with gpu_profiler.op("relu"):
+            sum(range(100))
+"""
+
+
+# ---- help (class: help strings) -----------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_through_pytester_lists_the_options(pytester, flag):
+    result = pytester.runpytest(flag)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*per-op profiling (pytest-opprof)*", "*--opprof-tolerance=X*",
+                                 "*opprof_tolerance*"])
+
+
+def test_help_through_the_installed_entry_point(tmp_path):
+    """The plugin as pip installs it: loaded from its entry point in a new process."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--opprof-backend" in done.stdout and "Traceback" not in done.stderr
+
+
+def _all_help_texts() -> list[str]:
+    parser = pytest.Parser(_ispytest=True)
+    options.add_options(parser)
+    texts = [o.attrs().get("help", "") for g in parser._groups for o in g.options]
+    texts += [help_text for help_text, _type, _default in parser._inidict.values()]
+    return [t for t in texts if t]
+
+
+@pytest.mark.parametrize("text", _all_help_texts())
+def test_every_help_string_formats_under_argparse(text):
+    """argparse %-formats each help string: a bare % crashes --help."""
+    formatter = argparse.HelpFormatter("pytest")
+    action = argparse.Action(["--x"], "x", help=text, default=None)
+    assert formatter._expand_help(action)
+
+
+# ---- installed but unused: inert ------------------------------------------------------
+
+MODULES_CONFTEST = """
+import sys
+
+def pytest_unconfigure(config):
+    names = sorted(m for m in sys.modules if m.startswith("pytest_opprof"))
+    with open("modules.txt", "w") as f:
+        f.write("\\n".join(names))
+"""
+#: What pytest imports of ours in a session that profiles nothing: the plugin, its
+#: options, the error type and the backend names. No numpy, no profiler, gate or renderer.
+INERT_MODULES = ["pytest_opprof", "pytest_opprof.errors", "pytest_opprof.options",
+                 "pytest_opprof.plugin", "pytest_opprof.timers"]
+
+
+def test_unused_plugin_prints_nothing_and_imports_only_its_options(pytester):
+    pytester.makeconftest(MODULES_CONFTEST)
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+    assert "opprof:" not in result.stdout.str()
+    modules = (pytester.path / "modules.txt").read_text().split()
+    assert modules == INERT_MODULES
+
+
+def test_collect_only_prints_no_header_without_options(pytester):
+    pytester.makepyfile(test_profiled=PROFILED)
+    result = pytester.runpytest("--collect-only", "-q")
+    assert "opprof:" not in result.stdout.str()
+
+
+def test_an_option_brings_the_header(pytester):
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest("--opprof-backend=fake")
+    result.stdout.fnmatch_lines(["opprof: backend fake *", "opprof: machine *"])
+
+
+def test_an_ini_value_brings_the_header(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_plain=PLAIN)
+    pytester.runpytest().stdout.fnmatch_lines(["opprof: backend fake *"])
+
+
+def test_the_fixture_alone_wakes_the_plugin_at_first_use(pytester):
+    """No option: no header, but a test that uses the fixture is profiled and gated."""
+    pytester.makepyfile(test_profiled=CPU_PROFILED)
+    result = pytester.runpytest("-p", "no:randomly", "-rA")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "opprof: backend" not in out
+    assert "no baseline" in out or "opprof gate" in out
+
+
+def test_hooks_on_a_config_that_never_ran_configure_do_nothing(pytester):
+    """pytest-xdist's own tests hand plugin hooks such configs (pytester.parseconfig)."""
+    config = pytester.parseconfig()
+    node = SimpleNamespace(config=config, workeroutput={"opprof_records": "[]"})
+    pytest_testnodedown(node, None)
+    assert config.stash.get(SESSION, None) is None
+
+
+def test_a_test_that_does_not_profile_imports_no_gate(pytester):
+    """With an option given, a test that does not use the fixture still costs nothing."""
+    pytester.makeconftest(MODULES_CONFTEST)
+    pytester.makepyfile(test_plain=PLAIN)
+    pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-backend=fake") \
+        .assert_outcomes(passed=1)
+    modules = (pytester.path / "modules.txt").read_text().split()
+    assert not {"pytest_opprof.gate", "pytest_opprof.render.gate"} & set(modules)
+
+
+# ---- conflicting flags (class: contradictory flag pairs) -------------------------------
+
+@pytest.mark.parametrize(("first", "second", "second_value"), [
+    (a, b, "5%" if b == "opprof_tolerance" else None) for a, b, _why in options.CONFLICTS])
+def test_contradictory_flags_are_one_usage_error(pytester, first, second, second_value):
+    pytester.makepyfile(test_plain=PLAIN)
+    flag = "--" + second.replace("_", "-")
+    args = ["--opprof-backend=fake", "--" + first.replace("_", "-"),
+            f"{flag}={second_value}" if second_value else flag]
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --{first.replace('_', '-')} and "
+                                 f"--{second.replace('_', '-')} contradict: *"])
+    assert len([line for line in result.stderr.lines if line.strip()]) == 1
+
+
+def test_a_batch_without_an_update_is_refused(pytester):
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest("--opprof-backend=fake", "--opprof-baseline-batch=b1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --opprof-baseline-batch names the runs *"])
+
+
+# ---- hostile marker, ini and flag values (class: values that reach a traceback) --------
+
+def _marked(**kwargs):
+    mark = pytest.mark.opprof(**kwargs).mark
+    return SimpleNamespace(nodeid="t.py::test", iter_markers=lambda name: [mark])
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**300)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=30)
+    | st.sampled_from(["5%", "1e999", "2ms", "1e999s", "nan%", "-1", "0", "1" + "0" * 5000]),
+    lambda inner: st.dictionaries(st.text(max_size=5) | st.integers(), inner, max_size=3)
+    | st.lists(inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from(["skip", "iterations", "tolerance", "max_time"]), value=values)
+def test_any_marker_value_is_accepted_or_one_opprof_error_line(key, value):
+    try:
+        per_test = options.test_settings(_marked(**{key: value}), options.Settings())
+    except OpprofError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
+        return
+    assert 0 <= per_test.skip <= options.MAX_ITERATIONS
+    assert 1 <= per_test.iterations <= options.MAX_ITERATIONS
+    assert 0 < per_test.tolerance <= 10
+    assert all(0 < v <= 10 for v in per_test.tolerances.values())
+    assert all(0 < v < float("inf") for v in per_test.budgets.values())
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ('max_time={"a": 10**400}', "max_time[[]'a'] must be a duration*, not 10000000000*..."),
+    ("tolerance=10**5000", "tolerance=an integer of * bits: the tolerance must be*"),
+    ("iterations=10**400", "iterations=1000000*...: * from 1 to 1000000"),
+    ('tolerance={"a": float("nan")}', "tolerance[[]'a'] must lie between 0 and 1000%*"),
+    ('max_time={"a": "1e999s"}', "max_time[[]'a'] must be a positive duration*"),
+])
+def test_huge_marker_values_are_one_line_in_the_run(pytester, marker, message):
+    pytester.makepyfile(PROFILED.replace("def test_profiled",
+                                         f"import pytest\n@pytest.mark.opprof({marker})\n"
+                                         "def test_profiled"))
+    result = pytester.runpytest("--opprof-backend=fake")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"opprof: @pytest.mark.opprof on *{message}"])
+    assert "Traceback" not in result.stdout.str()
+
+
+ini_values = st.text(max_size=40) | st.sampled_from(
+    ["1" + "0" * 5000, "1e999", "nan", "inf%", "-0", "5%%", "0x10", "\uff11"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(["opprof_verbosity", "opprof_skip", "opprof_iterations",
+                             "opprof_tolerance", "opprof_strict_ops", "opprof_backend"]),
+       raw=ini_values)
+def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
+    ini = {name: raw}
+    config = SimpleNamespace(getoption=lambda name, default=None: None,
+                             getini=lambda name: ini.get(name, ""))
+    parse = {"opprof_verbosity": options._verbosity, "opprof_skip": options._skip,
+             "opprof_iterations": options._iterations, "opprof_tolerance": options._tolerance,
+             "opprof_strict_ops": options._yes_no, "opprof_backend": options._backend}[name]
+    try:
+        options._resolve(config, name, parse, None)  # type: ignore[arg-type]
+    except pytest.UsageError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
+
+
+@pytest.mark.parametrize("flag", [
+    "--opprof-tolerance=1" + "0" * 5000, "--opprof-tolerance=1e999", "--opprof-tolerance=nan",
+    "--opprof-skip=1" + "0" * 5000, "--opprof-verbosity=99999999999999999999"])
+def test_huge_flag_values_are_one_usage_error(pytester, flag):
+    pytester.makepyfile(test_plain=PLAIN)
+    result = pytester.runpytest(flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in result.stderr.str()
+    assert len(max(result.stderr.lines, key=len)) < 400
