@@ -28,6 +28,15 @@ MAX_PHASES = 10_000
 MAX_CELLS = 2**24
 #: The longest op or phase name, in characters: a name is a label, not a payload.
 MAX_NAME_LENGTH = 1024
+#: GPU activities (kernels, memcpy, memset) one profile may hold, and the longest
+#: activity name (kernel names are C++ signatures: templates make them long).
+MAX_ACTIVITIES = 2**22
+MAX_ACTIVITY_NAME_LENGTH = 65536
+#: What ``samples`` or ``kernel_samples`` measure: the op's span between CUDA events (or
+#: host clock reads), or the summed duration of its GPU activities (CUPTI).
+MEASURES = ("events", "kernel")
+#: ``Activities.kind`` values, by index.
+ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,67 @@ class OpInfo:
     depth: int
     #: The innermost phase it ran in when first seen, if any.
     phase: str | None
+
+
+@dataclass(frozen=True)
+class Activities:
+    """Every GPU activity of a profile (counted and skipped iterations), as columns of
+    equal length: the activity in iteration ``iteration[j]``, launched inside OP_ID
+    ``op_id[j]`` (the innermost op; -1 outside any op), named
+    ``Profile.activity_names[name_id[j]]``, of kind ``ACTIVITY_KINDS[kind[j]]`` on CUDA
+    stream ``stream[j]``, from ``start_ns[j]`` to ``end_ns[j]`` on the device timeline
+    (ns from the start of its iteration, the origin of ``Profile.starts``)."""
+
+    iteration: np.ndarray
+    op_id: np.ndarray
+    name_id: np.ndarray
+    kind: np.ndarray
+    stream: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+    COLUMNS = ("iteration", "op_id", "name_id", "kind", "stream", "start_ns", "end_ns")
+
+    def __len__(self) -> int:
+        return int(self.iteration.shape[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key).tolist() for key in self.COLUMNS}
+
+    @classmethod
+    def from_dict(cls, data: Any, iterations: int, ops: int, names: int) -> Activities:
+        """The columns :meth:`to_dict` wrote, each checked: at most MAX_ACTIVITIES, all
+        of one length, every index inside the profile it belongs to."""
+        if not isinstance(data, dict):
+            raise TypeError(f"activities is a {type(data).__name__}, not an object")
+        n = _bounded_len(data["iteration"], "activities.iteration", MAX_ACTIVITIES)
+        columns: dict[str, np.ndarray] = {}
+        for key in cls.COLUMNS:
+            values = data[key]
+            if _bounded_len(values, f"activities.{key}", MAX_ACTIVITIES) != n:
+                raise ValueError(f"activities.{key} has {len(values)} entries for {n} "
+                                 "activities")
+            if key.endswith("_ns"):
+                if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           for v in values):
+                    raise TypeError(f"activities.{key} must hold numbers")
+                a = np.array(values, dtype=float)
+                if not np.isfinite(a).all():
+                    raise ValueError(f"activities.{key} holds a time that is not finite")
+            else:
+                if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                    raise TypeError(f"activities.{key} must hold whole numbers")
+                a = np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+            columns[key] = a.reshape(n)
+        for key, lo, hi in (("iteration", 0, iterations - 1), ("op_id", -1, ops - 1),
+                            ("name_id", 0, names - 1), ("kind", 0, len(ACTIVITY_KINDS) - 1),
+                            ("stream", 0, 2**62)):
+            a = columns[key]
+            if n and (a.min() < lo or a.max() > hi):
+                raise ValueError(f"activities.{key} must lie from {lo} to {hi}")
+        if n and (columns["end_ns"] < columns["start_ns"]).any():
+            raise ValueError("an activity ends before it starts")
+        return cls(**columns)
 
 
 @dataclass
@@ -76,6 +146,19 @@ class Profile:
     iteration_starts: np.ndarray | None = None
     #: The CUDA stream each op ran on (CUDA only).
     op_streams: list[int] | None = None
+    # Kernel time (CUPTI). None where not measured.
+    #: What the gate and the reports take as an op's time: "events" (``samples``) or
+    #: "kernel" (``kernel_samples``; the event span stays in ``samples``).
+    measure: str = "events"
+    #: (iterations, ops) summed duration of the GPU activities launched inside each op,
+    #: nested ops included; NaN where the op did not run, 0.0 where it launched nothing.
+    kernel_samples: np.ndarray | None = None
+    #: (iterations, ops) how many activities each op launched (nested ops included).
+    kernel_counts: np.ndarray | None = None
+    #: Every activity of every iteration, skipped ones included.
+    activities: Activities | None = None
+    #: The names ``activities.name_id`` indexes.
+    activity_names: list[str] | None = None
 
     @property
     def iterations(self) -> int:
@@ -85,6 +168,11 @@ class Profile:
     def counted(self) -> int:
         """Iterations that count: all but the first ``skip``."""
         return max(self.iterations - self.skip, 0)
+
+    def gated_samples(self) -> np.ndarray:
+        """The op times the gate and the reports use: kernel time when measured, else
+        the event span."""
+        return self.kernel_samples if self.kernel_samples is not None else self.samples
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +202,13 @@ class Profile:
                                   ("phase_starts_ns", self.phase_starts),
                                   ("iteration_starts_ns", self.iteration_starts))},
             "op_streams": self.op_streams,
+            "measure": self.measure,
+            "kernel_samples_ns": None if self.kernel_samples is None
+            else _matrix_to_json(self.kernel_samples),
+            "kernel_counts": None if self.kernel_counts is None
+            else _matrix_to_json(self.kernel_counts),
+            "activities": None if self.activities is None else self.activities.to_dict(),
+            "activity_names": None if self.activity_names is None else list(self.activity_names),
         }
 
     @classmethod
@@ -197,8 +292,36 @@ class _Reader:
             raise ValueError(f"op_streams has {len(streams)} entries for {self.n_ops} ops")
         return [int(x) for x in streams]
 
+    def measure(self) -> str:
+        measure = self.data.get("measure", "events")
+        if measure not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
+                             f"got {_short_repr(measure)}")
+        return str(measure)
+
+    def activity_names(self) -> list[str] | None:
+        names = self.data.get("activity_names")
+        if names is None:
+            return None
+        _bounded_len(names, "activity_names", MAX_ACTIVITIES)
+        for name in names:
+            if not isinstance(name, str) or not 0 < len(name) <= MAX_ACTIVITY_NAME_LENGTH:
+                raise ValueError("activity_names must hold non-empty strings of at most "
+                                 f"{MAX_ACTIVITY_NAME_LENGTH} characters, got "
+                                 f"{_short_repr(name)}")
+        return list(names)
+
+    def activities(self, names: list[str] | None) -> Activities | None:
+        data = self.data.get("activities")
+        if data is None:
+            return None
+        if names is None:
+            raise ValueError("activities without activity_names")
+        return Activities.from_dict(data, self.n_iter, self.n_ops, len(names))
+
     def profile(self, cls: type[Profile]) -> Profile:
         data = self.data
+        names = self.activity_names()
         return cls(
             nodeid=str(data["nodeid"]), backend=str(data["backend"]),
             device=str(data["device"]), skip=_bounded_int(data["skip"], "skip", MAX_ITERATIONS),
@@ -214,6 +337,11 @@ class _Reader:
             phase_starts=self.optional("phase_starts_ns", self.n_phases),
             iteration_starts=self.optional("iteration_starts_ns", None),
             op_streams=self.streams(),
+            measure=self.measure(),
+            kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
+            kernel_counts=self.optional("kernel_counts", self.n_ops),
+            activities=self.activities(names),
+            activity_names=names,
         )
 
 
