@@ -4,6 +4,11 @@ Verbosity 1 prints SINGA's phase block; verbosity 2 adds SINGA's per-op list in
 graph order, PaddlePaddle's per-op-type table and the outside-ops line. Op and phase
 names come from user code: they are shown through :func:`display_name`, so that none
 can forge a line.
+
+With kernel time (CUPTI, ``Profile.measure == "kernel"``) the op figures are kernel
+time, each op's event span follows as a second figure, each op lists the kernels it
+launched, and PaddlePaddle's table gains a per-kernel section (as Paddle's CUPTI tracer
+and torch.profiler's kernel table); long kernel names are cut to a width with ``...``.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 from ..profile import Profile
 from ..stats import op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
+from .kernels import (abbreviate, gated, has_kernel_time, kernel_stats, kernels_by_op,
+                      measure_word, spans)
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
 
@@ -47,29 +54,71 @@ def singa_phases(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+def measure_line(profile: Profile) -> str:
+    """Which measure the per-op figures are."""
+    if has_kernel_time(profile):
+        return ("Measure: kernel time (the GPU activities each op launched, nested ops "
+                "included); span: the op's event span")
+    return f"Measure: {measure_word('events')} (the op's time between its boundaries)"
+
+
 def singa_ops(profile: Profile) -> str:
-    """SINGA's verbosity-2 list: every OP_ID in graph order, mean seconds per run."""
+    """SINGA's verbosity-2 list: every OP_ID in graph order, mean seconds per run; with
+    kernel time, each op's event span second and the kernels it launched under it."""
+    kernel = has_kernel_time(profile)
     lines = ["Time Profiling:"]
-    for s in op_stats(profile):
+    if kernel or profile.kernel_samples is not None:
+        lines.append(measure_line(profile))
+    by_op = kernels_by_op(profile) if kernel else {}
+    span_stats = op_stats(spans(profile)) if kernel else []
+    for s in op_stats(gated(profile)):
         value = f"{seconds(s.mean)} sec" if s.count else "- sec (ran only in skipped iterations)"
+        if kernel and s.count:
+            value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
         lines.append(f"OP_ID{s.op_id}. {display_name(s.name)} : {value}")
+        lines += [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
+                  for k in by_op.get(s.op_id, [])]
+    outside = by_op.get(-1, [])
+    if outside:
+        lines.append("Outside any op:")
+        lines += [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
+                  for k in outside]
     return "\n".join(lines)
 
 
-def paddle_table(profile: Profile) -> str:
-    """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned."""
-    rows = [
-        [f"Stat={display_name(s.name)}", f"total={milliseconds(s.total)}",
-         f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
-         f"min={milliseconds(s.min)}", f"count={s.count}"]
-        for s in op_type_stats(profile)
-    ]
+def _stat_table(rows: list[list[str]]) -> str:
     if not rows:
         return ""
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     widths[-1] = 0  # the last column is not padded
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
                      for row in rows)
+
+
+def paddle_table(profile: Profile) -> str:
+    """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
+    measure the gate uses)."""
+    return _stat_table([
+        [f"Stat={display_name(s.name)}", f"total={milliseconds(s.total)}",
+         f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
+         f"min={milliseconds(s.min)}", f"count={s.count}"]
+        for s in op_type_stats(gated(profile))
+    ])
+
+
+def kernel_table(profile: Profile) -> str:
+    """The per-kernel section: every kernel, memcpy and memset name over the counted
+    iterations, by total time, in ms (Paddle's CUPTI tracer, torch.profiler's kernel
+    table)."""
+    table = _stat_table([
+        [f"Stat={abbreviate(k.name)}", f"total={milliseconds(k.total)}",
+         f"avg={milliseconds(k.mean)}", f"max={milliseconds(k.max)}",
+         f"min={milliseconds(k.min)}", f"count={k.count}"]
+        for k in kernel_stats(profile)
+    ])
+    if not table:
+        return ""
+    return "GPU activities (kernels, memcpy, memset) by total time, ms:\n" + table
 
 
 def wall_line(profile: Profile) -> str:
@@ -85,7 +134,8 @@ def render(profile: Profile, verbosity: int) -> str:
         return ""
     parts = [header(profile), singa_phases(profile)]
     if verbosity >= 2:
-        parts += [singa_ops(profile), paddle_table(profile), wall_line(profile)]
+        parts += [singa_ops(profile), paddle_table(profile), kernel_table(profile),
+                  wall_line(profile)]
     if profile.unbalanced:
         parts.append(f"{profile.unbalanced} op or phase boundaries were unbalanced "
                      "(an exit with nothing open, or still open when the iteration ended) "
