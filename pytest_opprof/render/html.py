@@ -26,6 +26,7 @@ from ..errors import OpprofError
 from ..outputs import NEEDS_MATPLOTLIB
 from ..runinfo import RunInfo
 from . import display_name, duration, percent
+from .kernels import kernel_stats, measure_word
 from .results_json import Reported, test_entry
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def moved_chart(record: Reported) -> str:
     fig, ax = plt.subplots(figsize=(9, 3.2))
     x = np.arange(profile.iterations)
     for op in chosen:
-        ax.plot(x, _ms(profile.samples[:, op["op_id"]]), marker="o", markersize=3,
+        ax.plot(x, _ms(profile.gated_samples()[:, op["op_id"]]), marker="o", markersize=3,
                 label=_label(f"OP_ID{op['op_id']}. {op['name']}"))
         median = (op.get("baseline") or {}).get("median_ns")
         if median:
@@ -166,21 +167,50 @@ def phase_chart(record: Reported) -> str:
 
 
 def op_table(entry: dict[str, Any]) -> str:
-    """Each op's numbers, in graph order: what the charts show, as figures."""
+    """Each op's numbers, in graph order: what the charts show, as figures. With kernel
+    time, the medians are kernel time and the op's event span and kernels per iteration
+    follow."""
+    kernel = any(isinstance(op.get("kernel"), dict) for op in entry["ops"])
+    extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
-            "<th>current median</th><th>change (drift-corrected)</th><th>verdict</th></tr>"
-            "</thead><tbody>"]
+            f"<th>current median{' (kernel time)' if kernel else ''}</th>{extra}"
+            "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
     for op in entry["ops"]:
         base, cur = op.get("baseline") or {}, op.get("current") or {}
         figures = [duration(_number(base.get("median_ns"))),
-                   duration(_number(cur.get("median_ns"))),
-                   percent(_number(base.get("corrected_ratio")))]
+                   duration(_number(cur.get("median_ns")))]
+        if kernel:
+            k = op.get("kernel") if isinstance(op.get("kernel"), dict) else {}
+            count = _number(k.get("count"))
+            figures += [duration(_number(k.get("span_median_ns"))),
+                        "-" if count is None else f"{count:g}"]
+        figures.append(percent(_number(base.get("corrected_ratio"))))
         rows.append(f'<tr class="{_css_class(op["verdict"])}"><td class="num">'
                     f"{_h(op['op_id'])}</td><td><code>{_h(op['name'])}</code></td>"
                     + "".join(f'<td class="num">{f}</td>' for f in figures)
                     + f"<td>{_h(op['verdict'])}</td></tr>")
     rows.append("</tbody></table>")
     return "\n".join(rows)
+
+
+def kernel_table(test: Reported) -> str:
+    """The test's GPU activities by name (kernels, memcpy, memset), longest total
+    first: the TOP_OPS longest."""
+    rows = kernel_stats(test.profile)
+    if not rows:
+        return ""
+    out = [f"<p>GPU activities by total time over the counted iterations "
+           f"({len(rows)} name(s){'; the longest ' + str(TOP_OPS) if len(rows) > TOP_OPS else ''}"
+           "):</p>",
+           "<table><thead><tr><th>name</th><th>kind</th><th>count</th><th>total</th>"
+           "<th>mean</th><th>min</th><th>max</th></tr></thead><tbody>"]
+    for k in rows[:TOP_OPS]:
+        out.append(f"<tr><td><code>{_h(k.name)}</code></td><td>{_h(k.kind)}</td>"
+                   f'<td class="num">{k.count}</td>'
+                   + "".join(f'<td class="num">{duration(v)}</td>'
+                             for v in (k.total, k.mean, k.min, k.max)) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
 
 
 def _number(value: Any) -> float | None:
@@ -198,8 +228,9 @@ def _section(test: Reported, charts: bool) -> list[str]:
              f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>; '
              f"{_h(entry.get('counted', '?'))} counted iterations; "
              f"{_h(entry.get('baseline_runs', 0))} baseline runs"
-             + (f"; machine drift {percent(drift)}" if drift else "") + ".</p>",
-             op_table(entry)]
+             + (f"; machine drift {percent(drift)}" if drift else "")
+             + f"; op times are {_h(measure_word(str(entry.get('measure', 'events'))))}.</p>",
+             op_table(entry), kernel_table(test)]
     if charts:
         parts += [f'<div class="chart">{chart}</div>'
                   for chart in (ops_chart(test), moved_chart(test), phase_chart(test)) if chart]

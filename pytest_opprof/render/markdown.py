@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..runinfo import RunInfo
 from . import display_name, duration, percent
+from .kernels import measure_word
 from .results_json import test_entry
 
 if TYPE_CHECKING:
@@ -43,6 +44,18 @@ def _row(test: dict[str, Any], op: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _measures(tests: list[dict[str, Any]]) -> str:
+    """Which measure the op times are: ``op times are kernel time``, or how many tests
+    used each when they differ."""
+    counts: dict[str, int] = {}
+    for t in tests:
+        counts[t.get("measure", "events")] = counts.get(t.get("measure", "events"), 0) + 1
+    if len(counts) <= 1:
+        return f"op times are {measure_word(next(iter(counts), 'events'))}"
+    return "op times are " + " and ".join(
+        f"{measure_word(m)} in {n} test(s)" for m, n in sorted(counts.items()))
+
+
 def render(records: list[TestRecord], run_info: RunInfo) -> str:
     tests = [test_entry(r) for r in records]
     counts = {label: sum(op["verdict"] == label for t in tests for op in t["ops"])
@@ -50,6 +63,7 @@ def render(records: list[TestRecord], run_info: RunInfo) -> str:
     failed = [t["nodeid"] for t in tests if t["verdict"] == "failed"]
     lines = ["## opprof: per-op performance", "",
              f"Machine {code(run_info.machine)}: {len(tests)} profiled test(s), "
+             f"{_measures(tests)}, "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]
     for label, title in SECTIONS:

@@ -18,6 +18,7 @@ from ..runinfo import RunInfo
 from ..stats import op_stats
 from ..verdict import OpStatus, OpVerdict, TestResult, Verdict
 from . import word
+from .kernels import KernelStats, counts_per_iteration, gated, has_kernel_time, kernels_by_op, spans
 
 if TYPE_CHECKING:
     from ..records import TestRecord
@@ -48,8 +49,12 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
     if result.comparison is not None:
         compared = {(v.name, v.occurrence): v for v in result.comparison.ops}
     budgets = {b.op_id: b for b in result.over_budget}
+    kernel = has_kernel_time(profile)
+    span_stats = op_stats(spans(profile))
+    counts = counts_per_iteration(profile)
+    by_op = kernels_by_op(profile) if profile.activities is not None else None
     ops = []
-    for s, info in zip(op_stats(profile), profile.ops, strict=True):
+    for s, info in zip(op_stats(gated(profile)), profile.ops, strict=True):
         v = compared.pop((info.name, info.occurrence), None)
         verdict = word(v.verdict) if v is not None else "ok"
         if info.op_id in budgets:
@@ -61,11 +66,15 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
                         "min_ns": _num(s.min), "max_ns": _num(s.max), "count": s.count},
             "baseline": _baseline_part(v),
             "budget_ns": _num(budgets[info.op_id].budget_ns) if info.op_id in budgets else None,
+            "kernel": {"median_ns": _num(s.median), "count": counts[info.op_id],
+                       "span_median_ns": _num(span_stats[info.op_id].median)} if kernel else None,
+            "kernels": None if by_op is None else [
+                _kernel_row(k) for k in by_op.get(info.op_id, [])],
         })
     for v in compared.values():  # missing: in the baseline only
         ops.append({"op_id": v.op_id, "name": v.name, "occurrence": v.occurrence, "phase": None,
                     "verdict": word(v.verdict), "current": None, "baseline": _baseline_part(v),
-                    "budget_ns": None})
+                    "budget_ns": None, "kernel": None, "kernels": None})
     c = result.comparison
     return {
         "nodeid": result.nodeid, "verdict": word(result.verdict),
@@ -73,8 +82,17 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "baseline_runs": c.runs if c else 0, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
+        "measure": "kernel" if kernel else "events",
         "ops": ops,
+        "outside_ops_kernels": None if by_op is None else [
+            _kernel_row(k) for k in by_op.get(-1, [])],
     }
+
+
+def _kernel_row(k: KernelStats) -> dict[str, Any]:
+    """One name's activities inside one op, over the counted iterations (names whole)."""
+    return {"name": k.name, "kind": k.kind, "count": k.count, "total_ns": k.total,
+            "mean_ns": k.mean, "min_ns": k.min, "max_ns": k.max}
 
 
 def _baseline_part(v: OpVerdict | None) -> dict[str, Any] | None:

@@ -16,8 +16,15 @@ from __future__ import annotations
 from ..profile import Profile
 from ..stats import op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
-from .kernels import (abbreviate, gated, has_kernel_time, kernel_stats, kernels_by_op,
-                      measure_word, spans)
+from .kernels import (
+    abbreviate,
+    gated,
+    has_kernel_time,
+    kernel_stats,
+    kernels_by_op,
+    measure_word,
+    spans,
+)
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
 
