@@ -28,6 +28,16 @@ MAX_PHASES = 10_000
 MAX_CELLS = 2**24
 #: The longest op or phase name, in characters: a name is a label, not a payload.
 MAX_NAME_LENGTH = 1024
+#: The most GPU activities (kernels, copies, memsets) one profile keeps, and the most
+#: distinct activity names.
+MAX_ACTIVITIES = 2**22
+MAX_ACTIVITY_NAMES = 100_000
+#: What an op's time is: "events" (CUDA event spans, or host time on the CPU) or "kernel"
+#: (the summed durations of the GPU activities it launched, from CUPTI).
+MEASURES = ("events", "kernel")
+#: Activity kinds: the ``kind`` column of :class:`Activities`.
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,91 @@ class OpInfo:
     depth: int
     #: The innermost phase it ran in when first seen, if any.
     phase: str | None
+
+
+_ACTIVITY_INT_COLUMNS = ("iteration", "op_id", "name_id", "kind", "stream")
+_ACTIVITY_TIME_COLUMNS = ("start_ns", "end_ns")
+
+
+@dataclass(frozen=True, eq=False)
+class Activities:
+    """Every GPU activity (kernel, memcpy, memset) of a profile's iterations, skipped ones
+    included, as equal-length columns in launch order within each iteration.
+
+    ``op_id`` is the innermost op that launched it (-1: outside any op); ``name_id``
+    indexes :attr:`names`; ``kind`` is :data:`KERNEL`, :data:`MEMCPY` or :data:`MEMSET`;
+    ``start_ns``/``end_ns`` are on the device timeline, from the start of their iteration
+    (the same origin as :attr:`Profile.starts`).
+    """
+
+    iteration: np.ndarray
+    op_id: np.ndarray
+    name_id: np.ndarray
+    kind: np.ndarray
+    stream: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    names: list[str]
+
+    @property
+    def activity_names(self) -> list[str]:
+        return self.names
+
+    def __len__(self) -> int:
+        return int(self.iteration.shape[0])
+
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return np.asarray(self.end_ns - self.start_ns)
+
+    @classmethod
+    def empty(cls) -> Activities:
+        ints = {key: np.zeros(0, dtype=np.int64) for key in _ACTIVITY_INT_COLUMNS}
+        return cls(**ints, start_ns=np.zeros(0), end_ns=np.zeros(0), names=[])
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"names": list(self.names)}
+        for key in _ACTIVITY_INT_COLUMNS:
+            data[key] = [int(x) for x in getattr(self, key).tolist()]
+        for key in _ACTIVITY_TIME_COLUMNS:
+            data[key] = [round(x) for x in getattr(self, key).tolist()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, iterations: int = MAX_ITERATIONS,
+                  ops: int = MAX_OPS) -> Activities:
+        """Checked as a profile is: every column a list of the same length (at most
+        :data:`MAX_ACTIVITIES`), every index within what it indexes."""
+        if not isinstance(data, dict):
+            raise TypeError(f"activities is a {type(data).__name__}, not an object")
+        names = data["names"]
+        _bounded_len(names, "activities.names", MAX_ACTIVITY_NAMES)
+        names = [check_name("activity", n) for n in names]
+        n = _bounded_len(data["iteration"], "activities.iteration", MAX_ACTIVITIES)
+        columns: dict[str, np.ndarray] = {}
+        limits = {"iteration": (0, iterations - 1), "op_id": (-1, ops - 1),
+                  "name_id": (0, len(names) - 1), "kind": (0, len(ACTIVITY_KINDS) - 1),
+                  "stream": (-(2**63), 2**63 - 1)}
+        for key in (*_ACTIVITY_INT_COLUMNS, *_ACTIVITY_TIME_COLUMNS):
+            values = data[key]
+            if _bounded_len(values, f"activities.{key}", MAX_ACTIVITIES) != n:
+                raise ValueError(f"activities.{key} has {len(values)} entries for {n} "
+                                 "activities")
+            if key in limits:
+                lo, hi = limits[key]
+                if any(isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi
+                       for v in values):
+                    raise ValueError(f"activities.{key} must hold whole numbers from {lo} "
+                                     f"to {hi}")
+                columns[key] = np.array(values, dtype=np.int64).reshape(n)
+            else:
+                if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+                    raise ValueError(f"activities.{key} must hold numbers")
+                a = np.array(values, dtype=float).reshape(n)
+                if not np.isfinite(a).all():
+                    raise ValueError(f"activities.{key} holds a time that is not finite")
+                columns[key] = a
+        return cls(names=names, **columns)
 
 
 @dataclass
@@ -76,6 +171,16 @@ class Profile:
     iteration_starts: np.ndarray | None = None
     #: The CUDA stream each op ran on (CUDA only).
     op_streams: list[int] | None = None
+    #: What the gate and the reports take as an op's time: "events" (``samples``) or
+    #: "kernel" (``kernel_samples``; the event span stays in ``samples``).
+    measure: str | None = None
+    #: (iterations, ops) summed ns of the GPU activities launched inside each op, nested
+    #: ops included; NaN where the op did not run, 0.0 where it launched nothing.
+    kernel_samples: np.ndarray | None = None
+    #: (iterations, ops) how many activities each op launched, nested ops included.
+    kernel_counts: np.ndarray | None = None
+    #: Every activity of every iteration (kernel measure only).
+    activities: Activities | None = None
 
     @property
     def iterations(self) -> int:
@@ -85,6 +190,15 @@ class Profile:
     def counted(self) -> int:
         """Iterations that count: all but the first ``skip``."""
         return max(self.iterations - self.skip, 0)
+
+    def gated_samples(self) -> np.ndarray:
+        """The op times the gate and the reports use: kernel time where it was measured,
+        else the event spans (or host times)."""
+        return self.kernel_samples if self.kernel_samples is not None else self.samples
+
+    @property
+    def activity_names(self) -> list[str]:
+        return [] if self.activities is None else self.activities.names
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +228,12 @@ class Profile:
                                   ("phase_starts_ns", self.phase_starts),
                                   ("iteration_starts_ns", self.iteration_starts))},
             "op_streams": self.op_streams,
+            "measure": self.measure,
+            "kernel_samples_ns": None if self.kernel_samples is None
+            else _matrix_to_json(self.kernel_samples),
+            "kernel_counts": None if self.kernel_counts is None
+            else _matrix_to_json(self.kernel_counts),
+            "activities": None if self.activities is None else self.activities.to_dict(),
         }
 
     @classmethod
@@ -214,7 +334,25 @@ class _Reader:
             phase_starts=self.optional("phase_starts_ns", self.n_phases),
             iteration_starts=self.optional("iteration_starts_ns", None),
             op_streams=self.streams(),
+            measure=self.measure(),
+            kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
+            kernel_counts=self.counts(),
+            activities=None if data.get("activities") is None else Activities.from_dict(
+                data["activities"], iterations=self.n_iter, ops=self.n_ops),
         )
+
+    def measure(self) -> str | None:
+        value = self.data.get("measure")
+        if value is not None and value not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
+                             f"got {_short_repr(value)}")
+        return None if value is None else str(value)
+
+    def counts(self) -> np.ndarray | None:
+        counts = self.optional("kernel_counts", self.n_ops)
+        if counts is not None and (counts[~np.isnan(counts)] < 0).any():
+            raise ValueError("kernel_counts holds a negative count")
+        return counts
 
 
 def check_name(kind: str, name: object) -> str:
