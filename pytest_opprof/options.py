@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from .errors import OpprofError
-from .timers import BACKENDS
+from .timers import BACKENDS, MEASURE_CHOICES
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
 DEFAULT_SKIP = 1
 DEFAULT_ITERATIONS = 20
 DEFAULT_BACKEND = "auto"
+DEFAULT_MEASURE = "auto"
 #: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_BASELINE_DIR = ".opprof"
@@ -45,6 +46,10 @@ HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the
 HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
                 "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
                 f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
+HELP_MEASURE = ("what an op's time is on CUDA: kernel (the summed GPU time of the kernels, "
+                "copies and memsets it launched, from CUPTI: pip install "
+                "'pytest-opprof[cupti]'), events (its CUDA event span), auto (kernel when "
+                f"cupti-python loads and CUPTI starts, else events) (default {DEFAULT_MEASURE})")
 HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELINE_DIR}/ at the "
                      "rootdir); one folder per machine key")
 HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
@@ -174,6 +179,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_VERBOSITY)
     group.addoption("--opprof-skip", type=_skip, default=None, metavar="N", help=HELP_SKIP)
     group.addoption("--opprof-backend", choices=BACKENDS, default=None, help=HELP_BACKEND)
+    group.addoption("--opprof-measure", choices=MEASURE_CHOICES, default=None,
+                    help=HELP_MEASURE)
     group.addoption("--opprof-baseline-dir", default=None, metavar="DIR", help=HELP_BASELINE_DIR)
     group.addoption("--opprof-machine-key", default=None, metavar="NAME", help=HELP_MACHINE_KEY)
     group.addoption("--opprof-update-baseline", action="store_true", default=False,
@@ -203,6 +210,7 @@ INI_VALUES = {
     "opprof_skip": HELP_SKIP,
     "opprof_iterations": HELP_ITERATIONS,
     "opprof_backend": HELP_BACKEND,
+    "opprof_measure": HELP_MEASURE,
     "opprof_baseline_dir": HELP_BASELINE_DIR,
     "opprof_machine_key": HELP_MACHINE_KEY,
     "opprof_tolerance": HELP_TOLERANCE,
@@ -273,6 +281,13 @@ def _backend(text: str) -> str:
     return text
 
 
+def _measure(text: str) -> str:
+    if text not in MEASURE_CHOICES:
+        raise argparse.ArgumentTypeError(
+            f"the measure must be one of {', '.join(MEASURE_CHOICES)}")
+    return text
+
+
 def _baseline_dir(config: pytest.Config) -> Path:
     """The flag relative to where pytest was started; the ini value relative to the ini
     file's folder; by default .opprof/ at the rootdir."""
@@ -294,6 +309,7 @@ class Settings:
     skip: int = DEFAULT_SKIP
     iterations: int = DEFAULT_ITERATIONS
     backend: str = DEFAULT_BACKEND
+    measure: str = DEFAULT_MEASURE
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
     #: None: derived from the backend and device once the backend is resolved.
     machine_key: str | None = None
@@ -323,6 +339,7 @@ class Settings:
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
             iterations=_resolve(config, "opprof_iterations", _iterations, DEFAULT_ITERATIONS),
             backend=_resolve(config, "opprof_backend", _backend, DEFAULT_BACKEND),
+            measure=_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE),
             baseline_dir=_baseline_dir(config),
             machine_key=machine_key,
             update_baseline=bool(config.getoption("opprof_update_baseline", False)

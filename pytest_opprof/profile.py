@@ -28,14 +28,15 @@ MAX_PHASES = 10_000
 MAX_CELLS = 2**24
 #: The longest op or phase name, in characters: a name is a label, not a payload.
 MAX_NAME_LENGTH = 1024
-#: GPU activities (kernels, memcpy, memset) one profile may hold, and the longest
-#: activity name (kernel names are C++ signatures: templates make them long).
+#: The most GPU activities (kernels, copies, memsets) one profile keeps, and the most
+#: distinct activity names.
 MAX_ACTIVITIES = 2**22
-MAX_ACTIVITY_NAME_LENGTH = 65536
-#: What ``samples`` or ``kernel_samples`` measure: the op's span between CUDA events (or
-#: host clock reads), or the summed duration of its GPU activities (CUPTI).
+MAX_ACTIVITY_NAMES = 100_000
+#: What an op's time is: "events" (CUDA event spans, or host time on the CPU) or "kernel"
+#: (the summed durations of the GPU activities it launched, from CUPTI).
 MEASURES = ("events", "kernel")
-#: ``Activities.kind`` values, by index.
+#: Activity kinds: the ``kind`` column of :class:`Activities`.
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
 ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 
 
@@ -52,14 +53,20 @@ class OpInfo:
     phase: str | None
 
 
-@dataclass(frozen=True)
+_ACTIVITY_INT_COLUMNS = ("iteration", "op_id", "name_id", "kind", "stream")
+_ACTIVITY_TIME_COLUMNS = ("start_ns", "end_ns")
+
+
+@dataclass(frozen=True, eq=False)
 class Activities:
-    """Every GPU activity of a profile (counted and skipped iterations), as columns of
-    equal length: the activity in iteration ``iteration[j]``, launched inside OP_ID
-    ``op_id[j]`` (the innermost op; -1 outside any op), named
-    ``Profile.activity_names[name_id[j]]``, of kind ``ACTIVITY_KINDS[kind[j]]`` on CUDA
-    stream ``stream[j]``, from ``start_ns[j]`` to ``end_ns[j]`` on the device timeline
-    (ns from the start of its iteration, the origin of ``Profile.starts``)."""
+    """Every GPU activity (kernel, memcpy, memset) of a profile's iterations, skipped ones
+    included, as equal-length columns in launch order within each iteration.
+
+    ``op_id`` is the innermost op that launched it (-1: outside any op); ``name_id``
+    indexes :attr:`names`; ``kind`` is :data:`KERNEL`, :data:`MEMCPY` or :data:`MEMSET`;
+    ``start_ns``/``end_ns`` are on the device timeline, from the start of their iteration
+    (the same origin as :attr:`Profile.starts`).
+    """
 
     iteration: np.ndarray
     op_id: np.ndarray
@@ -68,49 +75,67 @@ class Activities:
     stream: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
+    names: list[str]
 
-    COLUMNS = ("iteration", "op_id", "name_id", "kind", "stream", "start_ns", "end_ns")
+    @property
+    def activity_names(self) -> list[str]:
+        return self.names
 
     def __len__(self) -> int:
         return int(self.iteration.shape[0])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, key).tolist() for key in self.COLUMNS}
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return np.asarray(self.end_ns - self.start_ns)
 
     @classmethod
-    def from_dict(cls, data: Any, iterations: int, ops: int, names: int) -> Activities:
-        """The columns :meth:`to_dict` wrote, each checked: at most MAX_ACTIVITIES, all
-        of one length, every index inside the profile it belongs to."""
+    def empty(cls) -> Activities:
+        ints = {key: np.zeros(0, dtype=np.int64) for key in _ACTIVITY_INT_COLUMNS}
+        return cls(**ints, start_ns=np.zeros(0), end_ns=np.zeros(0), names=[])
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"names": list(self.names)}
+        for key in _ACTIVITY_INT_COLUMNS:
+            data[key] = [int(x) for x in getattr(self, key).tolist()]
+        for key in _ACTIVITY_TIME_COLUMNS:
+            data[key] = [round(x) for x in getattr(self, key).tolist()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, iterations: int = MAX_ITERATIONS,
+                  ops: int = MAX_OPS) -> Activities:
+        """Checked as a profile is: every column a list of the same length (at most
+        :data:`MAX_ACTIVITIES`), every index within what it indexes."""
         if not isinstance(data, dict):
             raise TypeError(f"activities is a {type(data).__name__}, not an object")
+        names = data["names"]
+        _bounded_len(names, "activities.names", MAX_ACTIVITY_NAMES)
+        names = [check_name("activity", n) for n in names]
         n = _bounded_len(data["iteration"], "activities.iteration", MAX_ACTIVITIES)
         columns: dict[str, np.ndarray] = {}
-        for key in cls.COLUMNS:
+        limits = {"iteration": (0, iterations - 1), "op_id": (-1, ops - 1),
+                  "name_id": (0, len(names) - 1), "kind": (0, len(ACTIVITY_KINDS) - 1),
+                  "stream": (-(2**63), 2**63 - 1)}
+        for key in (*_ACTIVITY_INT_COLUMNS, *_ACTIVITY_TIME_COLUMNS):
             values = data[key]
             if _bounded_len(values, f"activities.{key}", MAX_ACTIVITIES) != n:
                 raise ValueError(f"activities.{key} has {len(values)} entries for {n} "
                                  "activities")
-            if key.endswith("_ns"):
-                if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                           for v in values):
-                    raise TypeError(f"activities.{key} must hold numbers")
-                a = np.array(values, dtype=float)
+            if key in limits:
+                lo, hi = limits[key]
+                if any(isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi
+                       for v in values):
+                    raise ValueError(f"activities.{key} must hold whole numbers from {lo} "
+                                     f"to {hi}")
+                columns[key] = np.array(values, dtype=np.int64).reshape(n)
+            else:
+                if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+                    raise ValueError(f"activities.{key} must hold numbers")
+                a = np.array(values, dtype=float).reshape(n)
                 if not np.isfinite(a).all():
                     raise ValueError(f"activities.{key} holds a time that is not finite")
-            else:
-                if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                    raise TypeError(f"activities.{key} must hold whole numbers")
-                a = np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
-            columns[key] = a.reshape(n)
-        for key, lo, hi in (("iteration", 0, iterations - 1), ("op_id", -1, ops - 1),
-                            ("name_id", 0, names - 1), ("kind", 0, len(ACTIVITY_KINDS) - 1),
-                            ("stream", 0, 2**62)):
-            a = columns[key]
-            if n and (a.min() < lo or a.max() > hi):
-                raise ValueError(f"activities.{key} must lie from {lo} to {hi}")
-        if n and (columns["end_ns"] < columns["start_ns"]).any():
-            raise ValueError("an activity ends before it starts")
-        return cls(**columns)
+                columns[key] = a
+        return cls(names=names, **columns)
 
 
 @dataclass
@@ -146,19 +171,16 @@ class Profile:
     iteration_starts: np.ndarray | None = None
     #: The CUDA stream each op ran on (CUDA only).
     op_streams: list[int] | None = None
-    # Kernel time (CUPTI). None where not measured.
     #: What the gate and the reports take as an op's time: "events" (``samples``) or
     #: "kernel" (``kernel_samples``; the event span stays in ``samples``).
-    measure: str = "events"
-    #: (iterations, ops) summed duration of the GPU activities launched inside each op,
-    #: nested ops included; NaN where the op did not run, 0.0 where it launched nothing.
+    measure: str | None = None
+    #: (iterations, ops) summed ns of the GPU activities launched inside each op, nested
+    #: ops included; NaN where the op did not run, 0.0 where it launched nothing.
     kernel_samples: np.ndarray | None = None
-    #: (iterations, ops) how many activities each op launched (nested ops included).
+    #: (iterations, ops) how many activities each op launched, nested ops included.
     kernel_counts: np.ndarray | None = None
-    #: Every activity of every iteration, skipped ones included.
+    #: Every activity of every iteration (kernel measure only).
     activities: Activities | None = None
-    #: The names ``activities.name_id`` indexes.
-    activity_names: list[str] | None = None
 
     @property
     def iterations(self) -> int:
@@ -170,9 +192,13 @@ class Profile:
         return max(self.iterations - self.skip, 0)
 
     def gated_samples(self) -> np.ndarray:
-        """The op times the gate and the reports use: kernel time when measured, else
-        the event span."""
+        """The op times the gate and the reports use: kernel time where it was measured,
+        else the event spans (or host times)."""
         return self.kernel_samples if self.kernel_samples is not None else self.samples
+
+    @property
+    def activity_names(self) -> list[str]:
+        return [] if self.activities is None else self.activities.names
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -208,7 +234,6 @@ class Profile:
             "kernel_counts": None if self.kernel_counts is None
             else _matrix_to_json(self.kernel_counts),
             "activities": None if self.activities is None else self.activities.to_dict(),
-            "activity_names": None if self.activity_names is None else list(self.activity_names),
         }
 
     @classmethod
@@ -292,36 +317,8 @@ class _Reader:
             raise ValueError(f"op_streams has {len(streams)} entries for {self.n_ops} ops")
         return [int(x) for x in streams]
 
-    def measure(self) -> str:
-        measure = self.data.get("measure", "events")
-        if measure not in MEASURES:
-            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
-                             f"got {_short_repr(measure)}")
-        return str(measure)
-
-    def activity_names(self) -> list[str] | None:
-        names = self.data.get("activity_names")
-        if names is None:
-            return None
-        _bounded_len(names, "activity_names", MAX_ACTIVITIES)
-        for name in names:
-            if not isinstance(name, str) or not 0 < len(name) <= MAX_ACTIVITY_NAME_LENGTH:
-                raise ValueError("activity_names must hold non-empty strings of at most "
-                                 f"{MAX_ACTIVITY_NAME_LENGTH} characters, got "
-                                 f"{_short_repr(name)}")
-        return list(names)
-
-    def activities(self, names: list[str] | None) -> Activities | None:
-        data = self.data.get("activities")
-        if data is None:
-            return None
-        if names is None:
-            raise ValueError("activities without activity_names")
-        return Activities.from_dict(data, self.n_iter, self.n_ops, len(names))
-
     def profile(self, cls: type[Profile]) -> Profile:
         data = self.data
-        names = self.activity_names()
         return cls(
             nodeid=str(data["nodeid"]), backend=str(data["backend"]),
             device=str(data["device"]), skip=_bounded_int(data["skip"], "skip", MAX_ITERATIONS),
@@ -339,10 +336,23 @@ class _Reader:
             op_streams=self.streams(),
             measure=self.measure(),
             kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
-            kernel_counts=self.optional("kernel_counts", self.n_ops),
-            activities=self.activities(names),
-            activity_names=names,
+            kernel_counts=self.counts(),
+            activities=None if data.get("activities") is None else Activities.from_dict(
+                data["activities"], iterations=self.n_iter, ops=self.n_ops),
         )
+
+    def measure(self) -> str | None:
+        value = self.data.get("measure")
+        if value is not None and value not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
+                             f"got {_short_repr(value)}")
+        return None if value is None else str(value)
+
+    def counts(self) -> np.ndarray | None:
+        counts = self.optional("kernel_counts", self.n_ops)
+        if counts is not None and (counts[~np.isnan(counts)] < 0).any():
+            raise ValueError("kernel_counts holds a negative count")
+        return counts
 
 
 def check_name(kind: str, name: object) -> str:

@@ -20,9 +20,21 @@ import numpy as np
 
 from . import _pyscope
 from .errors import OpprofError
-from .profile import MAX_ITERATIONS, OpInfo, Profile, check_name
+from .profile import (
+    MAX_ACTIVITIES,
+    MAX_ACTIVITY_NAMES,
+    MAX_ITERATIONS,
+    MAX_NAME_LENGTH,
+    Activities,
+    OpInfo,
+    Profile,
+    check_name,
+)
 from .timers import Timer
 from .timers.base import Times
+
+if TYPE_CHECKING:
+    from .timers.cupti import RawActivities
 
 
 def _load_impl() -> ModuleType:
@@ -233,26 +245,59 @@ class _Iteration:
     """One iteration as recorded: its layout and its marks, resolved to times but not
     yet turned into durations (that happens for all iterations at once in build())."""
 
-    __slots__ = ("host", "layout", "phase_times", "streams", "times")
+    __slots__ = ("host", "kernel", "layout", "phase_times", "streams", "times")
 
     def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
-                 streams: Sequence[int] | None) -> None:
+                 streams: Sequence[int] | None, kernel: _Kernels | None = None) -> None:
         self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
         self.streams = streams
+        self.kernel = kernel
+
+
+class _Kernels:
+    """One iteration's GPU activities linked to its ops (kernel measure): per kept op of
+    the layout, the inclusive sum of durations and the count; per activity, its op."""
+
+    __slots__ = ("counts", "op_ids", "raw", "sums")
+
+    def __init__(self, raw: RawActivities, layout: _Layout) -> None:
+        self.raw = raw
+        entry = raw.entry
+        n_entries = len(layout.entry_ops)
+        valid = (entry >= 0) & (entry < n_entries)
+        self.op_ids = np.full(len(raw), -1, dtype=np.int64)
+        self.op_ids[valid] = layout.entry_ops[entry[valid]]
+        durations = raw.end_ns - raw.start_ns
+        # exclusive sums per op entry, then inclusive ones: an op's descendants are the
+        # entries right after it, up to its last one (entries are in pre-order)
+        per_entry = np.bincount(entry[valid], weights=durations[valid], minlength=n_entries)
+        count = np.bincount(entry[valid], minlength=n_entries)
+        sums = np.concatenate(([0.0], np.cumsum(per_entry)))
+        counts = np.concatenate(([0], np.cumsum(count)))
+        first, last = layout.first, layout.last
+        self.sums = sums[last + 1] - sums[first]
+        self.counts = counts[last + 1] - counts[first]
 
 
 class _Layout:
     """How an iteration's event sequence maps to OP_IDs; reused while it repeats."""
 
-    __slots__ = ("enters", "exits", "ids", "phase_enters", "phase_exits", "phase_ids", "top",
-                 "unbalanced")
+    __slots__ = ("enters", "entry_ops", "exits", "first", "ids", "last", "phase_enters",
+                 "phase_exits", "phase_ids", "top", "unbalanced")
 
     def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
                  phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
-                 unbalanced: int) -> None:
+                 unbalanced: int, entry_ops: IntArray | None = None,
+                 first: IntArray | None = None, last: IntArray | None = None) -> None:
         self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
         self.phase_enters, self.phase_exits = phase_enters, phase_exits
         self.phase_ids, self.unbalanced = phase_ids, unbalanced
+        empty = np.zeros(0, dtype=np.intp)
+        #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
+        self.entry_ops = empty if entry_ops is None else entry_ops
+        #: Per kept op (as ``ids``): its entry index and that of its last descendant.
+        self.first = empty if first is None else first
+        self.last = empty if last is None else last
 
 
 class _GraphBuilder:
@@ -278,7 +323,10 @@ class _GraphBuilder:
         times, host = timer.resolve(marks)
         phase_times = timer.resolve([p[2] for p in phase_events])[0] if phase_events else ()
         self.unbalanced += layout.unbalanced
-        self.rows.append(_Iteration(layout, times, host, phase_times, timer.streams(marks)))
+        raw = timer.activities()
+        kernel = None if raw is None else _Kernels(raw, layout)
+        self.rows.append(_Iteration(layout, times, host, phase_times, timer.streams(marks),
+                                    kernel))
 
     def _match(self, names: list[str | None], phase_key: list[PhaseKey]) -> _Layout:
         enters, exits, depths, unbalanced = _pair_ops(names)
@@ -300,7 +348,13 @@ class _GraphBuilder:
             keep.append(j)
 
         p_enters, p_exits, p_ids, p_unbalanced = self._pair_phases(phase_key)
+        entry_ops = np.full(len(enters), -1, dtype=np.intp)
+        entry_ops[keep] = ids
+        all_enters = np.array(enters, dtype=np.intp)
+        kept_exits = np.array([exits[j] for j in keep], dtype=np.intp)
         return _Layout(
+            entry_ops=entry_ops, first=np.array(keep, dtype=np.intp),
+            last=np.searchsorted(all_enters, kept_exits) - 1,
             enters=np.array([enters[j] for j in keep], dtype=np.intp),
             exits=np.array([exits[j] for j in keep], dtype=np.intp),
             ids=np.array(ids, dtype=np.intp),
@@ -356,15 +410,144 @@ class _GraphBuilder:
             groups.setdefault(id(row.layout), []).append(i)
         for members in groups.values():
             m.fill(self.rows, members)
-        return Profile(
+        profile = Profile(
             nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
             ops=list(self.ops), samples=m.samples, phase_samples=m.phase_samples,
             phases=list(self.phases), host_samples=m.host, wall=m.wall, op_time=m.op_time,
             unbalanced=self.unbalanced, starts=m.starts, host_starts=m.host_starts,
             phase_starts=m.phase_starts,
             iteration_starts=m.iteration_starts - m.iteration_starts[0],
-            op_streams=m.op_streams,
+            op_streams=m.op_streams, measure=timer.measure,
         )
+        if timer.measure == "kernel":
+            if self.ops:
+                _add_kernels(profile, self.rows)
+            else:
+                _zero_instrumentation(profile, self.rows)
+        return profile
+
+
+def activity_name(name: str) -> str:
+    """A kernel's name as an op or activity name: never empty, at most MAX_NAME_LENGTH
+    characters (C++ template names can be longer; the end is cut)."""
+    if not name:
+        return "[kernel]"
+    return name if len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH - 3] + "..."
+
+
+def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activities, int]:
+    """Every iteration's activities as one table (at most MAX_ACTIVITIES rows, later
+    ones dropped) and how many were dropped."""
+    names: dict[str, int] = {}
+    parts: list[tuple[int, _Kernels, np.ndarray, np.ndarray]] = []
+    room = MAX_ACTIVITIES
+    dropped = 0
+    for i, row in enumerate(rows):
+        k = row.kernel
+        if k is None or not len(k.raw):
+            continue
+        n = min(len(k.raw), room)
+        dropped += len(k.raw) - n
+        room -= n
+        if not n:
+            continue
+        ids = np.array([names.setdefault(activity_name(x), len(names))
+                        for x in k.raw.names[:n]], dtype=np.int64)
+        parts.append((i, k, ids, op_ids[i][:n]))
+    if len(names) > MAX_ACTIVITY_NAMES:  # beyond it a profile would not read back
+        return Activities.empty(), dropped + sum(len(p[2]) for p in parts)
+    if not parts:
+        return Activities.empty(), dropped
+
+    def column(get: Callable[[tuple[int, _Kernels, np.ndarray, np.ndarray]], np.ndarray],
+               dtype: type) -> np.ndarray:
+        return np.concatenate([np.asarray(get(p), dtype=dtype) for p in parts])
+
+    return Activities(
+        iteration=column(lambda p: np.full(len(p[2]), p[0]), np.int64),
+        op_id=column(lambda p: p[3], np.int64),
+        name_id=column(lambda p: p[2], np.int64),
+        kind=column(lambda p: p[1].raw.kind[:len(p[2])], np.int64),
+        stream=column(lambda p: p[1].raw.stream[:len(p[2])], np.int64),
+        start_ns=column(lambda p: p[1].raw.start_ns[:len(p[2])], float),
+        end_ns=column(lambda p: p[1].raw.end_ns[:len(p[2])], float),
+        names=list(names),
+    ), dropped
+
+
+def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
+    """Named ops: each op's inclusive kernel time and count, NaN where it did not run."""
+    shape = profile.samples.shape
+    sums, counts = np.full(shape, np.nan), np.full(shape, np.nan)
+    for i, row in enumerate(rows):
+        if row.kernel is not None:
+            sums[i, row.layout.ids] = row.kernel.sums
+            counts[i, row.layout.ids] = row.kernel.counts
+    profile.kernel_samples, profile.kernel_counts = sums, counts
+    op_ids = [np.zeros(0, np.int64) if r.kernel is None else r.kernel.op_ids for r in rows]
+    profile.activities, dropped = _activities(rows, op_ids)
+    if dropped:
+        profile.meta["activities_dropped"] = dropped
+
+
+def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
+    """A test that named no op: one op per activity name, in launch order, matched across
+    iterations by (name, occurrence) as named ops are; its time is the activity's."""
+    keys: dict[tuple[str, int], int] = {}
+    ops: list[OpInfo] = []
+    per_row: list[np.ndarray] = []
+    for row in rows:
+        seen: dict[str, int] = {}
+        row_ids: list[int] = []
+        names = [] if row.kernel is None else row.kernel.raw.names
+        for raw_name in names:
+            name = activity_name(raw_name)
+            occurrence = seen.get(name, 0)
+            seen[name] = occurrence + 1
+            op_id = keys.get((name, occurrence))
+            if op_id is None:
+                if len(ops) >= MAX_OPS_ZERO:
+                    row_ids.append(-1)
+                    continue
+                op_id = keys[(name, occurrence)] = len(ops)
+                ops.append(OpInfo(op_id, name, occurrence, 0, None))
+            row_ids.append(op_id)
+        per_row.append(np.array(row_ids, dtype=np.int64))
+    if not ops:
+        return
+    shape = (len(rows), len(ops))
+    sums, counts, starts = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    streams = [0] * len(ops)
+    for i, (row, op_ids) in enumerate(zip(rows, per_row, strict=True)):
+        if row.kernel is None or not len(op_ids):
+            continue
+        raw, ok, ids = row.kernel.raw, op_ids >= 0, np.asarray(op_ids, dtype=np.int64)
+        durations = (raw.end_ns - raw.start_ns)[ok]
+        row_sums = np.zeros(len(ops))
+        np.add.at(row_sums, ids[ok], durations)
+        ran = np.zeros(len(ops), dtype=bool)
+        ran[ids[ok]] = True
+        sums[i, ran] = row_sums[ran]
+        counts[i, ran] = np.bincount(ids[ok], minlength=len(ops))[ran]
+        order = np.arange(len(ids))[ok][::-1]  # first occurrence written last
+        starts[i, ids[order]] = raw.start_ns[order]
+        for op_id, stream in zip(ids[ok].tolist(), raw.stream[ok].tolist(), strict=True):
+            streams[op_id] = int(stream)
+    profile.ops = ops
+    profile.samples = sums.copy()
+    profile.kernel_samples, profile.kernel_counts = sums, counts
+    profile.starts = starts
+    profile.host_samples = profile.host_starts = None
+    profile.op_streams = streams
+    profile.op_time = np.nan_to_num(sums).sum(axis=1)
+    profile.activities, dropped = _activities(rows, per_row)
+    profile.meta["zero_instrumentation"] = True
+    if dropped:
+        profile.meta["activities_dropped"] = dropped
+
+
+#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
+MAX_OPS_ZERO = 10_000
 
 
 def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int], int]:

@@ -87,13 +87,15 @@ def node_arg(config: pytest.Config, nodeid: str) -> str:
 
 
 def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-            profile_out: Path) -> list[str]:
+            profile_out: Path, measure: str | None = None) -> list[str]:
     """The re-run's command: the user's arguments, then the node id and the flags
     that make it profile the one test and write its profile to ``profile_out``."""
     args = [sys.executable, "-m", "pytest", *user_args(config), node_arg(config, nodeid),
             "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
             f"--opprof-backend={backend}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
             "--opprof-no-gate", f"--opprof-profile-out={profile_out}"]
+    if measure is not None:  # the first run's measure, not auto's choice of the moment
+        args.append(f"--opprof-measure={measure}")
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
@@ -120,12 +122,13 @@ def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) 
 
 
 def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-                  timeout: float) -> Profile | None:
+                  timeout: float, measure: str | None = None) -> Profile | None:
     """The test's profile from a new process, or None when it gave none (the first
     run's verdict then stands)."""
     with tempfile.TemporaryDirectory(prefix="opprof-rerun-") as tmp:
         out = Path(tmp, "profile.json")
-        args = command(config, nodeid, backend=backend, skip=skip, profile_out=out)
+        args = command(config, nodeid, backend=backend, skip=skip, profile_out=out,
+                       measure=measure)
         try:
             subprocess.run(args, cwd=config.invocation_params.dir, capture_output=True,
                            check=False, timeout=timeout)

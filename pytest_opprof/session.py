@@ -21,7 +21,7 @@ from .errors import OpprofError
 from .options import Settings, TestSettings, test_settings
 from .profile import Profile
 from .profiler import Profiler
-from .timers import BackendUnavailable, Timer, build_timer, resolve_backend
+from .timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
 
 if TYPE_CHECKING:
     from .baseline import Baseline, BaselineStore
@@ -87,7 +87,15 @@ class OpprofSession:
         self.backend = probe.kind
         self.device = probe.device
         self.xp = probe.xp
-        self.machine = settings.machine_key or f"{self.backend}-{self.device}"
+        try:
+            #: The kernel tracer of this process (kernel measure), started once.
+            self.tracer, self.measure_line = start_tracer(self.backend, settings.measure)
+        except BackendUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.measure = "kernel" if self.tracer is not None else "events"
+        # kernel times and event spans of one op differ by up to 25x: never one baseline
+        kernel = "-kernel" if self.tracer is not None else ""
+        self.machine = settings.machine_key or f"{self.backend}{kernel}-{self.device}"
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
         #: Records sent by xdist workers (on the controller).
@@ -106,7 +114,7 @@ class OpprofSession:
 
     def new_timer(self) -> Timer:
         """A fresh timer of the resolved backend for one test (CuPy is not probed again)."""
-        return build_timer(self.backend)
+        return build_timer(self.backend, self.tracer)
 
     def header_lines(self) -> list[str]:
         s = self.settings
@@ -114,6 +122,8 @@ class OpprofSession:
         lines = [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
                  f"skip {s.skip}, iterations {s.iterations}",
                  f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
+        if self.measure_line:
+            lines.append(self.measure_line)
         if self.backend == "cpu" and s.gate and self.store.root.is_dir() and not any(
                 os.environ.get(v) for v in BLAS_THREAD_VARIABLES):
             lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
@@ -253,7 +263,8 @@ class OpprofSession:
 
         rerun.announce(self.config, nodeid, suspects)
         return rerun.profile_again(self.config, nodeid, backend=self.backend,
-                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration))
+                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration),
+                                   measure=self.measure if self.backend != "cpu" else None)
 
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property

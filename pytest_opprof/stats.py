@@ -61,13 +61,14 @@ class WallSummary:
 def counted_samples(profile: Profile) -> list[np.ndarray]:
     """Each OP_ID's samples over the counted iterations in which it ran (NaN dropped),
     indexed by OP_ID: what every per-op figure, the gate and the baselines start from."""
-    counted = profile.samples[profile.skip:]
+    counted = profile.gated_samples()[profile.skip:]
     return [column[~np.isnan(column)] for column in counted.T]
 
 
 def op_stats(profile: Profile) -> list[OpStats]:
-    """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0."""
-    counted = profile.samples[profile.skip:]
+    """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0.
+    Times are the gated ones: kernel time where it was measured."""
+    counted = profile.gated_samples()[profile.skip:]
     present = ~np.isnan(counted)
     count = present.sum(axis=0)
     filled = np.where(present, counted, 0.0)
@@ -123,7 +124,7 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
     first_backward = next(
         (o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)), len(profile.ops)
     )
-    per_op = np.nansum(profile.samples[profile.skip:], axis=0)
+    per_op = np.nansum(profile.gated_samples()[profile.skip:], axis=0)
     top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
     ids = np.arange(len(profile.ops))
     forward = float(per_op[top & (ids < first_backward)].sum()) / n

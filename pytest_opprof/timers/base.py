@@ -11,9 +11,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .cupti import RawActivities
 
 #: A timeline of an iteration's marks in integer nanoseconds: a list or an int64 array.
 Times = Sequence[int] | np.ndarray
@@ -31,6 +34,8 @@ class Timer(ABC):
     device: str
     #: Takes a mark now and returns its token.
     mark: Callable[[], Any]
+    #: What an op's time is: "events" (marks) or "kernel" (CUPTI activity records).
+    measure: str = "events"
 
     @property
     @abstractmethod
@@ -47,6 +52,11 @@ class Timer(ABC):
     #: the recording thread (the CUDA backend's NVTX ranges); None: nothing to call.
     enter_hook: Callable[[str], Any] | None = None
     exit_hook: Callable[[], Any] | None = None
+
+    def activities(self) -> RawActivities | None:
+        """The GPU activities of the iteration that just ended (kernel measure), linked
+        to op entries; None when this timer does not trace them."""
+        return None
 
     def streams(self, marks: Sequence[Any]) -> Sequence[int] | None:
         """The stream each mark was recorded on (CUDA), or None where there are none."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .base import Timer
+
+if TYPE_CHECKING:
+    from .cupti import KernelTracer, RawActivities
 
 
 class EventAPI(Protocol):
@@ -45,13 +48,18 @@ class CudaTimer(Timer):
 
     kind = "cuda"
 
-    def __init__(self, api: EventAPI) -> None:
+    def __init__(self, api: EventAPI, tracer: KernelTracer | None = None) -> None:
         self.api = api
         self.device = api.device
+        self.tracer = tracer
         self._pool: list[Any] = []
         self._host: list[int] = []
         self._streams: list[int] = []
-        self.enter_hook, self.exit_hook = api.range_push, api.range_pop
+        if tracer is None:
+            self.enter_hook, self.exit_hook = api.range_push, api.range_pop
+        else:  # the op's external correlation id instead of its NVTX range
+            self.measure = "kernel"
+            self.enter_hook, self.exit_hook = tracer.enter, tracer.exit
         self._used = 0
         self._device_ns = np.zeros(0, dtype=np.int64)
         self._host_ns = np.zeros(0, dtype=np.int64)
@@ -64,6 +72,8 @@ class CudaTimer(Timer):
         self._used = 0
         self._host = []
         self._streams = []
+        if self.tracer is not None:
+            self.tracer.begin_iteration()
 
     def mark(self) -> int:
         i = self._used
@@ -79,12 +89,17 @@ class CudaTimer(Timer):
         self._host_ns = np.array(self._host, dtype=np.int64)
         if not self._used:
             self._device_ns = np.zeros(0, dtype=np.int64)
-            return
-        pool, elapsed = self._pool, self.api.elapsed_ns
-        self.api.synchronize(pool[self._used - 1])
-        first = pool[0]
-        times = [elapsed(first, pool[i]) for i in range(self._used)]
-        self._device_ns = np.rint(np.array(times)).astype(np.int64)
+        else:
+            pool, elapsed = self._pool, self.api.elapsed_ns
+            self.api.synchronize(pool[self._used - 1])
+            first = pool[0]
+            times = [elapsed(first, pool[i]) for i in range(self._used)]
+            self._device_ns = np.rint(np.array(times)).astype(np.int64)
+        if self.tracer is not None:
+            self.tracer.end_iteration()
+
+    def activities(self) -> RawActivities | None:
+        return None if self.tracer is None else self.tracer.take()
 
     def streams(self, marks: Sequence[int]) -> list[int]:
         return [self._streams[i] for i in marks]

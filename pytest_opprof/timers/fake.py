@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .cuda import CudaTimer
+
+if TYPE_CHECKING:
+    from .cupti import KernelTracer
+    from .fake_cupti import FakeCupti
 
 
 class EventNotReady(RuntimeError):
@@ -46,14 +51,29 @@ class FakeDevice:
 
     device: str = "fake CUDA device"
     xp: ModuleType = np
+    #: The fake CUPTI that sees this device's work (kernel measure), if any.
+    cupti: FakeCupti | None = None
 
     # -- what a workload does ------------------------------------------------
-    def kernel(self, ns: int) -> None:
-        """Queue a kernel that runs ``ns`` on the device."""
+    def kernel(self, ns: int, name: str = "kernel") -> None:
+        """Queue a kernel called ``name`` that runs ``ns`` on the device."""
+        self._launch("kernel", name, ns)
+        self.kernels.append(int(ns))
+
+    def memcpy(self, ns: int, direction: str = "HtoD") -> None:
+        """Queue a copy (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``) of ``ns``."""
+        self._launch("memcpy", direction, ns)
+
+    def memset(self, ns: int) -> None:
+        """Queue a memset that runs ``ns``."""
+        self._launch("memset", "", ns)
+
+    def _launch(self, kind: str, name: str, ns: int) -> None:
         start = max(self.host_now, self.stream_free_at)
         self.stream_free_at = start + int(ns)
         self.host_now += self.launch_ns
-        self.kernels.append(int(ns))
+        if self.cupti is not None:
+            self.cupti.launch(kind, name, start, self.stream_free_at, self.stream)
 
     def cpu(self, ns: int) -> None:
         """Spend ``ns`` of host time (Python overhead, host-side work)."""
@@ -96,8 +116,16 @@ class FakeTimer(CudaTimer):
 
     kind = "fake"
 
-    def __init__(self, device: FakeDevice | None = None) -> None:
-        super().__init__(device or FakeDevice())
+    def __init__(self, device: FakeDevice | None = None,
+                 tracer: KernelTracer | None = None) -> None:
+        device = device or FakeDevice()
+        if tracer is not None:
+            from .fake_cupti import FakeCupti
+
+            assert isinstance(tracer.api, FakeCupti), "the fake device needs the fake CUPTI"
+            device.cupti = tracer.api
+            tracer.api.now = lambda: device.host_now
+        super().__init__(device, tracer)
 
     @property
     def device_model(self) -> FakeDevice:

@@ -1,0 +1,251 @@
+"""Kernel time from CUPTI activity records: the thin layer over cupti-python.
+
+:class:`KernelTracer` talks to a module with cupti-python's API (``from cupti import
+cupti``, or :class:`~pytest_opprof.timers.fake_cupti.FakeCupti` on the fake backend):
+it enables the activity kinds, hands CUPTI its buffers, pushes an external correlation id
+at each op's entry and pops it at the exit (the timer's enter/exit hooks), and flushes once
+per iteration. What it hands back per iteration is plain columns (:class:`RawActivities`):
+each activity with the entry index of the innermost op open when it was launched. Linking
+those to OP_IDs, the nesting sums and zero-instrumentation mode live in the profiler, and
+are tested on the fake.
+
+External ids: 1 is the iteration itself (pushed at its start, so an activity with no
+external id at all was launched outside any iteration and is dropped); 2 + j is the j-th
+op entered in the iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..profile import KERNEL, MEMCPY, MEMSET
+
+#: The external id of the iteration scope; op entry j gets FIRST_OP_ID + j.
+ITERATION_ID = 1
+FIRST_OP_ID = 2
+#: The size of each activity buffer handed to CUPTI.
+BUFFER_BYTES = 8 * 1024 * 1024
+INSTALL_HINT = "pip install 'pytest-opprof[cupti]' (with the cuda12 or cuda13 extra)"
+
+#: CUPTI's memcpy kinds as shown in names: ``[memcpy HtoD]``.
+_COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
+               "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD",
+               "DTOA": "DtoA", "PTOP": "PtoP"}
+#: Why CUPTI refused, by cupti.Result name, in words a user can act on.
+_REASONS = {
+    "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
+        "another profiler (Nsight Systems, Nsight Compute, torch.profiler) holds CUPTI",
+    "ERROR_INSUFFICIENT_PRIVILEGES": "CUPTI needs profiling permission on this machine",
+    "ERROR_NOT_COMPATIBLE":
+        "the CUPTI library does not match the CUDA driver (a version mismatch)",
+    "ERROR_CUDA_COMPILER_NOT_COMPATIBLE":
+        "the CUPTI library does not match the CUDA driver (a version mismatch)",
+    "ERROR_NO_DEVICE": "CUPTI finds no CUDA device",
+    "ERROR_INVALID_DEVICE": "CUPTI finds no usable CUDA device",
+    "ERROR_NOT_INITIALIZED": "CUPTI could not initialise (no GPU or no CUDA driver)",
+    "ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED": "CUPTI does not support this virtual GPU",
+}
+
+
+class CuptiUnavailable(Exception):
+    """CUPTI cannot trace here; the message is the reason, in one line."""
+
+
+def import_cupti() -> Any:
+    """cupti-python's module, or :class:`CuptiUnavailable` saying why it cannot load."""
+    try:
+        from cupti import cupti  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        if getattr(exc, "name", "") in ("cupti", "cupti.cupti"):
+            raise CuptiUnavailable(f"cupti-python is not installed ({INSTALL_HINT})") from None
+        raise CuptiUnavailable(_one_line(f"cupti-python failed to load ({exc}): a version "
+                                         "mismatch between cupti-python, nvidia-cuda-cupti "
+                                         "and CUDA?")) from None
+    except Exception as exc:  # a broken install raises many kinds of error
+        raise CuptiUnavailable(_one_line(
+            f"cupti-python failed to load: {type(exc).__name__}: {exc}")) from None
+    return cupti
+
+
+def _one_line(text: str) -> str:
+    line = text.splitlines()[0] if text else text
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def reason_of(api: Any, exc: BaseException) -> str:
+    """A CUPTI error as one line: what it means, and its code."""
+    status = getattr(exc, "status", None)
+    name = ""
+    if status is not None:
+        try:
+            name = api.Result(status).name
+        except Exception:  # an unknown code: show the number
+            name = f"CUPTI error {status}"
+    name = name or f"{type(exc).__name__}: {exc}"
+    words = _REASONS.get(name.removeprefix("CUPTI_"))
+    return _one_line(f"{words} ({name})" if words else f"CUPTI cannot start: {name}")
+
+
+@dataclass(frozen=True)
+class RawActivities:
+    """One iteration's activities as CUPTI gave them, linked to op entries.
+
+    ``entry`` is -1 for an activity launched inside the iteration but outside every op,
+    else the index (in order of entry) of the innermost op open at its launch.
+    """
+
+    kind: np.ndarray
+    names: list[str]
+    stream: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    entry: np.ndarray
+    #: The order in which they were launched (the correlation id of the launching call).
+    order: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+
+class KernelTracer:
+    """CUPTI activity tracing for the timer of one process: start once, then per
+    iteration ``begin_iteration``, the ``enter``/``exit`` hooks, ``end_iteration`` after
+    the device synchronised, and ``take``."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self._kinds: list[Any] = []
+        self._records: list[Any] = []
+        self._entered = 0
+        self._depth = 0
+        self._t0 = 0
+        self.started = False
+        self._custom = api.ExternalCorrelationKind.CUSTOM0
+        self.push: Callable[[Any, int], Any] = api.activity_push_external_correlation_id
+        self.pop: Callable[[Any], Any] = api.activity_pop_external_correlation_id
+
+    # -- set-up ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Enable the activity kinds and register the buffers; raises
+        :class:`CuptiUnavailable` with the reason when CUPTI refuses."""
+        api = self.api
+        kinds = api.ActivityKind
+        wanted = [kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET,
+                  kinds.EXTERNAL_CORRELATION, kinds.RUNTIME, kinds.DRIVER]
+        try:
+            # RUNTIME and DRIVER too: without them no external correlation record comes
+            # back (seen on an H200, CUDA 13)
+            for kind in wanted:
+                api.activity_enable(kind)
+                self._kinds.append(kind)
+            api.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            api.activity_flush_all(1)
+        except Exception as exc:
+            self.stop()
+            raise CuptiUnavailable(reason_of(api, exc)) from None
+        self._records = []
+        self.started = True
+
+    def stop(self) -> None:
+        """Disable what was enabled (also after a failed start); never raises."""
+        for kind in reversed(self._kinds):
+            try:
+                self.api.activity_disable(kind)
+            except Exception:
+                pass
+        self._kinds = []
+        self.started = False
+
+    def _buffer_requested(self) -> tuple[int, int]:
+        return BUFFER_BYTES, 0
+
+    def _buffer_completed(self, activities: list[Any]) -> None:
+        self._records.extend(activities)
+
+    # -- one iteration -----------------------------------------------------------------
+    def begin_iteration(self) -> None:
+        self.api.activity_flush_all(1)  # what ran before the iteration is not its
+        self._records = []
+        self._entered = 0
+        self._depth = 0
+        self._t0 = int(self.api.get_timestamp())
+        self.push(self._custom, ITERATION_ID)
+
+    def enter(self, name: str) -> None:
+        """The op entry hook: the op's external id goes on CUPTI's stack."""
+        self.push(self._custom, FIRST_OP_ID + self._entered)
+        self._entered += 1
+        self._depth += 1
+
+    def exit(self) -> None:
+        """The op exit hook (an exit with no op open this iteration pops nothing)."""
+        if self._depth:
+            self._depth -= 1
+            self.pop(self._custom)
+
+    def end_iteration(self) -> None:
+        """After the iteration's synchronisation: pop what is still open, collect."""
+        for _ in range(self._depth + 1):
+            self.pop(self._custom)
+        self._depth = 0
+        self.api.activity_flush_all(1)
+
+    def take(self) -> RawActivities:
+        """The iteration's activities, linked to op entries."""
+        records, self._records = self._records, []
+        return self.link(records)
+
+    def link(self, records: list[Any]) -> RawActivities:
+        kinds = self.api.ActivityKind
+        kernel, memcpy, memset = kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET
+        external = kinds.EXTERNAL_CORRELATION
+        ext: dict[int, int] = {}
+        rows: list[tuple[int, str, int, int, int, int]] = []
+        for r in records:
+            k = r.kind
+            if k == external:
+                if r.external_kind == self._custom:
+                    ext[int(r.correlation_id)] = int(r.external_id)
+            elif k == kernel:
+                rows.append((KERNEL, str(r.name), int(r.stream_id), int(r.start), int(r.end),
+                             int(r.correlation_id)))
+            elif k == memcpy:
+                rows.append((MEMCPY, self._copy_name(r.copy_kind), int(r.stream_id),
+                             int(r.start), int(r.end), int(r.correlation_id)))
+            elif k == memset:
+                rows.append((MEMSET, "[memset]", int(r.stream_id), int(r.start), int(r.end),
+                             int(r.correlation_id)))
+        ids = [ext.get(row[5], 0) for row in rows]
+        keep = [i for i, x in enumerate(ids) if x >= ITERATION_ID]
+        rows = [rows[i] for i in keep]
+        order = np.argsort(np.array([row[5] for row in rows], dtype=np.int64), kind="stable")
+        rows = [rows[i] for i in order.tolist()]
+        entry = np.array([ids[keep[i]] for i in order.tolist()], dtype=np.int64) - FIRST_OP_ID
+        t0 = self._t0
+        return RawActivities(
+            kind=np.array([row[0] for row in rows], dtype=np.int64),
+            names=[row[1] for row in rows],
+            stream=np.array([row[2] for row in rows], dtype=np.int64),
+            start_ns=np.array([row[3] - t0 for row in rows], dtype=float),
+            end_ns=np.array([row[4] - t0 for row in rows], dtype=float),
+            entry=np.maximum(entry, -1),
+            order=np.array([row[5] for row in rows], dtype=np.int64),
+        )
+
+    def _copy_name(self, copy_kind: Any) -> str:
+        try:
+            kind = self.api.ActivityMemcpyKind(copy_kind).name
+        except Exception:  # a kind this table does not know
+            kind = str(copy_kind)
+        return f"[memcpy {_COPY_NAMES.get(kind, kind)}]"
+
+
+def cuda_tracer() -> KernelTracer:
+    """A started tracer on cupti-python, or :class:`CuptiUnavailable`."""
+    tracer = KernelTracer(import_cupti())
+    tracer.start()
+    return tracer

@@ -1,0 +1,192 @@
+"""A fake of the part of cupti-python that :class:`~.cupti.KernelTracer` uses.
+
+It stands where ``from cupti import cupti`` stands on a GPU machine, so the real layer's
+code runs in CI: activity kinds, the external correlation stack, buffers handed back
+through the registered callbacks on ``activity_flush_all``, and ``cuptiError`` with a
+``status``. A :class:`~.fake.FakeDevice` it is attached to reports each kernel, memcpy
+and memset it runs; each launch gets a correlation id, a record of its kind and, when an
+external id is on the stack, an EXTERNAL_CORRELATION record (as CUPTI emits them).
+
+Told to fail (``OPPROF_FAKE_CUPTI`` = ``missing``, ``no-gpu``, ``multiple-subscribers``,
+``version``), it fails as cupti-python does in each case.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: The environment variable that turns the fake CUPTI on for ``--opprof-measure=auto`` on
+#: the fake backend (``ok``) or makes it fail one way.
+ENV = "OPPROF_FAKE_CUPTI"
+FAILURES = ("missing", "no-gpu", "multiple-subscribers", "version")
+
+
+class ActivityKind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    DRIVER = 4
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+    EXTERNAL_CORRELATION = 39
+
+
+class ExternalCorrelationKind(enum.IntEnum):
+    INVALID = 0
+    UNKNOWN = 1
+    OPENACC = 2
+    CUSTOM0 = 3
+    CUSTOM1 = 4
+    CUSTOM2 = 5
+
+
+class ActivityMemcpyKind(enum.IntEnum):
+    UNKNOWN = 0
+    HTOD = 1
+    DTOH = 2
+    HTOA = 3
+    ATOH = 4
+    ATOA = 5
+    ATOD = 6
+    DTOA = 7
+    DTOD = 8
+    HTOH = 9
+    PTOP = 10
+
+
+class Result(enum.IntEnum):
+    SUCCESS = 0
+    ERROR_INVALID_PARAMETER = 1
+    ERROR_INVALID_DEVICE = 2
+    ERROR_NOT_INITIALIZED = 15
+    ERROR_QUEUE_EMPTY = 19
+    ERROR_INSUFFICIENT_PRIVILEGES = 35
+    ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
+    ERROR_NOT_COMPATIBLE = 29
+
+
+class cuptiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"{Result(status).name}")
+        self.status = status
+
+
+@dataclass
+class Record:
+    """An activity record: the attributes cupti-python's records have, those used."""
+
+    kind: int
+    correlation_id: int
+    name: str = ""
+    start: int = 0
+    end: int = 0
+    stream_id: int = 0
+    copy_kind: int = 0
+    external_kind: int = 0
+    external_id: int = 0
+
+
+_COPY_KINDS = {"HtoD": ActivityMemcpyKind.HTOD, "DtoH": ActivityMemcpyKind.DTOH,
+               "DtoD": ActivityMemcpyKind.DTOD, "HtoH": ActivityMemcpyKind.HTOH,
+               "PtoP": ActivityMemcpyKind.PTOP}
+
+
+class FakeCupti:
+    """The fake module. ``fail``: one of :data:`FAILURES`, or None to work."""
+
+    ActivityKind = ActivityKind
+    ExternalCorrelationKind = ExternalCorrelationKind
+    ActivityMemcpyKind = ActivityMemcpyKind
+    Result = Result
+    cuptiError = cuptiError
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.fail = fail
+        self.enabled: set[int] = set()
+        self.stack: dict[int, list[int]] = {}
+        self.pending: list[Record] = []
+        self.correlation = 0
+        self.now: Callable[[], int] = lambda: 0
+        self._requested: Callable[[], Any] | None = None
+        self._completed: Callable[[list[Any]], Any] | None = None
+        #: Calls made, for tests that hold the hot path to its promises.
+        self.pushes = 0
+        self.pops = 0
+        self.flushes = 0
+
+    # -- cupti-python's API ------------------------------------------------------------
+    def activity_enable(self, kind: int) -> None:
+        if self.fail == "no-gpu":
+            raise cuptiError(Result.ERROR_NOT_INITIALIZED)
+        if self.fail == "multiple-subscribers":
+            raise cuptiError(Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        if self.fail == "version":
+            raise cuptiError(Result.ERROR_NOT_COMPATIBLE)
+        self.enabled.add(int(kind))
+
+    def activity_disable(self, kind: int) -> None:
+        self.enabled.discard(int(kind))
+
+    def activity_register_callbacks(self, requested: Callable[[], Any],
+                                    completed: Callable[[list[Any]], Any]) -> None:
+        self._requested, self._completed = requested, completed
+
+    def activity_push_external_correlation_id(self, kind: int, id: int) -> None:
+        self.pushes += 1
+        self.stack.setdefault(int(kind), []).append(int(id))
+
+    def activity_pop_external_correlation_id(self, kind: int) -> int:
+        self.pops += 1
+        stack = self.stack.get(int(kind))
+        if not stack:
+            raise cuptiError(Result.ERROR_QUEUE_EMPTY)
+        return stack.pop()
+
+    def activity_flush_all(self, flag: int) -> None:
+        self.flushes += 1
+        if self._completed is not None and self.pending:
+            assert self._requested is not None
+            self._requested()
+            records, self.pending = self.pending, []
+            self._completed(records)
+
+    def get_timestamp(self) -> int:
+        return self.now()
+
+    # -- what the fake device reports --------------------------------------------------
+    def launch(self, kind: str, name: str, start: int, end: int, stream: int) -> None:
+        """A kernel (``kind`` "kernel"), copy ("memcpy", ``name`` its direction) or memset
+        ran from ``start`` to ``end``: its records, as CUPTI would write them."""
+        activity = {"kernel": ActivityKind.CONCURRENT_KERNEL, "memcpy": ActivityKind.MEMCPY,
+                    "memset": ActivityKind.MEMSET}[kind]
+        self.correlation += 1
+        if int(activity) not in self.enabled:
+            return
+        corr = self.correlation
+        stack = self.stack.get(int(ExternalCorrelationKind.CUSTOM0))
+        if stack and ActivityKind.EXTERNAL_CORRELATION in self.enabled \
+                and ActivityKind.RUNTIME in self.enabled:
+            self.pending.append(Record(ActivityKind.EXTERNAL_CORRELATION, corr,
+                                       external_kind=ExternalCorrelationKind.CUSTOM0,
+                                       external_id=stack[-1]))
+        record = Record(activity, corr, start=start, end=end, stream_id=stream)
+        if kind == "kernel":
+            record.name = name
+        elif kind == "memcpy":
+            record.copy_kind = _COPY_KINDS.get(name, ActivityMemcpyKind.UNKNOWN)
+        self.pending.append(record)
+
+
+def from_environment() -> str | None:
+    """``OPPROF_FAKE_CUPTI`` as set: None (unset), ``ok`` or one of :data:`FAILURES`;
+    an unknown value raises ValueError with the one line to show."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    if value != "ok" and value not in FAILURES:
+        raise ValueError(f"{ENV}={value!r}: use ok or one of {', '.join(FAILURES)}")
+    return value
