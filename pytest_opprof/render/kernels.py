@@ -29,8 +29,9 @@ def measure_word(measure: str) -> str:
 
 
 def has_kernel_time(profile: Profile) -> bool:
-    """Whether the op figures are kernel time (CUPTI) with the event span second."""
-    return profile.measure == "kernel" and profile.kernel_samples is not None
+    """Whether the op figures are kernel time (CUPTI) with the event span second (as the
+    gate's ``Profile.gated_samples`` decides)."""
+    return profile.kernel_samples is not None
 
 
 def measured(profile: Profile, which: str) -> Profile:
@@ -82,9 +83,10 @@ def kernel_stats(profile: Profile, by_op: bool = False) -> list[KernelStats]:
     """The counted iterations' activities grouped by name and kind (and, with
     ``by_op``, by the innermost op that launched them), longest total first (ties by
     name). Empty when no activities were recorded."""
-    acts, names = profile.activities, profile.activity_names
-    if acts is None or names is None or len(acts) == 0:
+    acts = profile.activities
+    if acts is None or len(acts) == 0 or not acts.names:
         return []
+    names = acts.names
     keep = acts.iteration >= profile.skip
     op_id = acts.op_id[keep].astype(np.int64)
     name_id = acts.name_id[keep].astype(np.int64)

@@ -6,6 +6,13 @@ dispatch) and, on CUDA, ``GPU stream N`` for each stream the ops ran on (their d
 times). Iterations are enclosing slices on every track, named ``iteration N`` or
 ``iteration N (skipped)`` (greyed, ``args.skipped``); phases enclose their ops on the
 primary track (the GPU's on CUDA); an instant event marks each iteration's start.
+
+With kernel time (CUPTI), every GPU activity (kernel, memcpy, memset) is a slice on the
+track of its stream, inside the slice of the op that launched it (the op's span on the
+device), with ``args`` naming it, its kind, its op and iteration. An activity that would
+cross a slice's edge there (the event clock and CUPTI's differ by a little; an activity
+can outlast its op's span) goes to ``GPU stream N (outside op spans)`` instead, since a
+trace viewer drops slices that are not properly nested.
 """
 
 from __future__ import annotations
@@ -17,13 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..files import safe_name
-from ..profile import Profile
+from ..profile import ACTIVITY_KINDS, Profile
 
 if TYPE_CHECKING:
     from ..records import TestRecord
 
 CPU_TID = 1
 GPU_TID0 = 100
+#: Tracks of activities that do not nest in the slices of their stream's track.
+LOOSE_TID0 = 10_000
 
 
 def _us(ns: float) -> float:
@@ -35,7 +44,9 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     if profile.starts is None or profile.iteration_starts is None:
         return []
     cuda = profile.host_samples is not None
-    streams = sorted(set(profile.op_streams or [0])) if cuda else []
+    acts = profile.activities if cuda else None
+    act_streams = set() if acts is None else set(acts.stream.tolist())
+    streams = sorted(set(profile.op_streams or [0]) | act_streams) if cuda else []
     gpu_tid = {s: GPU_TID0 + k for k, s in enumerate(streams)}
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": profile.nodeid}},
@@ -44,6 +55,7 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     ]
     out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
              "args": {"name": f"GPU stream {s}"}} for s, tid in gpu_tid.items()]
+    loose_used: set[int] = set()
     primary = [gpu_tid[streams[0]]] if cuda else [CPU_TID]
     every_track = [CPU_TID, *gpu_tid.values()]
 
@@ -58,7 +70,10 @@ def events(profile: Profile) -> list[dict[str, Any]]:
             (CPU_TID, host_starts, host_samples)]
         return [*host, (gpu_tid[stream], starts, samples)]
 
+    by_iteration = _activities_by_iteration(profile) if acts is not None else {}
     for i in range(profile.iterations):
+        #: (tid, start, end) in whole ns of the slices on GPU tracks: what activities nest in.
+        gpu_slices: list[tuple[int, int, int]] = []
         t0 = float(profile.iteration_starts[i])
         skipped = i < profile.skip
         name = f"iteration {i}" + (" (skipped)" if skipped else "")
@@ -67,6 +82,7 @@ def events(profile: Profile) -> list[dict[str, Any]]:
         if skipped:
             slice_["cname"] = "grey"
         out += [{**slice_, "tid": tid} for tid in every_track]
+        gpu_slices += [(tid, _ns(t0), _ns(t0) + _ns(profile.wall[i])) for tid in gpu_tid.values()]
         out.append({"ph": "i", "pid": 1, "tid": primary[0], "s": "p", "name": name,
                     "ts": _us(t0), "cat": "iteration"})
         if profile.phase_starts is not None:
@@ -75,6 +91,7 @@ def events(profile: Profile) -> list[dict[str, Any]]:
                 if math.isfinite(start) and math.isfinite(dur):
                     out.append({"ph": "X", "pid": 1, "tid": primary[0], "name": phase,
                                 "cat": "phase", "ts": _us(t0 + start), "dur": _us(dur)})
+                    gpu_slices.append((primary[0], _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
         for info in profile.ops:
             k = info.op_id
             for tid, starts, durations in op_tracks(k):
@@ -84,6 +101,80 @@ def events(profile: Profile) -> list[dict[str, Any]]:
                                 "cat": "op", "ts": _us(t0 + start), "dur": _us(dur),
                                 "args": {"op_id": k, "occurrence": info.occurrence,
                                          "phase": info.phase, "skipped": skipped}})
+                    if tid != CPU_TID:
+                        gpu_slices.append((tid, _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
+        if i in by_iteration:
+            out += _activity_events(profile, by_iteration[i], t0, gpu_tid, gpu_slices,
+                                    loose_used)
+    out += [{"ph": "M", "pid": 1, "tid": LOOSE_TID0 + k, "name": "thread_name",
+             "args": {"name": f"GPU stream {s} (outside op spans)"}}
+            for s, k in ((s, streams.index(s)) for s in sorted(loose_used))]
+    return out
+
+
+def _ns(x: float) -> int:
+    return round(float(x))
+
+
+def _activities_by_iteration(profile: Profile) -> dict[int, list[int]]:
+    """Each iteration's activity indices, by start (longest first at equal starts)."""
+    acts = profile.activities
+    if acts is None or len(acts) == 0:
+        return {}
+    order = np.lexsort((acts.start_ns - acts.end_ns, acts.start_ns, acts.iteration))
+    out: dict[int, list[int]] = {}
+    for j in order.tolist():
+        out.setdefault(int(acts.iteration[j]), []).append(j)
+    return out
+
+
+def _activity_events(profile: Profile, indices: list[int], t0: float,
+                     gpu_tid: dict[int, int], slices: list[tuple[int, int, int]],
+                     loose: set[int]) -> list[dict[str, Any]]:
+    """The slices of one iteration's activities (``indices``, by start). Each goes on its
+    stream's track when it nests in the slices there and overlaps no activity before it,
+    else on the stream's track of loose activities (whose streams are added to ``loose``)."""
+    acts = profile.activities
+    assert acts is not None
+    idx = np.array(indices, dtype=np.int64)
+    start = t0 + acts.start_ns[idx]
+    dur = acts.end_ns[idx] - acts.start_ns[idx]
+    a = np.round(start).astype(np.int64)
+    b = a + np.round(dur).astype(np.int64)
+    tids = np.array([gpu_tid[int(x)] for x in acts.stream[idx].tolist()], dtype=np.int64)
+    fits = np.ones(idx.size, dtype=bool)
+    for tid in set(tids.tolist()):
+        on = np.flatnonzero(tids == tid)
+        bounds = np.array([(lo, hi) for track, lo, hi in slices if track == tid],
+                          dtype=np.int64).reshape(-1, 2)
+        lo, hi = bounds[:, 0], bounds[:, 1]
+        step = max(1, 2**22 // max(len(lo), 1))
+        for c in range(0, on.size, step):
+            part = on[c:c + step]
+            x, y = a[part, None], b[part, None]
+            fits[part] = ((y <= lo) | (x >= hi) | ((lo <= x) & (y <= hi))).all(axis=1)
+        last_end = None
+        for j in on[fits[on]].tolist():  # by start: one activity at a time per stream
+            if last_end is not None and a[j] < last_end:
+                fits[j] = False
+            else:
+                last_end = int(b[j])
+    names, kinds = acts.names, acts.kind[idx].tolist()
+    out = []
+    for n, j in enumerate(idx.tolist()):
+        stream = int(acts.stream[j])
+        tid = int(tids[n])
+        if not fits[n]:
+            loose.add(stream)
+            tid = LOOSE_TID0 + sorted(gpu_tid).index(stream)
+        kind, name = ACTIVITY_KINDS[kinds[n]], names[int(acts.name_id[j])]
+        op_id = int(acts.op_id[j])
+        out.append({"ph": "X", "pid": 1, "tid": tid, "name": name, "cat": kind,
+                    "ts": _us(start[n]), "dur": _us(dur[n]),
+                    "args": {"name": name, "kind": kind, "op_id": op_id,
+                             "op": profile.ops[op_id].name if op_id >= 0 else None,
+                             "iteration": int(acts.iteration[j]), "stream": stream,
+                             "skipped": int(acts.iteration[j]) < profile.skip}})
     return out
 
 
