@@ -1,110 +1,341 @@
-"""Kernel time (CUPTI) in the profile and every report, on profiles built by hand
-against the data contract: ``measure``, ``kernel_samples``, ``kernel_counts``,
-``activities`` and ``activity_names``."""
+"""Kernel time (CUPTI) in every report: the terminal report at verbosity 2, the results
+JSON and its schema, Markdown, HTML and the Chrome trace. Profiles come from the fake
+device with the fake CUPTI (the same path the plugin takes with ``--opprof-measure``),
+and from pytest runs of a user's test file (pytester)."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_opprof import OpprofError, Profile
-from pytest_opprof.profile import MAX_ACTIVITIES, Activities
+import pytest_opprof
+from pytest_opprof import Profile, Profiler
+from pytest_opprof.records import TestRecord
+from pytest_opprof.render import html, markdown, results_json, text, trace
+from pytest_opprof.render.kernels import NAME_WIDTH, abbreviate, kernel_stats
+from pytest_opprof.render.results_json import Reported
+from pytest_opprof.render.results_json import test_entry as entry_of
+from pytest_opprof.runinfo import RunInfo
+from pytest_opprof.timers import FakeDevice, FakeTimer
+from pytest_opprof.timers.cupti import KernelTracer
+from pytest_opprof.timers.fake_cupti import FakeCupti
 
 from .fakes import train_profile
 
-LONG = ("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float, "
-        "cutlass::layout::RowMajor & x>>(Params<T>&)")
+GEMM = ("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float, "
+        "cutlass::layout::RowMajor, cutlass::arch::Sm90 & OpClassTensorOp>>(Params&)")
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
 
 
-def kernel_profile(iterations: int = 4, skip: int = 1) -> Profile:
-    """A fake-backend profile given kernel time: each op launched one kernel per
-    iteration (op 0 also a memcpy), the last op launched nothing in iteration 2."""
-    profile = train_profile(iterations=iterations, skip=skip)
-    n_iter, n_ops = profile.samples.shape
-    names = [LONG, "[memcpy HtoD]", "relu_kernel"]
-    rows: list[tuple[int, int, int, int, int, float, float]] = []
-    kernel = np.full((n_iter, n_ops), np.nan)
-    counts = np.full((n_iter, n_ops), np.nan)
-    assert profile.starts is not None
-    for i in range(n_iter):
-        for k in range(n_ops):
-            if np.isnan(profile.samples[i, k]):
-                continue
-            start = float(profile.starts[i, k])
-            acts = [] if (k == n_ops - 1 and i == 2) else [(k % 2 * 2, 0, 0.25)]
-            if k == 0:
-                acts.append((1, 1, 0.5))
-            total = 0.0
-            for name_id, kind, share in acts:
-                dur = float(profile.samples[i, k]) * share
-                rows.append((i, k, name_id, kind, 7, start, start + dur))
-                start += dur
-                total += dur
-            kernel[i, k], counts[i, k] = total, len(acts)
-    profile.measure = "kernel"
-    profile.kernel_samples, profile.kernel_counts = kernel, counts
-    profile.activity_names = names
-    columns = list(zip(*rows, strict=True))
-    profile.activities = Activities(
-        *(np.array(c, dtype=np.int64) for c in columns[:5]),
-        np.array(columns[5], dtype=float), np.array(columns[6], dtype=float))
+def kernel_profiler(skip: int = 1) -> tuple[Profiler, FakeDevice]:
+    tracer = KernelTracer(FakeCupti())
+    tracer.start()
+    timer = FakeTimer(FakeDevice(launch_ns=100), tracer=tracer)
+    return Profiler(timer, skip=skip, nodeid="test_k.py::test_k"), timer.device_model
+
+
+def kernel_profile(iterations: int = 4) -> Profile:
+    """conv2d: a copy in, a long-named GEMM, relu nested in it; then add, which launches
+    nothing in iteration 2; a memset outside any op. The host runs behind the device."""
+    profiler, dev = kernel_profiler()
+    for i in profiler.iterations(iterations):
+        with profiler.op("conv2d"):
+            dev.memcpy(300)
+            dev.kernel(1000, name=GEMM)
+            with profiler.op("relu"):
+                dev.kernel(250, name="relu_kernel")
+        with profiler.op("add"):
+            if i != 2:
+                dev.kernel(50, name="add_kernel")
+        dev.memset(20)
+        dev.cpu(2000)
+    profile = profiler.profile
+    assert profile is not None and profile.measure == "kernel"
     return profile
 
 
-# -- the contract: Profile's kernel fields round-trip, bounded -----------------------------
-
-def test_kernel_fields_round_trip_through_json():
-    original = kernel_profile()
-    copy = Profile.from_json(original.to_json())
-    assert copy.measure == "kernel" and copy.activity_names == original.activity_names
-    np.testing.assert_array_equal(copy.kernel_samples, np.round(original.kernel_samples))
-    np.testing.assert_array_equal(copy.kernel_counts, original.kernel_counts)
-    assert copy.activities is not None and original.activities is not None
-    for key in Activities.COLUMNS:
-        np.testing.assert_array_equal(getattr(copy.activities, key),
-                                      getattr(original.activities, key))
-    assert copy.gated_samples() is copy.kernel_samples
-
-
-def test_a_profile_without_kernel_time_reads_as_events():
-    data = json.loads(train_profile().to_json())
-    for key in ("measure", "kernel_samples_ns", "kernel_counts", "activities",
-                "activity_names"):
-        data.pop(key)
-    profile = Profile.from_dict(data)
-    assert profile.measure == "events" and profile.activities is None
-    assert profile.gated_samples() is profile.samples
+def test_the_per_op_list_gives_kernel_time_then_the_span_and_each_ops_kernels():
+    out = text.singa_ops(kernel_profile())
+    lines = out.splitlines()
+    assert lines[0] == "Time Profiling:"
+    assert lines[1].startswith("Measure: kernel time (the GPU activities each op launched")
+    assert "span: the op's event span" in lines[1]
+    # conv2d: 300 + 1000 + 250 ns of GPU work (relu nested), its span is longer
+    assert re.fullmatch(r"OP_ID0\. conv2d : 1\.55e-06 sec \(span \S+ sec\)", lines[2])
+    assert lines[3:5] == [f"    {abbreviate(GEMM)} : count=3 total=0.003 ms",
+                          "    [memcpy HtoD] : count=3 total=0.0009 ms"]
+    assert re.fullmatch(r"OP_ID1\. relu : 2\.5e-07 sec \(span \S+ sec\)", lines[5])
+    assert lines[6] == "    relu_kernel : count=3 total=0.00075 ms"
+    # add launched nothing in one counted iteration: 0 there, so its mean is 2/3 of 50 ns
+    assert re.fullmatch(r"OP_ID2\. add : 3\.33333e-08 sec \(span \S+ sec\)", lines[7])
+    assert lines[8] == "    add_kernel : count=2 total=0.0001 ms"
+    assert lines[9:] == ["Outside any op:", "    [memset] : count=3 total=6e-05 ms"]
 
 
-def _set(path, value):
-    def change(d):
-        *keys, last = path
-        for key in keys:
-            d = d[key]
-        d[last] = value
-    return change
+def test_long_kernel_names_are_cut_to_a_width_in_the_terminal_only():
+    shown = abbreviate(GEMM)
+    assert len(GEMM) > NAME_WIDTH and len(shown) == NAME_WIDTH and shown.endswith("...")
+    assert abbreviate("k\x1b[2J") == "k\\x1b[2J"  # no terminal sequence gets through
+    report = text.render(kernel_profile(), 2)
+    assert GEMM not in report and shown in report
+    rows = entry_of(TestRecord(kernel_profile()))["ops"][0]["kernels"]
+    assert rows[0]["name"] == GEMM
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (_set(["measure"], "cycles"), "measure must be one of"),
-    (_set(["activities", "op_id", 0], 99), "activities.op_id must lie"),
-    (_set(["activities", "name_id", 0], 3), "activities.name_id must lie"),
-    (_set(["activities", "iteration", 0], 4), "activities.iteration must lie"),
-    (_set(["activities", "kind", 0], 3), "activities.kind must lie"),
-    (_set(["activities", "end_ns", 0], -1.0), "ends before it starts"),
-    (_set(["activities", "start_ns", 0], "x"), "must hold numbers"),
-    (_set(["activities", "stream"], [0]), "activities.stream has 1 entries"),
-    (_set(["activities", "iteration"], [0] * (MAX_ACTIVITIES + 1)), "more than"),
-    (_set(["activity_names"], None), "activities without activity_names"),
-    (_set(["activity_names", 0], ""), "activity_names must hold"),
-    (_set(["kernel_samples_ns"], [[1]]), "kernel_samples_ns"),
-    (_set(["kernel_counts"], [[1]] * 4), "kernel_counts"),
-])
-def test_a_bad_kernel_field_is_one_line_naming_it(change, message):
-    data = json.loads(kernel_profile().to_json())
-    change(data)
-    with pytest.raises(OpprofError, match=message) as info:
-        Profile.from_dict(data)
-    assert "\n" not in str(info.value)
+def test_the_per_kernel_table_is_by_total_time_in_ms_with_copies_and_memsets():
+    table = text.kernel_table(kernel_profile())
+    lines = table.splitlines()
+    assert lines[0] == "GPU activities (kernels, memcpy, memset) by total time, ms:"
+    stats = [re.split(r"\s{3,}", line.strip()) for line in lines[1:]]
+    assert [row[0] for row in stats] == [f"Stat={abbreviate(GEMM)}", "Stat=[memcpy HtoD]",
+                                         "Stat=relu_kernel", "Stat=add_kernel", "Stat=[memset]"]
+    assert stats[0][1:] == ["total=0.003", "avg=0.001", "max=0.001", "min=0.001", "count=3"]
+    assert stats[3][-1] == "count=2"
+    assert len({line.index("total=") for line in lines[1:]}) == 1  # columns aligned
+
+
+def test_verbosity_2_shows_the_kernel_sections_and_paddles_op_table_on_kernel_time():
+    report = text.render(kernel_profile(), 2)
+    assert "Stat=conv2d   total=0.00465" in report  # 3 x 1,550 ns of kernel time, in ms
+    assert "GPU activities (kernels, memcpy, memset)" in report
+    assert "Measure: kernel time" not in text.render(kernel_profile(), 1)
+
+
+def test_a_profile_without_kernel_time_reports_as_before():
+    report = text.render(train_profile(), 2)
+    assert "Measure" not in report and "GPU activities" not in report and "span" not in report
+    entry = entry_of(TestRecord(train_profile()))
+    assert entry["measure"] == "events" and entry["outside_ops_kernels"] is None
+    assert all(op["kernel"] is None and op["kernels"] is None for op in entry["ops"])
+
+
+def test_kernel_stats_count_only_counted_iterations():
+    profile = kernel_profile()
+    assert sum(k.count for k in kernel_stats(profile)) == 3 * 5 - 1
+    profile.skip = 0
+    assert sum(k.count for k in kernel_stats(profile)) == 4 * 5 - 1
+
+
+# -- results JSON, Markdown, HTML -----------------------------------------------------------
+
+def test_results_json_has_the_measure_kernel_figures_and_kernel_rows_and_validates():
+    jsonschema = pytest.importorskip("jsonschema")
+    record = TestRecord(kernel_profile())
+    data = json.loads(results_json.render([record], RunInfo.collect("m", "fake", "d")))
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    test = data["tests"][0]
+    assert test["measure"] == "kernel"
+    conv = test["ops"][0]
+    assert conv["current"]["median_ns"] == 1550.0  # the gated figure: kernel time
+    assert conv["kernel"]["median_ns"] == 1550.0 and conv["kernel"]["count"] == 3
+    assert conv["kernel"]["span_median_ns"] >= 1550.0
+    assert [(k["name"], k["kind"], k["count"], k["total_ns"]) for k in conv["kernels"]] == [
+        (GEMM, "kernel", 3, 3000.0), ("[memcpy HtoD]", "memcpy", 3, 900.0)]
+    assert test["ops"][2]["kernel"]["count"] == 1  # the median over counted iterations
+    assert [k["name"] for k in test["outside_ops_kernels"]] == ["[memset]"]
+    test["ops"][0]["kernels"][0]["kind"] = "launch"  # the schema rejects bad data
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+
+
+def test_a_results_file_read_back_reports_the_same_kernel_figures(tmp_path):
+    record = TestRecord(kernel_profile())
+    path = tmp_path / "r.json"
+    path.write_text(results_json.render([record], RunInfo("m", "fake", "d")))
+    _, (reported,) = results_json.load(path)
+    assert reported.entry["ops"][0]["kernels"] == entry_of(record)["ops"][0]["kernels"]
+    assert reported.profile.activities is not None
+
+
+def test_markdown_names_the_measure_in_its_header():
+    run = RunInfo("m", "fake", "d")
+    kernel = markdown.render([TestRecord(kernel_profile())], run)
+    assert "1 profiled test(s), op times are kernel time, 0 failed" in kernel
+    events = markdown.render([TestRecord(train_profile())], run)
+    assert "op times are event span," in events
+    both = markdown.render([TestRecord(train_profile()), TestRecord(kernel_profile())], run)
+    assert "op times are event span in 1 test(s) and kernel time in 1 test(s)" in both
+
+
+def test_markdown_shows_a_kernel_named_op_as_code():
+    """Zero instrumentation names ops after kernels: ``<``, ``>``, ``&`` and ``|`` too."""
+    profile = kernel_profile()
+    profile.ops[0] = type(profile.ops[0])(0, "void k<a|b>&(T<1>)", 0, 0, None)
+    from .test_render import gated, outside_code_spans, tags
+
+    page = markdown.render([gated(profile)], RunInfo("m", "fake", "d"))
+    assert "`void k<a\\|b>&(T<1>)`" in page
+    assert tags(outside_code_spans(page)) == []
+
+
+def test_html_shows_kernel_time_beside_the_span_and_escapes_kernel_names():
+    record = TestRecord(kernel_profile())
+    page = html.render_tests([Reported(entry_of(record), record.profile)],
+                             RunInfo("m", "fake", "d"), charts=False)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
+    cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]
+    assert cells[0] == ["OP_ID", "op", "baseline median", "current median (kernel time)",
+                        "event span median", "kernels per iteration",
+                        "change (drift-corrected)", "verdict"]
+    assert cells[1][3] == "1.55 us" and cells[1][5] == "3"
+    assert "op times are kernel time" in page
+    assert "<code>void cutlass::Kernel&lt;cutlass::gemm" in page and "&amp; OpClass" in page
+    assert GEMM not in page and "<cutlass" not in page
+    kernel_header = next(c for c in cells if c and c[0] == "name")
+    assert kernel_header == ["name", "kind", "count", "total", "mean", "min", "max"]
+    plain = html.render_tests([Reported(entry_of(TestRecord(train_profile())),
+                                        train_profile())], RunInfo("m", "fake", "d"),
+                              charts=False)
+    assert "kernel" not in plain
+
+
+def test_html_charts_draw_kernel_time():
+    pytest.importorskip("matplotlib")
+    page = html.render([TestRecord(kernel_profile())], RunInfo("m", "fake", "d"))
+    assert page.count("<svg") == 1 + 1 and "&lt;cutlass" in page  # no phases: no split chart
+
+
+# -- Chrome trace -----------------------------------------------------------------------------
+
+def _slices(events, tid, cat=None):
+    return [e for e in events if e["ph"] == "X" and e["tid"] == tid
+            and (cat is None or e.get("cat") == cat)]
+
+
+def _nested(outer, inner) -> bool:
+    return outer["ts"] <= inner["ts"] and (
+        inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] + 1e-6)
+
+
+def test_the_trace_puts_activities_on_their_stream_inside_their_ops_slice():
+    events = trace.events(kernel_profile())
+    tracks = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert sorted(tracks.values()) == ["CPU (host dispatch)", "GPU stream 0"]
+    gpu = trace.GPU_TID0
+    ops = _slices(events, gpu, "op")
+    acts = [e for e in _slices(events, gpu) if e["cat"] in ("kernel", "memcpy", "memset")]
+    assert len(acts) == 4 * 5 - 1
+    gemm = next(e for e in acts if e["name"] == GEMM)
+    assert gemm["args"] == {"name": GEMM, "kind": "kernel", "op_id": 0, "op": "conv2d",
+                            "iteration": 0, "stream": 0, "skipped": True}
+    assert gemm["dur"] == pytest.approx(1.0)
+    for act in acts:
+        owner = act["args"]["op_id"]
+        if owner < 0:
+            assert act["name"] == "[memset]" and act["cat"] == "memset"
+            continue
+        it = act["args"]["iteration"]
+        op = [o for o in ops if o["args"]["op_id"] == owner][it]
+        assert _nested(op, act), (op, act)
+    relu = next(e for e in acts if e["name"] == "relu_kernel")
+    conv, nested = (next(o for o in ops if o["name"] == n) for n in ("conv2d", "relu"))
+    assert _nested(conv, nested) and _nested(nested, relu)
+
+
+def test_activities_that_cross_a_slice_edge_or_run_on_another_stream_get_their_own_track():
+    profile = kernel_profile()
+    acts = profile.activities
+    assert acts is not None
+    first = int(np.flatnonzero(acts.name_id == acts.names.index("relu_kernel"))[0])
+    acts.end_ns[first] += 10_000  # outlasts relu's and conv2d's spans
+    acts.stream[acts.names.index("[memset]") == acts.name_id] = 7
+    events = trace.events(profile)
+    tracks = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+    assert set(tracks) == {"CPU (host dispatch)", "GPU stream 0", "GPU stream 7",
+                           "GPU stream 0 (outside op spans)"}
+    loose = _slices(events, tracks["GPU stream 0 (outside op spans)"])
+    assert [(e["name"], e["args"]["iteration"]) for e in loose] == [("relu_kernel", 0)]
+    memsets = _slices(events, tracks["GPU stream 7"], "memset")
+    assert len(memsets) == 4
+
+
+def test_every_slice_on_a_track_nests_or_is_disjoint():
+    """What a trace viewer needs to draw a track: no slice crosses another's edge."""
+    profile = kernel_profile(iterations=6)
+    acts = profile.activities
+    assert acts is not None
+    acts.start_ns[::3] -= 400  # some start before their op
+    events = trace.events(profile)
+    assert any("(outside op spans)" in e["args"]["name"] for e in events
+               if e.get("name") == "thread_name")
+    for tid in {e["tid"] for e in events if e["ph"] == "X"}:
+        spans = sorted(((round(e["ts"] * 1e3), round((e["ts"] + e["dur"]) * 1e3))
+                        for e in _slices(events, tid)), key=lambda s: (s[0], -s[1]))
+        for k, (_, b) in enumerate(spans):
+            for c, d in spans[k + 1:]:
+                assert d <= b or c >= b, (tid, b, (c, d))
+
+
+# -- as a user runs it -------------------------------------------------------------------------
+
+USER_TEST = f"""
+GEMM = {GEMM!r}
+
+
+def test_step(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(6):
+        with gpu_profiler.op("matmul"):
+            dev.memcpy(2_000)
+            dev.kernel(30_000, name=GEMM)
+        with gpu_profiler.op("relu"):
+            dev.kernel(500, name="relu<float>")
+        dev.cpu(50_000)
+"""
+
+
+@pytest.fixture
+def user(pytester, monkeypatch):
+    monkeypatch.delenv("OPPROF_FAKE_CUPTI", raising=False)
+    pytester.makepyfile(test_user=USER_TEST)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
+    jsonschema = pytest.importorskip("jsonschema")
+    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2", "--opprof-skip=2",
+                 "--opprof-json=out/r.json", "--opprof-markdown=out/s.md",
+                 "--opprof-trace=out/traces", "--opprof-no-gate")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "Measure: kernel time (the GPU activities each op launched*",
+        "OP_ID0. matmul : 3.2e-05 sec (span * sec)",
+        f"    {abbreviate(GEMM)} : count=4 total=0.12 ms",
+        "    [[]memcpy HtoD] : count=4 total=0.008 ms",
+        "OP_ID1. relu : 5e-07 sec (span * sec)",
+        "    relu<float> : count=4 total=0.002 ms",
+        "GPU activities (kernels, memcpy, memset) by total time, ms:",
+        f"Stat={abbreviate(GEMM)}   total=0.12 *count=4",
+        "Stat=[[]memcpy HtoD] * total=0.008 *count=4",
+        "Stat=relu<float> * total=0.002 *count=4",
+    ])
+    data = json.loads((user.path / "out/r.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    (test,) = data["tests"]
+    assert test["measure"] == "kernel"
+    assert test["ops"][0]["kernel"]["median_ns"] == 32_000.0
+    assert test["ops"][0]["kernels"][0]["name"] == GEMM
+    assert "op times are kernel time" in (user.path / "out/s.md").read_text()
+    (trace_file,) = (user.path / "out/traces").glob("*.trace.json")
+    events = json.loads(trace_file.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert len(kernels) == 12 and {e["tid"] for e in kernels} == {trace.GPU_TID0}
+
+
+def test_a_user_run_without_kernel_time_reports_as_before(user):
+    result = run(user, "--opprof-verbosity=2", "--opprof-json=r.json", "--opprof-no-gate")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "Measure:" not in out and "GPU activities" not in out
+    result.stdout.fnmatch_lines(["OP_ID0. matmul : * sec", "OP_ID1. relu : * sec"])
+    test = json.loads((user.path / "r.json").read_text())["tests"][0]
+    assert test["measure"] == "events" and test["ops"][0]["kernels"] is None

@@ -55,7 +55,7 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     ]
     out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
              "args": {"name": f"GPU stream {s}"}} for s, tid in gpu_tid.items()]
-    loose_used: set[int] = set()
+    loose = _Lanes(sorted(gpu_tid))
     primary = [gpu_tid[streams[0]]] if cuda else [CPU_TID]
     every_track = [CPU_TID, *gpu_tid.values()]
 
@@ -104,12 +104,32 @@ def events(profile: Profile) -> list[dict[str, Any]]:
                     if tid != CPU_TID:
                         gpu_slices.append((tid, _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
         if i in by_iteration:
-            out += _activity_events(profile, by_iteration[i], t0, gpu_tid, gpu_slices,
-                                    loose_used)
-    out += [{"ph": "M", "pid": 1, "tid": LOOSE_TID0 + k, "name": "thread_name",
-             "args": {"name": f"GPU stream {s} (outside op spans)"}}
-            for s, k in ((s, streams.index(s)) for s in sorted(loose_used))]
+            out += _activity_events(profile, by_iteration[i], t0, gpu_tid, gpu_slices, loose)
+    out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}
+            for tid, name in sorted(loose.names.items())]
     return out
+
+
+class _Lanes:
+    """Tracks for the activities that do not nest on their stream's track: per stream,
+    as many as it takes for none of them to overlap another on its track."""
+
+    def __init__(self, streams: list[int]) -> None:
+        self.streams = streams
+        self.ends: dict[int, list[int]] = {}
+        self.names: dict[int, str] = {}
+
+    def place(self, stream: int, start: int, end: int) -> int:
+        ends = self.ends.setdefault(stream, [])
+        lane = next((k for k, e in enumerate(ends) if e <= start), len(ends))
+        if lane == len(ends):
+            ends.append(end)
+        else:
+            ends[lane] = end
+        tid = LOOSE_TID0 + 1000 * self.streams.index(stream) + lane
+        self.names[tid] = f"GPU stream {stream} (outside op spans)" + (
+            f" {lane + 1}" if lane else "")
+        return tid
 
 
 def _ns(x: float) -> int:
@@ -130,10 +150,10 @@ def _activities_by_iteration(profile: Profile) -> dict[int, list[int]]:
 
 def _activity_events(profile: Profile, indices: list[int], t0: float,
                      gpu_tid: dict[int, int], slices: list[tuple[int, int, int]],
-                     loose: set[int]) -> list[dict[str, Any]]:
+                     loose: _Lanes) -> list[dict[str, Any]]:
     """The slices of one iteration's activities (``indices``, by start). Each goes on its
     stream's track when it nests in the slices there and overlaps no activity before it,
-    else on the stream's track of loose activities (whose streams are added to ``loose``)."""
+    else on a track of the stream's loose activities (``loose``)."""
     acts = profile.activities
     assert acts is not None
     idx = np.array(indices, dtype=np.int64)
@@ -165,8 +185,7 @@ def _activity_events(profile: Profile, indices: list[int], t0: float,
         stream = int(acts.stream[j])
         tid = int(tids[n])
         if not fits[n]:
-            loose.add(stream)
-            tid = LOOSE_TID0 + sorted(gpu_tid).index(stream)
+            tid = loose.place(stream, int(a[n]), int(b[n]))
         kind, name = ACTIVITY_KINDS[kinds[n]], names[int(acts.name_id[j])]
         op_id = int(acts.op_id[j])
         out.append({"ph": "X", "pid": 1, "tid": tid, "name": name, "cat": kind,
