@@ -339,3 +339,50 @@ def test_a_user_run_without_kernel_time_reports_as_before(user):
     result.stdout.fnmatch_lines(["OP_ID0. matmul : * sec", "OP_ID1. relu : * sec"])
     test = json.loads((user.path / "r.json").read_text())["tests"][0]
     assert test["measure"] == "events" and test["ops"][0]["kernels"] is None
+
+
+ZERO_TEST = f"""
+GEMM = {GEMM!r}
+
+
+def test_untouched(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(5):
+        dev.memcpy(1_000)
+        dev.kernel(20_000, name=GEMM)
+        dev.kernel(400, name="relu<float>")
+        dev.kernel(400, name="relu<float>")
+        dev.cpu(30_000)
+"""
+
+
+def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
+    jsonschema = pytest.importorskip("jsonschema")
+    user.makepyfile(test_user=ZERO_TEST)
+    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2",
+                 "--opprof-json=r.json", "--opprof-trace=traces", "--opprof-no-gate")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "Measure: kernel time; the test named no op: one op per kernel name, in launch "
+        "order (zero instrumentation)",
+        "OP_ID0. [[]memcpy HtoD] : 1e-06 sec",
+        f"OP_ID1. {abbreviate(GEMM)} : 2e-05 sec",
+        "OP_ID2. relu<float> : 4e-07 sec",
+        "OP_ID3. relu<float> : 4e-07 sec",
+        f"Stat={abbreviate(GEMM)}   total=0.08 *count=4",
+        "Stat=relu<float> * total=0.0032 *count=8",
+    ])
+    out = result.stdout.str()
+    assert "(span" not in out and "    relu<float> : count" not in out
+    data = json.loads((user.path / "r.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    (test,) = data["tests"]
+    assert test["zero_instrumentation"] is True and test["measure"] == "kernel"
+    assert [op["name"] for op in test["ops"]] == ["[memcpy HtoD]", GEMM, "relu<float>",
+                                                  "relu<float>"]
+    (trace_file,) = (user.path / "traces").glob("*.trace.json")
+    events = json.loads(trace_file.read_text())["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "op"]
+    acts = [e for e in events if e.get("cat") in ("kernel", "memcpy")]
+    assert len(ops) == len(acts) == 20
+    assert {e["tid"] for e in ops + acts} == {trace.GPU_TID0}  # each kernel inside its op

@@ -34,6 +34,17 @@ def has_kernel_time(profile: Profile) -> bool:
     return profile.kernel_samples is not None
 
 
+def zero_instrumentation(profile: Profile) -> bool:
+    """Whether the test named no op and got one op per kernel name (its ops are its
+    kernels: no span of their own, no kernels under them)."""
+    return bool(profile.meta.get("zero_instrumentation"))
+
+
+def op_name(profile: Profile, name: str) -> str:
+    """An op name for the terminal: kernel names (zero instrumentation) cut to a width."""
+    return abbreviate(name) if zero_instrumentation(profile) else display_name(name)
+
+
 def measured(profile: Profile, which: str) -> Profile:
     """``profile`` with ``samples`` holding ``which`` measure (``kernel`` or ``events``)
     and no kernel time beside it, so that every statistic of :mod:`pytest_opprof.stats`

@@ -83,6 +83,7 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
         "baseline_runs": c.runs if c else 0, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
         "measure": "kernel" if kernel else "events",
+        "zero_instrumentation": bool(profile.meta.get("zero_instrumentation")),
         "ops": ops,
         "outside_ops_kernels": None if by_op is None else [
             _kernel_row(k) for k in by_op.get(-1, [])],

@@ -23,7 +23,9 @@ from .kernels import (
     kernel_stats,
     kernels_by_op,
     measure_word,
+    op_name,
     spans,
+    zero_instrumentation,
 )
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
@@ -63,6 +65,9 @@ def singa_phases(profile: Profile) -> str:
 
 def measure_line(profile: Profile) -> str:
     """Which measure the per-op figures are."""
+    if zero_instrumentation(profile):
+        return ("Measure: kernel time; the test named no op: one op per kernel name, in "
+                "launch order (zero instrumentation)")
     if has_kernel_time(profile):
         return ("Measure: kernel time (the GPU activities each op launched, nested ops "
                 "included); span: the op's event span")
@@ -74,17 +79,19 @@ def singa_ops(profile: Profile) -> str:
     kernel time, each op's event span second and the kernels it launched under it."""
     kernel = has_kernel_time(profile)
     lines = ["Time Profiling:"]
-    if kernel or profile.kernel_samples is not None:
+    if kernel:
         lines.append(measure_line(profile))
-    by_op = kernels_by_op(profile) if kernel else {}
+    zero = zero_instrumentation(profile)
+    kernel = kernel and not zero  # its ops are its kernels: no span, no kernels under them
+    by_op = kernels_by_op(profile) if kernel or zero else {}
     span_stats = op_stats(spans(profile)) if kernel else []
     for s in op_stats(gated(profile)):
         value = f"{seconds(s.mean)} sec" if s.count else "- sec (ran only in skipped iterations)"
         if kernel and s.count:
             value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
-        lines.append(f"OP_ID{s.op_id}. {display_name(s.name)} : {value}")
+        lines.append(f"OP_ID{s.op_id}. {op_name(profile, s.name)} : {value}")
         lines += [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
-                  for k in by_op.get(s.op_id, [])]
+                  for k in by_op.get(s.op_id, []) if kernel]
     outside = by_op.get(-1, [])
     if outside:
         lines.append("Outside any op:")
@@ -106,7 +113,7 @@ def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
     measure the gate uses)."""
     return _stat_table([
-        [f"Stat={display_name(s.name)}", f"total={milliseconds(s.total)}",
+        [f"Stat={op_name(profile, s.name)}", f"total={milliseconds(s.total)}",
          f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
          f"min={milliseconds(s.min)}", f"count={s.count}"]
         for s in op_type_stats(gated(profile))

@@ -43,8 +43,8 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     """The trace events of one profile (needs its timeline: a profile just measured)."""
     if profile.starts is None or profile.iteration_starts is None:
         return []
-    cuda = profile.host_samples is not None
-    acts = profile.activities if cuda else None
+    cuda = profile.host_samples is not None or profile.activities is not None
+    acts = profile.activities
     act_streams = set() if acts is None else set(acts.stream.tolist())
     streams = sorted(set(profile.op_streams or [0]) | act_streams) if cuda else []
     gpu_tid = {s: GPU_TID0 + k for k, s in enumerate(streams)}
