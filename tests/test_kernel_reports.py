@@ -386,3 +386,37 @@ def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
     acts = [e for e in events if e.get("cat") in ("kernel", "memcpy")]
     assert len(ops) == len(acts) == 20
     assert {e["tid"] for e in ops + acts} == {trace.GPU_TID0}  # each kernel inside its op
+
+
+def test_a_regressed_ops_failure_names_the_measure_and_the_kernels_it_launched():
+    from pytest_opprof.render.gate import failure_text
+
+    from .test_render import gated
+
+    text_ = failure_text(gated(kernel_profile()).result)
+    lines = text_.splitlines()
+    regressed = lines.index(next(x for x in lines if "op(s) regressed" in x))
+    assert "op(s) regressed in kernel time against the baseline" in lines[regressed]
+    assert lines[regressed + 1].startswith("  OP_ID0. conv2d: 1 us -> 1.85 us")
+    assert lines[regressed + 2:regressed + 4] == [
+        f"    kernel {abbreviate(GEMM)}: 3 in 3 counted iterations, mean 1 us",
+        "    memcpy [memcpy HtoD]: 3 in 3 counted iterations, mean 300 ns"]
+    assert "kernel time" not in failure_text(gated(train_profile()).result)
+
+
+def test_benchmark_extra_info_names_the_measure():
+    from pytest_opprof.render.bench import extra_info
+
+    from .test_render import gated
+
+    assert extra_info(gated(kernel_profile()).result)["measure"] == "kernel"
+    assert extra_info(gated(train_profile()).result)["measure"] == "events"
+
+
+def test_html_takes_junk_kernel_fields_from_a_results_file():
+    entry = entry_of(TestRecord(kernel_profile()))
+    entry["ops"][0]["kernel"] = {"count": "many", "span_median_ns": [1]}
+    entry["ops"][1]["kernel"] = "x"
+    page = html.render_tests([Reported(entry, kernel_profile())], RunInfo("m", "fake", "d"),
+                             charts=False)
+    assert "kernels per iteration" in page

@@ -35,4 +35,5 @@ def extra_info(result: TestResult) -> dict[str, Any]:
         })
     return {"verdict": word(result.verdict), "machine": result.machine, "backend": profile.backend,
             "device": profile.device, "iterations": profile.iterations, "skip": profile.skip,
+            "measure": "kernel" if profile.kernel_samples is not None else "events",
             "ops": ops}

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from . import display_name, duration, percent, word
+from .kernels import abbreviate, has_kernel_time, kernels_by_op
 
 __all__ = ["budget_line", "counts_line", "duration", "failure_text", "op_line", "summary_line"]
 
@@ -60,18 +61,38 @@ def failure_text(result: TestResult) -> str:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
                  f"this run's drift {percent(c.drift)}, from {c.drift_source}{confirmed})")
+        kernel = has_kernel_time(result.profile)
+        measure = " in kernel time" if kernel else ""
         heads = {
-            OpStatus.REGRESSED: f"op(s) regressed against {where}",
+            OpStatus.REGRESSED: f"op(s) regressed{measure} against {where}",
             OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict-ops)",
             OpStatus.MISSING: "op(s) of the baseline missing from this run (failing "
                               "under --opprof-strict-ops)",
         }
         for status, ops in result.at_fault_by_verdict().items():
             lines.append(f"opprof: {len(ops)} {heads[status]}:")
-            lines += ["  " + op_line(v) for v in ops]
+            for v in ops:
+                lines.append("  " + op_line(v))
+                if kernel and status == OpStatus.REGRESSED:
+                    lines += kernel_lines(result, v.op_id)
         lines.append("To accept: opprof baseline update "
                      + display_name(shlex.quote(result.nodeid)))
     return "\n".join(lines)
+
+
+#: The kernels a regressed op's failure text names (its longest).
+KERNELS_SHOWN = 3
+
+
+def kernel_lines(result: TestResult, op_id: int) -> list[str]:
+    """The kernels a regressed op launched itself, longest total first: where to look."""
+    profile = result.profile
+    rows = kernels_by_op(profile).get(op_id, [])
+    lines = [f"    {k.kind} {abbreviate(k.name)}: {k.count} in {profile.counted} counted "
+             f"iterations, mean {duration(k.mean)}" for k in rows[:KERNELS_SHOWN]]
+    if len(rows) > KERNELS_SHOWN:
+        lines.append(f"    and {len(rows) - KERNELS_SHOWN} more kernel name(s)")
+    return lines
 
 
 def _named(ops: Sequence[OpVerdict], with_change: bool) -> str:
