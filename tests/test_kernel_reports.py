@@ -304,7 +304,7 @@ def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
     jsonschema = pytest.importorskip("jsonschema")
     result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2", "--opprof-skip=2",
                  "--opprof-json=out/r.json", "--opprof-markdown=out/s.md",
-                 "--opprof-trace=out/traces", "--opprof-no-gate")
+                 "--opprof-trace=out/traces", "--opprof-html=out/r.html", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "Measure: kernel time (the GPU activities each op launched*",
@@ -325,6 +325,14 @@ def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
     assert test["ops"][0]["kernel"]["median_ns"] == 32_000.0
     assert test["ops"][0]["kernels"][0]["name"] == GEMM
     assert "op times are kernel time" in (user.path / "out/s.md").read_text()
+    page = (user.path / "out/r.html").read_text()
+    assert "current median (kernel time)" in page and "relu&lt;float&gt;" in page
+    assert "relu<float>" not in page
+    from pytest_opprof.cli import main
+
+    assert main(["report", str(user.path / "out/r.json"), "-o", str(user.path / "a.html")]) == 0
+    again = (user.path / "a.html").read_text()
+    assert "current median (kernel time)" in again and "relu&lt;float&gt;" in again
     (trace_file,) = (user.path / "out/traces").glob("*.trace.json")
     events = json.loads(trace_file.read_text())["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
