@@ -148,6 +148,62 @@ def test_the_hot_path_pushes_once_per_op_and_flushes_once_per_iteration_end():
     assert dev.syncs == 4
 
 
+# -- one event per boundary ----------------------------------------------------------------
+def run_ops(timer: FakeTimer, iterations: int = 4, between: int = 0) -> Profile:
+    profiler, dev = Profiler(timer, skip=0), timer.device_model
+    for _ in profiler.iterations(iterations):
+        with profiler.op("outer"):
+            for name in ("a", "b", "c"):
+                with profiler.op(name):
+                    dev.kernel(1_000, name=name)
+                dev.cpu(between)
+        with profiler.op("d"):
+            dev.kernel(500, name="d")
+    return built(profiler)
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_consecutive_ops_share_one_event_per_boundary(kernel):
+    """Per iteration: 12 marks (the iteration's two, two per op). Unshared, 12 events; an
+    entry right after an exit (b, c after a, b; d after outer) takes the exit's: 9."""
+    def timer(share: bool) -> FakeTimer:
+        tracer = None
+        if kernel:
+            tracer = KernelTracer(FakeCupti())
+            tracer.start()
+        return FakeTimer(FakeDevice(), tracer, share_boundaries=share)
+
+    two, one = timer(False), timer(True)
+    unshared, shared = run_ops(two), run_ops(one)
+    assert two.device_model.records == 4 * 12
+    assert one.device_model.records == 4 * 9
+    assert one.device_model.events_created == 9
+    assert np.array_equal(shared.samples, unshared.samples)
+    assert np.array_equal(shared.starts, unshared.starts)
+    assert np.array_equal(shared.host_samples, unshared.host_samples)
+    if kernel:
+        assert np.array_equal(shared.kernel_samples, unshared.kernel_samples)
+
+
+def test_shared_boundaries_are_the_default_under_the_kernel_measure_only():
+    tracer = KernelTracer(FakeCupti())
+    tracer.start()
+    assert FakeTimer(tracer=tracer).share_boundaries
+    assert not FakeTimer().share_boundaries
+
+
+def test_with_shared_boundaries_the_gap_between_two_ops_joins_the_second_span():
+    """The price of one event per boundary: what happens between two ops (here the device
+    waiting 2 us for the host) is in the second op's span; kernel time is unchanged."""
+    tracer = KernelTracer(FakeCupti())
+    tracer.start()
+    shared = run_ops(FakeTimer(FakeDevice(), tracer), between=3_000)
+    unshared = run_ops(FakeTimer(FakeDevice()), between=3_000)
+    assert unshared.samples[0].tolist() == [9_000.0, 1_000.0, 1_000.0, 1_000.0, 500.0]
+    assert shared.samples[0].tolist() == [9_000.0, 1_000.0, 3_000.0, 3_000.0, 500.0]
+    assert shared.kernel_samples[0].tolist() == [3_000.0, 1_000.0, 1_000.0, 1_000.0, 500.0]
+
+
 # -- zero instrumentation ------------------------------------------------------------------
 def test_a_loop_that_names_no_op_gets_one_op_per_kernel_name_in_launch_order():
     profiler, dev, _ = kernel_profiler()
