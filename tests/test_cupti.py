@@ -524,3 +524,23 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     args = rerun.command(config, "test_suite.py::test_net", backend="fake", skip=1,
                          profile_out=suite.path / "p.json", measure="kernel")
     assert "--opprof-measure=kernel" in args
+
+
+def test_the_gpu_check_script_runs_dry_on_the_fake_backend(tmp_path, monkeypatch):
+    """scripts/cupti_check.py is for a session with a GPU; --dry-run keeps it working."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.delenv(ENV, raising=False)
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "cupti_check.py"),
+                           "--dry-run", "--out", str(tmp_path)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = (tmp_path / "cupti_check.md").read_text()
+    assert "- exit status 0; opprof: measure kernel" in report
+    assert "| scale_4096_x40 | 40.0 | 0.00% | 1 |" in report
+    assert "A/A: 0 false failure(s) in 1 runs against a 2-run baseline" in report
+    assert "| matmul_4096 | +12.5% | yes | OP_ID0. matmul_4096: 2.66 ms -> 3 ms" in report
+    assert "| kernel measure (CUPTI ids + 1 event per boundary) |" in report
+    assert (tmp_path / "cupti_check.log").exists()

@@ -70,15 +70,20 @@ class CudaTimer(Timer):
             self.enter_hook, self.exit_hook = tracer.enter, tracer.exit
         self.share_boundaries = (tracer is not None if share_boundaries is None
                                  else share_boundaries)
-        if self.share_boundaries:
-            self._inner_enter, self._inner_exit = self.enter_hook, self.exit_hook
-            self.enter_hook, self.exit_hook = self._enter_shared, self._exit_shared
-            self.mark = self._mark_shared  # type: ignore[method-assign]
-        #: Under share_boundaries: the event slot of each mark; an exit was the last
-        #: mark; the next mark is an entry right after that exit.
+        #: Under share_boundaries: the event slot of each mark, and who keeps the two
+        #: flags (an exit was the last boundary; the next mark is an entry right after
+        #: it): the tracer, whose hooks set them (one call per hook), or this timer.
         self._slots: list[int] = []
         self._after_exit = False
         self._share_next = False
+        self._flags: Any = self
+        if self.share_boundaries:
+            if tracer is not None:
+                self._flags = tracer
+            else:
+                self._inner_enter, self._inner_exit = self.enter_hook, self.exit_hook
+                self.enter_hook, self.exit_hook = self._enter_shared, self._exit_shared
+            self.mark = self._mark_shared  # type: ignore[method-assign]
         self._used = 0
         self._device_ns = np.zeros(0, dtype=np.int64)
         self._host_ns = np.zeros(0, dtype=np.int64)
@@ -92,9 +97,9 @@ class CudaTimer(Timer):
         self._host = []
         self._streams = []
         self._slots = []
-        self._after_exit = self._share_next = False
         if self.tracer is not None:
             self.tracer.begin_iteration()
+        self._flags._after_exit = self._flags._share_next = False
 
     def _enter_shared(self, name: str) -> None:
         self._share_next = self._after_exit
@@ -106,7 +111,8 @@ class CudaTimer(Timer):
 
     def _mark_shared(self) -> int:
         """A mark; an entry right after an exit takes the exit's event."""
-        if self._share_next:
+        flags = self._flags
+        if flags._share_next:
             self._slots.append(self._used - 1)
             self._streams.append(self._streams[-1])
         else:
@@ -117,7 +123,7 @@ class CudaTimer(Timer):
             self._slots.append(i)
             self._used = i + 1
         self._host.append(self.api.host_ns())
-        self._after_exit = self._share_next = False
+        flags._after_exit = flags._share_next = False
         return len(self._slots) - 1
 
     def mark(self) -> int:
