@@ -495,6 +495,38 @@ def test_events_and_cpu_are_as_before(suite):
     assert "opprof: measure" not in result.stdout.str()
 
 
+def test_without_the_fake_cupti_auto_is_as_before(suite):
+    """No cupti-python (the fake backend without OPPROF_FAKE_CUPTI): spans, as today."""
+    suite.makeini("[pytest]\nopprof_backend = fake\n")
+    result = suite.runpytest("--opprof-json=out.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof: machine 'fake-fake CUDA device'*",
+                                 "opprof: measure events (fake device event spans)"])
+    text = (suite.path / "out.json").read_text()
+    assert '"kernel_samples_ns": [' not in text
+
+
+def test_an_op_that_launches_nothing_is_left_unjudged_not_failed(pytester, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    pytester.makepyfile(test_host="""
+def test_host(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for i in gpu_profiler.iterations(8):
+        for name in "abcdef":
+            with gpu_profiler.op(name):
+                dev.kernel(1000, name=name)
+        with gpu_profiler.op("host_only"):
+            dev.cpu(5000 + 1000 * (i % 3))
+""")
+    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
+    for _ in range(3):
+        assert pytester.runpytest("--opprof-update-baseline",
+                                  "--opprof-baseline-batch=b").ret == 0
+    result = pytester.runpytest("-W", "error::RuntimeWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["opprof: 0 regressed, 0 improved, 1 unjudged, *"])
+
+
 def test_kernel_on_the_cpu_backend_is_one_usage_error(suite):
     result = suite.runpytest("--opprof-backend=cpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
