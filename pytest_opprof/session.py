@@ -227,7 +227,8 @@ class OpprofSession:
                  rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> TestResult:
         from .gate import gate_config, judge
 
-        config = gate_config(self.backend, per_test.tolerance, per_test.tolerances)
+        config = gate_config(self.backend, per_test.tolerance, per_test.tolerances,
+                             profile.measure)
         if self.settings.update_baseline:
             result = judge(profile, None, machine=self.machine, config=config,
                            budgets=per_test.budgets, strict_ops=False)

@@ -44,11 +44,19 @@ class CudaTimer(Timer):
     by every later one: no event is created per op per iteration. Elapsed times
     are only read after the one synchronisation at the end of the iteration,
     and the host time of each mark is kept as the op's CPU dispatch time.
+
+    With ``share_boundaries`` (the default under the kernel measure), an op's entry
+    that comes right after an op's exit (the next op at the same nesting level) records
+    no event: it takes the exit's. One event per boundary instead of two; the price is
+    that GPU work launched between the two ops (outside both) joins the second op's
+    span, as does the device's wait for the host between them. Kernel time, linked by
+    correlation, is not affected.
     """
 
     kind = "cuda"
 
-    def __init__(self, api: EventAPI, tracer: KernelTracer | None = None) -> None:
+    def __init__(self, api: EventAPI, tracer: KernelTracer | None = None, *,
+                 share_boundaries: bool | None = None) -> None:
         self.api = api
         self.device = api.device
         self.tracer = tracer
@@ -60,6 +68,22 @@ class CudaTimer(Timer):
         else:  # the op's external correlation id instead of its NVTX range
             self.measure = "kernel"
             self.enter_hook, self.exit_hook = tracer.enter, tracer.exit
+        self.share_boundaries = (tracer is not None if share_boundaries is None
+                                 else share_boundaries)
+        #: Under share_boundaries: the event slot of each mark, and who keeps the two
+        #: flags (an exit was the last boundary; the next mark is an entry right after
+        #: it): the tracer, whose hooks set them (one call per hook), or this timer.
+        self._slots: list[int] = []
+        self._after_exit = False
+        self._share_next = False
+        self._flags: Any = self
+        if self.share_boundaries:
+            if tracer is not None:
+                self._flags = tracer
+            else:
+                self._inner_enter, self._inner_exit = self.enter_hook, self.exit_hook
+                self.enter_hook, self.exit_hook = self._enter_shared, self._exit_shared
+            self.mark = self._mark_shared  # type: ignore[method-assign]
         self._used = 0
         self._device_ns = np.zeros(0, dtype=np.int64)
         self._host_ns = np.zeros(0, dtype=np.int64)
@@ -72,8 +96,35 @@ class CudaTimer(Timer):
         self._used = 0
         self._host = []
         self._streams = []
+        self._slots = []
         if self.tracer is not None:
             self.tracer.begin_iteration()
+        self._flags._after_exit = self._flags._share_next = False
+
+    def _enter_shared(self, name: str) -> None:
+        self._share_next = self._after_exit
+        self._inner_enter(name)
+
+    def _exit_shared(self) -> None:
+        self._after_exit = True
+        self._inner_exit()
+
+    def _mark_shared(self) -> int:
+        """A mark; an entry right after an exit takes the exit's event."""
+        flags = self._flags
+        if flags._share_next:
+            self._slots.append(self._used - 1)
+            self._streams.append(self._streams[-1])
+        else:
+            i = self._used
+            if i == len(self._pool):
+                self._pool.append(self.api.new_event())
+            self._streams.append(self.api.record(self._pool[i]))
+            self._slots.append(i)
+            self._used = i + 1
+        self._host.append(self.api.host_ns())
+        flags._after_exit = flags._share_next = False
+        return len(self._slots) - 1
 
     def mark(self) -> int:
         i = self._used
@@ -95,6 +146,8 @@ class CudaTimer(Timer):
             first = pool[0]
             times = [elapsed(first, pool[i]) for i in range(self._used)]
             self._device_ns = np.rint(np.array(times)).astype(np.int64)
+            if self.share_boundaries:  # per mark, from per event
+                self._device_ns = self._device_ns[np.array(self._slots, dtype=np.intp)]
         if self.tracer is not None:
             self.tracer.end_iteration()
 

@@ -123,6 +123,11 @@ class KernelTracer:
         self._entered = 0
         self._depth = 0
         self._t0 = 0
+        #: For a timer that shares one event per boundary: the last boundary was an op's
+        #: exit; the next mark is an entry right after it (set by the hooks, read and
+        #: cleared by the timer's mark).
+        self._after_exit = False
+        self._share_next = False
         self.started = False
         self._custom = api.ExternalCorrelationKind.CUSTOM0
         self.push: Callable[[Any, int], Any] = api.activity_push_external_correlation_id
@@ -180,9 +185,11 @@ class KernelTracer:
         self.push(self._custom, FIRST_OP_ID + self._entered)
         self._entered += 1
         self._depth += 1
+        self._share_next = self._after_exit
 
     def exit(self) -> None:
         """The op exit hook (an exit with no op open this iteration pops nothing)."""
+        self._after_exit = True
         if self._depth:
             self._depth -= 1
             self.pop(self._custom)
@@ -200,40 +207,52 @@ class KernelTracer:
         return self.link(records)
 
     def link(self, records: list[Any]) -> RawActivities:
+        """Columns of the kernels, copies and memsets in ``records``, in launch order, each
+        with the op entry its launch was made in (through the EXTERNAL_CORRELATION
+        records); those launched outside any iteration are dropped."""
         kinds = self.api.ActivityKind
         kernel, memcpy, memset = kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET
-        external = kinds.EXTERNAL_CORRELATION
+        external, custom = kinds.EXTERNAL_CORRELATION, self._custom
         ext: dict[int, int] = {}
-        rows: list[tuple[int, str, int, int, int, int]] = []
+        kind: list[int] = []
+        names: list[str] = []
+        stream: list[int] = []
+        start: list[int] = []
+        end: list[int] = []
+        corr: list[int] = []
         for r in records:
             k = r.kind
             if k == external:
-                if r.external_kind == self._custom:
-                    ext[int(r.correlation_id)] = int(r.external_id)
-            elif k == kernel:
-                rows.append((KERNEL, str(r.name), int(r.stream_id), int(r.start), int(r.end),
-                             int(r.correlation_id)))
+                if r.external_kind == custom:
+                    ext[r.correlation_id] = r.external_id
+                continue
+            if k == kernel:
+                kind.append(KERNEL)
+                names.append(r.name)
             elif k == memcpy:
-                rows.append((MEMCPY, self._copy_name(r.copy_kind), int(r.stream_id),
-                             int(r.start), int(r.end), int(r.correlation_id)))
+                kind.append(MEMCPY)
+                names.append(self._copy_name(r.copy_kind))
             elif k == memset:
-                rows.append((MEMSET, "[memset]", int(r.stream_id), int(r.start), int(r.end),
-                             int(r.correlation_id)))
-        ids = [ext.get(row[5], 0) for row in rows]
-        keep = [i for i, x in enumerate(ids) if x >= ITERATION_ID]
-        rows = [rows[i] for i in keep]
-        order = np.argsort(np.array([row[5] for row in rows], dtype=np.int64), kind="stable")
-        rows = [rows[i] for i in order.tolist()]
-        entry = np.array([ids[keep[i]] for i in order.tolist()], dtype=np.int64) - FIRST_OP_ID
+                kind.append(MEMSET)
+                names.append("[memset]")
+            else:
+                continue
+            stream.append(r.stream_id)
+            start.append(r.start)
+            end.append(r.end)
+            corr.append(r.correlation_id)
+        ids = np.array([ext.get(c, 0) for c in corr], dtype=np.int64)
+        order = np.argsort(np.array(corr, dtype=np.int64), kind="stable")
+        order = order[ids[order] >= ITERATION_ID]
         t0 = self._t0
         return RawActivities(
-            kind=np.array([row[0] for row in rows], dtype=np.int64),
-            names=[row[1] for row in rows],
-            stream=np.array([row[2] for row in rows], dtype=np.int64),
-            start_ns=np.array([row[3] - t0 for row in rows], dtype=float),
-            end_ns=np.array([row[4] - t0 for row in rows], dtype=float),
-            entry=np.maximum(entry, -1),
-            order=np.array([row[5] for row in rows], dtype=np.int64),
+            kind=np.array(kind, dtype=np.int64)[order],
+            names=[str(names[i]) for i in order.tolist()],
+            stream=np.array(stream, dtype=np.int64)[order],
+            start_ns=(np.array(start, dtype=np.int64)[order] - t0).astype(float),
+            end_ns=(np.array(end, dtype=np.int64)[order] - t0).astype(float),
+            entry=np.maximum(ids[order] - FIRST_OP_ID, -1),
+            order=np.array(corr, dtype=np.int64)[order],
         )
 
     def _copy_name(self, copy_kind: Any) -> str:

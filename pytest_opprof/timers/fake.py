@@ -117,7 +117,8 @@ class FakeTimer(CudaTimer):
     kind = "fake"
 
     def __init__(self, device: FakeDevice | None = None,
-                 tracer: KernelTracer | None = None) -> None:
+                 tracer: KernelTracer | None = None, *,
+                 share_boundaries: bool | None = None) -> None:
         device = device or FakeDevice()
         if tracer is not None:
             from .fake_cupti import FakeCupti
@@ -125,7 +126,7 @@ class FakeTimer(CudaTimer):
             assert isinstance(tracer.api, FakeCupti), "the fake device needs the fake CUPTI"
             device.cupti = tracer.api
             tracer.api.now = lambda: device.host_now
-        super().__init__(device, tracer)
+        super().__init__(device, tracer, share_boundaries=share_boundaries)
 
     @property
     def device_model(self) -> FakeDevice:
