@@ -428,3 +428,34 @@ def test_html_takes_junk_kernel_fields_from_a_results_file():
     page = html.render_tests([Reported(entry, kernel_profile())], RunInfo("m", "fake", "d"),
                              charts=False)
     assert "kernels per iteration" in page
+
+
+def _renamed(name: str) -> Profile:
+    profile = kernel_profile()
+    assert profile.activities is not None
+    profile.activities.names[profile.activities.names.index("relu_kernel")] = name
+    return profile
+
+
+@pytest.mark.parametrize("name", ["k\x1b[2J", "a\nb", "<script>alert(1)</script>",
+                                  "\u202eevil", "x|y`z", "t\ud800"])
+def test_no_kernel_name_forges_a_line_or_a_tag(name):
+    import unicodedata
+
+    from .test_render import FORGED, tags
+
+    def surfaces(profile):
+        record = TestRecord(profile)
+        return {"text": text.render(profile, 2),
+                "html": html.render_tests([Reported(entry_of(record), profile)],
+                                          RunInfo("m", "fake", "d"), charts=False),
+                "json": results_json.render([record], RunInfo("m", "fake", "d")),
+                "trace": json.dumps(trace.trace(profile))}
+
+    plain, hostile = surfaces(_renamed("plain")), surfaces(_renamed(name))
+    for surface, out in hostile.items():
+        out.encode("utf-8", "surrogatepass" if surface == "json" else "strict")
+        raw = {c for c in out if c != "\n" and unicodedata.category(c) in FORGED}
+        assert not raw, (surface, raw)
+        assert len(out.splitlines()) == len(plain[surface].splitlines()), surface
+    assert tags(hostile["html"]) == tags(plain["html"])
