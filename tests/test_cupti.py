@@ -148,6 +148,29 @@ def test_the_hot_path_pushes_once_per_op_and_flushes_once_per_iteration_end():
     assert dev.syncs == 4
 
 
+def test_both_hot_paths_push_and_pop_the_correlation_ids(scope_impl):
+    """The C hot path and its pure-Python reference call the tracer's hooks alike."""
+    cupti = FakeCupti()
+    tracer = KernelTracer(cupti)
+    tracer.start()
+    tracer.begin_iteration()
+    names: list[str | None] = []
+    marks: list[int] = []
+    seen: list[list[int]] = []
+
+    def mark() -> int:
+        seen.append(list(cupti.stack.get(3, [])))
+        return len(marks)
+
+    scope_impl.set_sink((names, marks, mark, [], tracer.enter, tracer.exit))
+    with scope_impl.OpScope("a"), scope_impl.OpScope("b"):
+        pass
+    scope_impl.set_sink(None)
+    # each mark is taken with the op's id already pushed (entry) or not yet popped (exit)
+    assert seen == [[1, 2], [1, 2, 3], [1, 2, 3], [1, 2]]
+    assert cupti.stack[3] == [1]
+
+
 # -- one event per boundary ----------------------------------------------------------------
 def run_ops(timer: FakeTimer, iterations: int = 4, between: int = 0) -> Profile:
     profiler, dev = Profiler(timer, skip=0), timer.device_model
