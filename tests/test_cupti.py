@@ -148,6 +148,29 @@ def test_the_hot_path_pushes_once_per_op_and_flushes_once_per_iteration_end():
     assert dev.syncs == 4
 
 
+def test_both_hot_paths_push_and_pop_the_correlation_ids(scope_impl):
+    """The C hot path and its pure-Python reference call the tracer's hooks alike."""
+    cupti = FakeCupti()
+    tracer = KernelTracer(cupti)
+    tracer.start()
+    tracer.begin_iteration()
+    names: list[str | None] = []
+    marks: list[int] = []
+    seen: list[list[int]] = []
+
+    def mark() -> int:
+        seen.append(list(cupti.stack.get(3, [])))
+        return len(marks)
+
+    scope_impl.set_sink((names, marks, mark, [], tracer.enter, tracer.exit))
+    with scope_impl.OpScope("a"), scope_impl.OpScope("b"):
+        pass
+    scope_impl.set_sink(None)
+    # each mark is taken with the op's id already pushed (entry) or not yet popped (exit)
+    assert seen == [[1, 2], [1, 2, 3], [1, 2, 3], [1, 2]]
+    assert cupti.stack[3] == [1]
+
+
 # -- one event per boundary ----------------------------------------------------------------
 def run_ops(timer: FakeTimer, iterations: int = 4, between: int = 0) -> Profile:
     profiler, dev = Profiler(timer, skip=0), timer.device_model
@@ -333,7 +356,7 @@ def test_each_way_cupti_refuses_is_one_line_and_leaves_nothing_enabled(failure, 
 def test_without_cupti_python_the_reason_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)  # as if not installed
     with pytest.raises(CuptiUnavailable, match=r"cupti-python is not installed \(pip install "
-                       r"'pytest-opprof\[cupti\]'"):
+                       r"'pytest-opprof\[cuda13,cupti\]'\)$"):
         import_cupti()
 
 
@@ -361,8 +384,7 @@ def test_cuda_without_cupti_python_falls_back_or_refuses(monkeypatch):
     tracer, line = start_tracer("cuda", "auto")
     assert tracer is None
     assert line == ("opprof: measure events (CUDA event spans): kernel time unavailable: "
-                    "cupti-python is not installed (pip install 'pytest-opprof[cupti]' (with "
-                    "the cuda12 or cuda13 extra))")
+                    "cupti-python is not installed (pip install 'pytest-opprof[cuda13,cupti]')")
     with pytest.raises(BackendUnavailable, match=r"^--opprof-measure=kernel: cupti-python is "
                        r"not installed"):
         start_tracer("cuda", "kernel")

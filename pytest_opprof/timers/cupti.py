@@ -29,7 +29,7 @@ ITERATION_ID = 1
 FIRST_OP_ID = 2
 #: The size of each activity buffer handed to CUPTI.
 BUFFER_BYTES = 8 * 1024 * 1024
-INSTALL_HINT = "pip install 'pytest-opprof[cupti]' (with the cuda12 or cuda13 extra)"
+INSTALL_HINT = "pip install 'pytest-opprof[cuda13,cupti]'"
 
 #: CUPTI's memcpy kinds as shown in names: ``[memcpy HtoD]``.
 _COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
