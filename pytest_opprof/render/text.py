@@ -5,7 +5,7 @@ graph order, PaddlePaddle's per-op-type table and the outside-ops line. Op and p
 names come from user code: they are shown through :func:`display_name`, so that none
 can forge a line.
 
-With kernel time (CUPTI, ``Profile.measure == "kernel"``) the op figures are kernel
+With kernel time (CUPTI: ``Profile.kernel_samples`` set) the op figures are kernel
 time, each op's event span follows as a second figure, each op lists the kernels it
 launched, and PaddlePaddle's table gains a per-kernel section (as Paddle's CUPTI tracer
 and torch.profiler's kernel table); long kernel names are cut to a width with ``...``.
