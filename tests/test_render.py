@@ -15,6 +15,13 @@ from pytest_opprof.render.text import paddle_table, render, seconds, singa_ops, 
 
 from .fakes import fake_profiler, train_profile
 
+try:  # imported at collection, before any in-process pytester run snapshots sys.modules:
+    # a run that imports matplotlib first drops it afterwards, and a second import next to
+    # its cached C extensions gives classes that fail matplotlib's own isinstance checks
+    import matplotlib.pyplot  # noqa: F401
+except ImportError:
+    pass
+
 
 def test_seconds_print_like_a_cpp_stream():
     assert seconds(17372.2) == "1.73722e-05"
