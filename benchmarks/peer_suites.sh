@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Peer suites: is pytest-opprof inert where it is installed but unused?
 #
-# Fetches the sdists of pytest-benchmark, pytest-xdist, pytest-randomly and
+# Fetches the sdists (--no-binary for the peer only: its build backend may come as a
+# wheel) of pytest-benchmark, pytest-xdist, pytest-randomly and
 # pytest-timeout from PyPI (each ships its own test suite), and runs each full suite
 # three times in one venv per peer:
 #   without  - pytest-opprof not installed
@@ -57,7 +58,7 @@ printf '%-18s | %-40s | %-40s | %-40s\n' peer without with "with, -p no:opprof" 
 for name in $PEERS; do
   dir="$WORK/$name"
   mkdir -p "$dir"
-  (cd "$dir" && "$PY" -m pip download -q --no-binary :all: --no-deps "$name" -d sdist) || continue
+  (cd "$dir" && "$PY" -m pip download -q --no-binary "$name" --no-deps "$name" -d sdist) || continue
   tar -xzf "$dir"/sdist/*.tar.gz -C "$dir" && mv "$dir"/"${name//-/_}"-* "$dir/src" 2>/dev/null \
     || mv "$dir"/"$name"-* "$dir/src"
   "$PY" -m venv "$dir/venv"
