@@ -526,12 +526,13 @@ def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(c
     data = json.loads(paths[1].read_text())
     data["runs"][0]["meta"]["probe_ns"] = 1e308
     paths[1].write_text(json.dumps(data))
-    gated = pytester.runpytest("-W", "error", "-p", "no:randomly")
+    gated = pytester.runpytest_subprocess("-W", "error", "-p", "no:randomly")
     assert gated.ret == 1 and "INTERNALERROR" not in gated.stdout.str()
     gated.stdout.fnmatch_lines([f"*{paths[0]}: not a baseline (Exceeds the limit*",
                                 f"*{paths[1]}: malformed baseline (ValueError: meta probe_ns "
                                 "is 1e+308*"])
-    updated = pytester.runpytest("-W", "error", "--opprof-update-baseline", "-p", "no:randomly")
+    updated = pytester.runpytest_subprocess("-W", "error", "--opprof-update-baseline",
+                                            "-p", "no:randomly")
     assert updated.ret == 0 and "INTERNALERROR" not in updated.stdout.str()
     assert all(BaselineStore.every_machine(cli_project / ".opprof")[0].load(
         json.loads(p.read_text())["nodeid"]) for p in paths)
