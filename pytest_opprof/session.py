@@ -318,7 +318,7 @@ class OpprofSession:
     def report(self, tr: pytest.TerminalReporter) -> None:
         """The terminal report: each profile at the verbosity asked, then the gate's
         line per test and the run's counts."""
-        if self.is_worker or not self.profiles and not self.remote:
+        if self.is_worker or not (self.profiles or self.remote):
             return  # nothing was profiled: nothing to say, nothing to import
         from .render import display_name
         from .render.gate import counts_line, summary_line
