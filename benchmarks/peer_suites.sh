@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Peer suites: is pytest-opprof inert where it is installed but unused?
 #
-# Fetches the sdists of pytest-benchmark, pytest-xdist, pytest-randomly and
+# Fetches the sdists (--no-binary for the peer only: its build backend may come as a
+# wheel) of pytest-benchmark, pytest-xdist, pytest-randomly and
 # pytest-timeout from PyPI (each ships its own test suite), and runs each full suite
 # three times in one venv per peer:
 #   without  - pytest-opprof not installed
@@ -11,6 +12,8 @@
 #
 #   bash benchmarks/peer_suites.sh [WORKDIR]     (default: a new temporary folder)
 #   PEERS="pytest-timeout" bash benchmarks/peer_suites.sh    (some of them)
+#   SRC_pytest_randomly=/path/to/checkout bash benchmarks/peer_suites.sh
+#       (a peer from a checkout of its repository: pytest-randomly's sdist has no tests)
 #
 # The goal is identical counts in the three columns. A peer's own failures that
 # appear in every column come from its environment (versions, missing services).
@@ -57,11 +60,18 @@ printf '%-18s | %-40s | %-40s | %-40s\n' peer without with "with, -p no:opprof" 
 for name in $PEERS; do
   dir="$WORK/$name"
   mkdir -p "$dir"
-  (cd "$dir" && "$PY" -m pip download -q --no-binary :all: --no-deps "$name" -d sdist) || continue
-  tar -xzf "$dir"/sdist/*.tar.gz -C "$dir" && mv "$dir"/"${name//-/_}"-* "$dir/src" 2>/dev/null \
-    || mv "$dir"/"$name"-* "$dir/src"
+  local_src="SRC_${name//-/_}"
+  if [ -n "${!local_src:-}" ]; then  # a checkout of the peer's repository (its sdist lacks tests)
+    cp -r "${!local_src}" "$dir/src"
+    version=$(grep -m1 -E '^version *=' "$dir/src/pyproject.toml" | sed -E 's/.*"(.*)".*/\1/')
+  else
+    (cd "$dir" && "$PY" -m pip download -q --no-binary "$name" --no-deps "$name" -d sdist) \
+      || continue
+    tar -xzf "$dir"/sdist/*.tar.gz -C "$dir" && mv "$dir"/"${name//-/_}"-* "$dir/src" 2>/dev/null \
+      || mv "$dir"/"$name"-* "$dir/src"
+    version=$(basename "$dir"/sdist/*.tar.gz .tar.gz | sed -E 's/.*-//')
+  fi
   "$PY" -m venv "$dir/venv"
-  version=$(basename "$dir"/sdist/*.tar.gz .tar.gz | sed -E 's/.*-//')
   # the released wheel of the same version (building some sdists needs network for Rust)
   "$dir/venv/bin/pip" install -q "$name==$version" $(needs "$name") pytest \
     >"$dir/install.log" 2>&1

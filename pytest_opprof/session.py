@@ -330,12 +330,12 @@ class OpprofSession:
     def report(self, tr: pytest.TerminalReporter) -> None:
         """The terminal report: each profile at the verbosity asked, then the gate's
         line per test and the run's counts."""
+        if self.is_worker or not (self.profiles or self.remote):
+            return  # nothing was profiled: nothing to say, nothing to import
         from .render import display_name
         from .render.gate import counts_line, summary_line
         from .render.text import render
 
-        if self.is_worker:
-            return
         records = self.records()
         verbosity = self.settings.verbosity
         if verbosity > 0 and records:

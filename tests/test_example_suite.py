@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,11 +99,17 @@ def suite_v2_skip3(tmp_path_factory):
     return proc
 
 
+def _section(out: str, nodeid: str) -> str:
+    """The report of one test: from its header line to the next header or summary line
+    (tests run in any order under pytest-randomly, so any report may come last)."""
+    after = out.split(f"{nodeid} -", 1)[1]
+    return re.split(r"\n(?:-{3,}|={3,}) ", after, maxsplit=1)[0]
+
+
 def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
     out = suite_v2_skip3.stdout
     assert suite_v2_skip3.returncode == 0, out[-3000:]
-    resnet = out.split("test_resnet.py::test_resnet_train_step -", 1)[1].split("\n---", 1)[0]
-    lines = resnet.splitlines()
+    lines = _section(out, "test_resnet.py::test_resnet_train_step").splitlines()
     assert "17 of 20 iterations counted (first 3 skipped)" in lines[1]
     for expected in ("Forward Propagation Time : ", "Backward Propagation Time : ",
                      "Update Time : ", "OP_ID0. conv2d : ", "OP_ID1. batch_norm : ",
@@ -110,7 +117,7 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
         assert any(line.startswith(expected) for line in lines), expected
     assert any("count=17" in line for line in lines if line.startswith("Stat=mean "))
     assert "% outside any op" in lines[-1]
-    spectral = out.split("test_spectral.py::test_vorticity_step -", 1)[1]
+    spectral = _section(out, "test_spectral.py::test_vorticity_step")
     assert "27 of 30 iterations counted" in spectral  # its marker asks for 30
     assert "Advection Time : " in spectral and "fft.irfft2" in spectral
     assert "test_transformer_block[32] -" in out and "test_transformer_block[64] -" in out

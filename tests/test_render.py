@@ -6,6 +6,7 @@ import math
 import re
 import unicodedata
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -231,19 +232,36 @@ def test_markdown_shows_markup_in_names_as_code(name):
     assert all(len(re.split(r"(?<!\\)\|", r)) == 8 for r in rows), rows
 
 
-@pytest.mark.parametrize("name", ["<script>alert(1)</script>", "$\\frac{1}{$", "--><b>x",
-                                  "x\ud800\x1b[2J", "a\nb"])
-def test_html_charts_take_any_name(name):
-    pytest.importorskip("matplotlib")
-    from pytest_opprof.render import html
-    from pytest_opprof.runinfo import RunInfo
+CHART_NAMES = ["<script>alert(1)</script>", "$\\frac{1}{$", "--><b>x", "x\ud800\x1b[2J", "a\nb"]
 
-    record = gated(named_profile(name, phase=name))
-    page = html.render([record], RunInfo(machine=name, backend="fake", device="d"))
-    page.encode("utf-8")
-    assert page.count("<svg") == 3
-    found = set(tags(page))
-    assert not found & {"script", "b"}
+
+def test_html_charts_take_any_name(tmp_path):
+    """Hostile op and phase names through matplotlib's SVG (math mode, comments, lone
+    surrogates). Drawn in a new process: matplotlib's C extensions do not survive an
+    in-process pytester run dropping matplotlib from sys.modules."""
+    pytest.importorskip("matplotlib")
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from tests.test_render import gated, named_profile\n"
+        "from pytest_opprof.render import html\n"
+        "from pytest_opprof.runinfo import RunInfo\n"
+        "for name in json.loads(sys.argv[1]):\n"
+        "    record = gated(named_profile(name, phase=name))\n"
+        "    page = html.render([record], RunInfo(name, 'fake', 'd'))\n"
+        "    sys.stdout.buffer.write(page.encode('utf-8') + b'\\0')\n")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(CHART_NAMES)], cwd=root,
+                          capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    pages = done.stdout.decode("utf-8").split("\0")[:-1]
+    assert len(pages) == len(CHART_NAMES)
+    for page in pages:
+        assert page.count("<svg") == 3
+        assert not set(tags(page)) & {"script", "b"}
 
 
 def test_html_has_a_table_of_numbers_per_test():
