@@ -36,11 +36,16 @@ def scope_impl(request):
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
              monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytester whose inner runs share the outer run's pytest-randomly seed.
+    """pytester whose inner runs share the outer run's pytest-randomly seed, and never
+    take the outer run's xdist worker environment for their own.
 
     pytester clears PYTEST_ADDOPTS, so inner runs would shuffle with a seed of their own
     and a failure seen under ``--randomly-seed=N`` would not come back with it; here
     ``-p randomly --randomly-seed=N`` reaches every inner run (in-process and subprocess)."""
+    # an outer run under xdist must not make inner runs look like xdist workers
+    # (pytest-benchmark disables itself and warns, an error under -W error)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     seed = getattr(request.config.option, "randomly_seed", None)
     if isinstance(seed, int) and request.config.pluginmanager.hasplugin("randomly"):
         monkeypatch.setenv("PYTEST_ADDOPTS", f"-p randomly --randomly-seed={seed}")
