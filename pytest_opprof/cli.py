@@ -35,7 +35,7 @@ from .baseline import STAGING_PREFIX, Baseline, BaselineError, BaselineStore, ob
 from .errors import OpprofError
 from .files import safe_name
 from .options import DEFAULT_BASELINE_DIR, Settings
-from .render.gate import duration
+from .render import duration
 from .render.text import paddle_table, singa_ops, wall_line
 
 DEFAULT_RUNS = 5

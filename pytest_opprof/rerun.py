@@ -106,7 +106,7 @@ def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
 def reason(suspects: Sequence[OpVerdict]) -> str:
     """``relu (OP_ID 3) +40.0%, conv2d (OP_ID 0) +12.5%``: what looks regressed."""
     from .render import percent
-    from .render.gate import op_name
+    from .render.verdicts import op_name
 
     return ", ".join(f"{op_name(v)} {percent(v.corrected_ratio)}" for v in suspects)
 

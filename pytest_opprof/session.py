@@ -159,7 +159,7 @@ class OpprofSession:
         if profile is None or profile.counted == 0:
             return
         from .baseline import BaselineError
-        from .render.gate import failure_text, summary_line
+        from .render.verdicts import failure_text, summary_line
         from .verdict import TestResult, Verdict
 
         self._write_profile(profile, report)
@@ -203,7 +203,7 @@ class OpprofSession:
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
         """The verdict and each regressed op as test properties (``record_property``'s
         mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
-        from .render.gate import op_line
+        from .render.verdicts import op_line
 
         # plain str values: xdist's serializer takes no str subclass (an enum)
         properties = [("opprof_verdict", result.verdict.value)]
@@ -333,8 +333,8 @@ class OpprofSession:
         if self.is_worker or not (self.profiles or self.remote):
             return  # nothing was profiled: nothing to say, nothing to import
         from .render import display_name
-        from .render.gate import counts_line, summary_line
         from .render.text import render
+        from .render.verdicts import counts_line, summary_line
 
         records = self.records()
         verbosity = self.settings.verbosity

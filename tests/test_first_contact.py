@@ -136,7 +136,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
     pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-backend=fake") \
         .assert_outcomes(passed=1)
     modules = (pytester.path / "modules.txt").read_text().split()
-    assert not {"pytest_opprof.gate", "pytest_opprof.render.gate"} & set(modules)
+    assert not {"pytest_opprof.gate", "pytest_opprof.render.verdicts"} & set(modules)
 
 
 # ---- conflicting flags (class: contradictory flag pairs) -------------------------------

@@ -407,7 +407,7 @@ def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
 
 
 def test_a_regressed_ops_failure_names_the_measure_and_the_kernels_it_launched():
-    from pytest_opprof.render.gate import failure_text
+    from pytest_opprof.render.verdicts import failure_text
 
     from .test_render import gated
 

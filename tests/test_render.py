@@ -159,7 +159,7 @@ def gated(profile, verdicts=("regressed", "new")):
 
 
 def every_text_surface(name: str) -> dict[str, str]:
-    from pytest_opprof.render import gate, html, markdown, text
+    from pytest_opprof.render import html, markdown, text, verdicts
     from pytest_opprof.runinfo import RunInfo
 
     profile = named_profile(name, phase=name)
@@ -170,9 +170,9 @@ def every_text_surface(name: str) -> dict[str, str]:
 
     return {
         "text": text.render(profile, 2),
-        "failure": gate.failure_text(record.result),
-        "summary": gate.summary_line(record.result),
-        "counts": gate.counts_line([record.result]),
+        "failure": verdicts.failure_text(record.result),
+        "summary": verdicts.summary_line(record.result),
+        "counts": verdicts.counts_line([record.result]),
         "markdown": markdown.render([record], run_info),
         "html": html.render_tests([Reported(test_entry(record), profile)], run_info,
                                   charts=False),
@@ -282,7 +282,7 @@ def test_html_has_a_table_of_numbers_per_test():
 
 
 def test_summary_names_ops_with_their_op_ids():
-    from pytest_opprof.render.gate import summary_line
+    from pytest_opprof.render.verdicts import summary_line
 
     line = summary_line(gated(named_profile("relu_grad")).result)
     assert "regressed: relu_grad (OP_ID 0) +85.0%" in line
@@ -291,7 +291,7 @@ def test_summary_names_ops_with_their_op_ids():
 
 
 def test_strict_ops_failures_say_new_and_missing_not_regressed():
-    from pytest_opprof.render.gate import failure_text
+    from pytest_opprof.render.verdicts import failure_text
 
     text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result)
     assert "regressed" not in text

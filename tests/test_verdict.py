@@ -172,7 +172,7 @@ def test_at_fault_groups_ops_by_what_happened_to_them():
 
 #: Modules that judge or record: no verdict word may appear there as a bare string.
 #: (session.py is left out: "failed" there is pytest's outcome, not a verdict.)
-TYPED_MODULES = ("verdict.py", "rule.py", "gate.py", "records.py", "stats.py", "render/gate.py")
+TYPED_MODULES = ("verdict.py", "rule.py", "gate.py", "records.py", "stats.py", "render/verdicts.py")
 
 
 @pytest.mark.parametrize("module", TYPED_MODULES)

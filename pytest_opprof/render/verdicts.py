@@ -1,4 +1,4 @@
-"""The gate's words: a test's failure text, its summary line, and the run's counts."""
+"""How verdicts are worded: a test's failure text, its summary line, and the run's counts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, 
 from . import display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time, kernels_by_op
 
-__all__ = ["budget_line", "counts_line", "duration", "failure_text", "op_line", "summary_line"]
+__all__ = ["budget_line", "counts_line", "failure_text", "op_line", "summary_line"]
 
 #: How the summary line names the ops of each verdict (at most SHOWN of each).
 _LABELS = {OpStatus.REGRESSED: OpStatus.REGRESSED.value, OpStatus.IMPROVED: OpStatus.IMPROVED.value,
