@@ -115,6 +115,12 @@ def test_verbosity_2_shows_the_kernel_sections_and_paddles_op_table_on_kernel_ti
     assert "Measure: kernel time" not in text.render(kernel_profile(), 1)
 
 
+def test_the_header_says_the_ops_are_on_kernel_time():
+    assert text.header(kernel_profile()).startswith(
+        "backend fake (fake CUDA device; virtual CUDA events, ops on kernel time from CUPTI): ")
+    assert "CUPTI" not in text.header(train_profile())
+
+
 def test_a_profile_without_kernel_time_reports_as_before():
     report = text.render(train_profile(), 2)
     assert "Measure" not in report and "GPU activities" not in report and "span" not in report

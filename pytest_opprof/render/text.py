@@ -51,6 +51,8 @@ def header(profile: Profile) -> str:
     skipped = f"first {profile.skip} skipped" if profile.skip else "none skipped"
     timeline = {"cuda": "CUDA events", "fake": "virtual CUDA events"}.get(
         profile.backend, "perf_counter_ns")
+    if profile.kernel_samples is not None:  # ops on kernel time; phases and wall on events
+        timeline += ", ops on kernel time from CUPTI"
     return (f"backend {profile.backend} ({profile.device}; {timeline}): "
             f"{profile.counted} of {profile.iterations} iterations counted ({skipped})")
 
