@@ -12,6 +12,16 @@ from pytest_opprof import _pyscope
 # the modules imported inside them, and numpy cannot be loaded twice in one process:
 # it is loaded here, once, for every inner run.
 
+try:  # matplotlib whole, for the same reason: pytester's snapshot drops the modules a
+    # test imported first, and a half-dropped matplotlib (two gridspec modules) breaks
+    # every later chart ("Single argument to subplot must be a three-digit integer")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+except ImportError:  # the report extra is optional: its tests skip
+    pass
+
 pytest_plugins = ["pytester"]
 
 

@@ -26,16 +26,6 @@ from pytest_opprof.timers.fake_cupti import FakeCupti
 
 from .fakes import train_profile
 
-try:  # matplotlib whole, at collection: pytester's sys.modules snapshot drops the modules
-    # first imported inside a test, and a half-dropped matplotlib (two gridspec modules)
-    # breaks every later chart ("Single argument to subplot must be a three-digit integer")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
-except ImportError:
-    pass
-
 GEMM = ("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float, "
         "cutlass::layout::RowMajor, cutlass::arch::Sm90 & OpClassTensorOp>>(Params&)")
 SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
