@@ -5,7 +5,7 @@
 # wheel) of pytest-benchmark, pytest-xdist, pytest-randomly and
 # pytest-timeout from PyPI (each ships its own test suite), and runs each full suite
 # three times in one venv per peer:
-#   without  - pytest-opprof not installed
+#   without  - pytest-opprof not installed (its dependencies are, in every column)
 #   with     - pytest-opprof installed (from this checkout)
 #   no:opprof - installed, but disabled with -p no:opprof on the outer command line
 # then prints the pass/fail counts side by side. Not part of the default test run:
@@ -34,6 +34,12 @@ needs() {
     pytest-randomly) echo "pytest-xdist factory-boy faker numpy model-bakery" ;;
     pytest-timeout) echo "pexpect pytest-cov" ;;
   esac
+}
+
+# pytest-opprof's declared dependencies, from pyproject.toml.
+deps() {
+  "$PY" -c 'import tomllib, sys; print(" ".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+    "$ROOT/pyproject.toml"
 }
 
 # How each project's CI runs its suite (tox.ini), beyond its pytest config.
@@ -73,7 +79,9 @@ for name in $PEERS; do
   fi
   "$PY" -m venv "$dir/venv"
   # the released wheel of the same version (building some sdists needs network for Rust)
-  "$dir/venv/bin/pip" install -q "$name==$version" $(needs "$name") pytest \
+  # pytest-opprof's own dependencies (pytest-benchmark, numpy) in every column, so that
+  # the columns differ by the plugin alone (pytest-benchmark prints a header line too)
+  "$dir/venv/bin/pip" install -q "$name==$version" $(needs "$name") pytest $(deps) \
     >"$dir/install.log" 2>&1
   without=$(run_suite "$name" without)
   "$dir/venv/bin/pip" install -q -e "$ROOT" >>"$dir/install.log" 2>&1
