@@ -58,10 +58,11 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
         time.sleep(rnd.uniform(0.005, 0.06))
         sig = rnd.choice(list(interrupted))
         os.kill(writer.pid, sig)
-        writer.join(120)
+        writer.join(30)
         if writer.exitcode is None:
-            # Ctrl-C is handled once the writer's fsync returns, which a loaded disk can
-            # hold for minutes: what is tested is the files, so the writer is killed
+            # a Ctrl-C'd writer that has not stopped (seen once in a few hundred on a
+            # loaded runner, still writing after 120 s): what is tested is the files, so
+            # it is killed, and the bound keeps the test's worst case to minutes
             sig = signal.SIGKILL
             os.kill(writer.pid, sig)
             writer.join()
