@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -313,31 +314,39 @@ def test_json_that_cannot_be_written_is_one_error(suite):
                                  "*afile is a file, not a folder"])
 
 
-def _profile(factor_of):
+def _profile(factor_of, ops=8):
     from .fakes import train_profile
 
     def body(profiler, dev, i):
-        for k in range(8):
+        for k in range(ops):
             with profiler.op(f"op{k}"):
                 dev.kernel(int(10_000 * factor_of(k)))
 
     return train_profile(iterations=8, body=body)
 
 
+#: Each op's five baseline runs are a permutation of these log offsets: a 5% spread.
+_OFFSETS = (-1.26, -0.63, 0.0, 0.63, 1.26)
+
+
 @pytest.mark.parametrize(("hours", "verdict"), [(0.0, "ok"), (2.0, "regressed")])
 def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
+    """Runs taken back to back show less of how ops move than runs spread over hours:
+    the same +26% of an op whose runs spread 5% is within the margin of the first and
+    beyond that of the second."""
     import datetime
 
     from pytest_opprof.baseline import Baseline, BaselineRun
     from pytest_opprof.gate import gate_config, judge
 
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-    runs = [BaselineRun.from_profile(_profile(lambda k: 1.0), {
-        "date": (start + datetime.timedelta(hours=hours * r / 4)).isoformat()})
+    runs = [BaselineRun.from_profile(
+        _profile(lambda k, r=r: math.exp(0.05 * _OFFSETS[(k + r) % 5]), ops=10),
+        {"date": (start + datetime.timedelta(hours=hours * r / 4)).isoformat()})
         for r in range(5)]
     baseline = Baseline("test_x.py::test_x", "m", runs)
     assert baseline.span_seconds() == hours * 3600
-    current = _profile(lambda k: 1.28 if k == 3 else 1.0)
+    current = _profile(lambda k: 1.26 if k == 3 else 1.0, ops=10)
     result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from pytest_opprof.rule import GateConfig, compare, holm, mann_whitney, normal_sf
+from pytest_opprof.rule import GateConfig, compare, mann_whitney, normal_sf
 
 
 def make_runs(rng, medians, runs, n=20, noise=0.02, run_spread=0.005, scale=None):
@@ -160,12 +160,6 @@ def test_mann_whitney_matches_scipy():
                                                      method="asymptotic").pvalue, rel=1e-6)
         assert ls == pytest.approx(stats.mannwhitneyu(c, b, alternative="less",
                                                       method="asymptotic").pvalue, rel=1e-6)
-
-
-def test_holm_steps_down():
-    p = np.array([0.001, 0.04, 0.03, 0.005])
-    assert holm(p, 0.05).tolist() == [True, False, False, True]
-    assert holm(np.array([0.01, 0.02]), 0.05).tolist() == [True, True]
 
 
 def test_normal_tail_is_accurate_far_out():
