@@ -3,10 +3,10 @@
 Plain arrays in, verdicts out; no pytest, no files. For each op matched by
 (name, occurrence), with ``r`` the log ratio of the current median to the mean log
 median of the K baseline runs and ``g`` the run's drift (the median ``r`` over ops,
-or a reference probe's ratio when a test has too few ops), the change is
-``d = r - g``. Under no change, ``d`` is normal with standard deviation
+each op weighted by its precision; a reference probe's ratio when a test has too few
+ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
 
-    sigma^2 = c^2 lambda^2 tau^2 (1/C + 1/K) + se_cur^2 / C + se_base^2 / K + var(g)
+    sigma^2 = lambda^2 (tau^2 (1/C + 1/K) + se_cur^2 / C + se_base^2 / K + var(g))
 
 where ``tau`` is the op's own spread between processes, ``se`` the standard errors
 of the medians within a run, and C the current runs. The op *regressed* when
@@ -31,10 +31,11 @@ larger; with neither, ``tau_prior``. ``h`` has a lognormal prior (most ops move 
 with a heavy tail (a few ops move 30 times more or 10,000 times less: a GPU kernel's
 runs agree to 0.01% where a launch-bound op's move 20%), updated by the op's own K
 baseline runs, so one run already knows how much this test's ops move, and five know
-this op. ``lambda`` (at least 1) is how much wider the ops' ``d / sigma`` spread than
-the model expects in this run: a contended run widens every margin. ``c`` covers what
-runs taken back to back do not show of how ops move over hours (``spread_inflation``,
-calibrated on real A/A runs, benchmarks/RESULTS.md).
+this op. What baseline runs taken back to back show of an op's spread is widened by
+``spread_inflation`` (they miss how ops move over hours; calibrated on real A/A runs,
+benchmarks/RESULTS.md); how far the ops moved since the baseline needs no widening.
+``lambda`` (at least 1) is how much wider the ops' ``d / sigma`` spread than the model
+expects in this run: a contended run widens every margin.
 
 Every judged op also carries its **detectable effect**: the slowdown that would fail
 it with probability ``power`` in this comparison.
@@ -99,6 +100,9 @@ class GateConfig:
     #: and this share of them anywhere from 1/10,000 to 30 times it (the heavy tail).
     tau_spread: float = 0.55
     tau_tail: float = 0.05
+    #: An op with one baseline run is taken to spread as this quantile of the ops of
+    #: its test (it may be one that moves more than most).
+    unmeasured_quantile: float = 0.9
     #: Absolute jitter per call, so short ops get a wider margin.
     jitter_ns: float = 300.0
     #: Real runs spread this much more than baseline runs taken back to back show; a
@@ -261,6 +265,9 @@ class _Evidence:
     sigma: np.ndarray
     spread: np.ndarray
     runs: np.ndarray
+    #: The run's log drift and where it came from ("ops", "probe", "none").
+    drift_log: float
+    drift_source: str
     #: Rank-test p-values, slower and faster.
     p_rank: tuple[np.ndarray, np.ndarray]
     #: The margins in sigmas: to fail, and to ask for a re-run.
@@ -278,28 +285,55 @@ def _judge(keys: list[Key], stats: Mapping[Key, RunPair], op_ids: Mapping[Key, i
     """Judge ops with enough samples on both sides; returns the drift and its source."""
     c_logs, c_se2s = _per_run(keys, stats, 0)
     b_logs, b_se2s = _per_run(keys, stats, 1)
-    raw = np.nanmean(c_logs, axis=1) - np.nanmean(b_logs, axis=1)
-    drift_log, source, drift_var = _drift(raw, probe_drift, config)
-    ev = _evidence(keys, stats, config, drift_log, drift_var, (c_logs, c_se2s),
-                   (b_logs, b_se2s))
+    ev = _evidence(keys, stats, config, probe_drift, (c_logs, c_se2s), (b_logs, b_se2s))
     for i, key in enumerate(keys):
-        verdicts[key] = _op_verdict(i, key, ev, stats[key], op_ids.get(key, -1), config,
-                                    drift_log)
-    return math.exp(drift_log), source
+        verdicts[key] = _op_verdict(i, key, ev, stats[key], op_ids.get(key, -1), config)
+    return math.exp(ev.drift_log), ev.drift_source
 
 
-def _drift(log_ratio: np.ndarray, probe_drift: float | None,
+def _drift(raw: np.ndarray, weights: np.ndarray, probe_drift: float | None,
            config: GateConfig) -> tuple[float, str, float]:
-    """The run's log drift, its source and its variance: from the ops when there are
-    enough of them (the variance of their median), else from the reference probe,
-    else none."""
-    n = len(log_ratio)
+    """The run's log drift, its source and its variance (NaN from the ops: the caller
+    knows their spreads): from the ops when there are enough of them, else from the
+    reference probe, else none.
+
+    From the ops it is their median change, each op weighted by its precision
+    (``weights``: 1 / the variance of its change): a GPU test's
+    0.01%-precise kernels set its drift, not its launch-bound ops moving 20% with the
+    host. No op weighs more than the :data:`DRIFT_PEERS`-th most precise, so no single
+    op sets the drift alone and hides its own change.
+    """
+    n = len(raw)
     if n >= config.min_ops_for_drift:
-        drift = float(np.median(log_ratio))
-        return drift, "ops", _MEDIAN_VAR * _robust_var(log_ratio) / n
+        return _weighted_median(raw, weights), "ops", math.nan
     if probe_drift is not None and probe_drift > 0:
         return math.log(probe_drift), "probe", config.drift_uncertainty ** 2
     return 0.0, "none", config.drift_uncertainty ** 2
+
+
+#: The drift weighs no op more than the DRIFT_PEERS-th most precise.
+DRIFT_PEERS = 3
+
+
+def _precision_weights(variance: np.ndarray) -> np.ndarray:
+    """1 / variance, capped at that of the :data:`DRIFT_PEERS`-th most precise op (all
+    ops weigh the same where the variance is unknown)."""
+    if len(variance) < DRIFT_PEERS or not np.isfinite(variance).all():
+        return np.ones(len(variance))
+    cap = float(np.partition(variance, DRIFT_PEERS - 1)[DRIFT_PEERS - 1])
+    weights: np.ndarray = 1.0 / np.maximum(variance, max(cap, 1e-300))
+    return weights
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The value at half the total weight (the mean of the two straddling it on a tie)."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    half = cumulative[-1] / 2
+    low = int(np.searchsorted(cumulative, half, "left"))
+    if math.isclose(cumulative[low], half) and low + 1 < len(values):
+        return float((values[order[low]] + values[order[low + 1]]) / 2)
+    return float(values[order[low]])
 
 
 def _robust_var(x: np.ndarray) -> float:
@@ -310,7 +344,7 @@ def _robust_var(x: np.ndarray) -> float:
 
 
 def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
-              drift_log: float, drift_var: float, current: tuple[np.ndarray, np.ndarray],
+              probe_drift: float | None, current: tuple[np.ndarray, np.ndarray],
               base: tuple[np.ndarray, np.ndarray]) -> _Evidence:
     """Each op's change, the spread it would have under no change, and the rank test."""
     k_ops = len(keys)
@@ -320,24 +354,36 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
     c_mean, c_se2 = np.nanmean(c_logs, axis=1), np.nanmean(c_se2s, axis=1)
     b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
     medians = np.column_stack([np.exp(b_mean), np.exp(c_mean)])
-    d = c_mean - b_mean - drift_log
-
-    # the variance of d under no change: the ops' spread between processes (each op's
-    # own, learned with the test's), their medians' sampling error, the drift's error
     between = 1 / c_runs + 1 / runs
     sampling = c_se2 / c_runs + b_se2 / runs
+
+    # the ops' spread between processes (each op's own, learned with the test's: how
+    # far the ops moved does not depend on the drift, so it is known first)
+    raw = c_mean - b_mean
     jitter2 = (config.jitter_ns / medians[:, 0]) ** 2
-    typical = _typical_spread(b_logs, b_mean, b_se2, jitter2, d, sampling, between, config)
-    tau2 = _spread_posterior(b_logs, b_mean, b_se2, jitter2, typical, config)
+    sample_var, dof = _own_variance(b_logs, b_mean, b_se2, config)
+    typical = _typical_spread(sample_var, dof, b_se2, jitter2, raw, sampling, between, config)
+    tau2 = _spread_posterior(sample_var, dof, b_se2, jitter2, typical, config)
+
+    # the drift, each op weighted by how precise its change is
+    precision = tau2 * between + sampling
+    weights = _precision_weights(precision)
+    drift_log, source, drift_var = _drift(raw, weights, probe_drift, config)
+    if math.isnan(drift_var):  # a weighted median's variance
+        drift_var = _MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
+    d = raw - drift_log
+
+    # the variance of d under no change: spread, the medians' sampling error, the drift's
     contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
-    var_d = (config.spread_inflation ** 2 * tau2 * between + sampling + drift_var
+    var_d = (tau2 * between + sampling + drift_var
              + contention ** 2)
     if k_ops >= config.min_ops_for_spread:  # this run's ops moved more than the model says
         var_d = var_d * max(1.0, _robust_var(d / np.sqrt(var_d)))
 
     # each current run's samples scaled by that run's own drift before they are pooled
-    run_drift = np.exp(np.nanmedian(c_logs - b_mean[:, None], axis=0)) \
-        if k_ops >= config.min_ops_for_drift else np.full(c_logs.shape[1], math.exp(drift_log))
+    run_drift = np.exp([_drift(c_logs[:, j] - b_mean, weights, probe_drift, config)[0]
+                        if k_ops >= config.min_ops_for_drift else drift_log
+                        for j in range(c_logs.shape[1])])
     cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(stats[key][0])])
                   for key in keys]
     pooled = [np.concatenate(stats[key][1]) for key in keys]
@@ -350,13 +396,14 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
         > config.rank_alpha
     return _Evidence(
         medians=medians, d=d, sigma=np.sqrt(var_d), spread=np.sqrt(tau2), runs=runs,
+        drift_log=drift_log, drift_source=source,
         p_rank=p_rank, k_final=config.sigmas(config.alpha, k_ops),
         k_screen=config.sigmas(max(config.trigger_alpha, config.alpha), k_ops),
         n_cur=n_cur, n_base=n_base, undecidable=undecidable)
 
 
 def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
-                config: GateConfig, drift_log: float) -> OpVerdict:
+                config: GateConfig) -> OpVerdict:
     """The verdict of the ``i``-th judged op: its change against its margin, the floor
     and the rank test."""
     name, occurrence = key
@@ -365,7 +412,7 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
     base_med, cur_med = ev.medians[i]
     d, sigma = float(ev.d[i]), float(ev.sigma[i])
     margin = max(effect, ev.k_final * sigma)
-    grown_ns = cur_med / math.exp(drift_log) - base_med
+    grown_ns = cur_med / math.exp(ev.drift_log) - base_med
     slower = grown_ns > config.floor_ns and ev.p_rank[0][i] <= config.rank_alpha
     faster = -grown_ns > config.floor_ns and ev.p_rank[1][i] <= config.rank_alpha
     if slower and d > margin:
@@ -428,10 +475,11 @@ def noise(baseline: Mapping[Key, Sequence[np.ndarray]],
     jitter2 = (config.jitter_ns / base_ns) ** 2
     between = 1 + 1 / runs
     sampling = b_se2 * between
-    typical = _typical_spread(b_logs, b_mean, b_se2, jitter2, np.zeros(0), sampling, between,
+    sample_var, dof = _own_variance(b_logs, b_mean, b_se2, config)
+    typical = _typical_spread(sample_var, dof, b_se2, jitter2, np.zeros(0), sampling, between,
                               config)
-    tau2 = _spread_posterior(b_logs, b_mean, b_se2, jitter2, typical, config)
-    sigma = np.sqrt(config.spread_inflation ** 2 * tau2 * between + sampling)
+    tau2 = _spread_posterior(sample_var, dof, b_se2, jitter2, typical, config)
+    sigma = np.sqrt(tau2 * between + sampling)
     k = config.sigmas(config.alpha, len(keys))
     power = statistics.NormalDist().inv_cdf(config.power)
     found = {}
@@ -459,30 +507,43 @@ def _per_run(keys: list[Key], stats: Mapping[Key, RunPair],
     return log_m, se2_m
 
 
-def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray,
+def _raw_variance(b_logs: np.ndarray, b_se2: np.ndarray) -> np.ndarray:
+    """Each op's variance of its log median over the baseline runs as measured, drift
+    and all (NaN with one run): how precise its change can be, for weighing the drift."""
+    runs = (~np.isnan(b_logs)).sum(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an op with one run
+        variance: np.ndarray = np.where(runs > 1, np.nanvar(b_logs, axis=1, ddof=1), np.nan)
+    return variance + b_se2  # type: ignore[no-any-return]
+
+
+def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
                   config: GateConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Each op's sample variance of its log median over the baseline runs (each run's
-    own drift removed when the test has ops enough to tell it), and its degrees of
-    freedom (0: one run, nothing measured)."""
-    k_ops, runs = b_logs.shape[0], (~np.isnan(b_logs)).sum(axis=1)
+    """Each op's sample variance of its log median over the baseline runs, each run's
+    own drift removed when the test has ops enough to tell it, and its degrees of
+    freedom (0: one run, nothing measured). Runs taken back to back show less than
+    later runs will: the variance is inflated by ``spread_inflation`` squared."""
+    runs = (~np.isnan(b_logs)).sum(axis=1)
     deviation = b_logs - b_mean[:, None]
-    if k_ops >= config.min_ops_for_drift:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a run no op has
-            deviation = deviation - np.nan_to_num(np.nanmedian(deviation, axis=0))
+    if len(b_logs) >= config.min_ops_for_drift:
+        weights = _precision_weights(_raw_variance(b_logs, b_se2))
+        for j in range(b_logs.shape[1]):
+            present = ~np.isnan(deviation[:, j])
+            if present.sum() >= config.min_ops_for_drift:
+                deviation[:, j] -= _drift(deviation[present, j], weights[present], None,
+                                          config)[0]
     dof = np.maximum(runs - 1, 0).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         sample_var = np.where(dof > 0, np.nansum(deviation ** 2, axis=1) / dof, np.nan)
-    return sample_var, dof
+    return sample_var * config.spread_inflation ** 2, dof
 
 
-def _typical_spread(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
-                    jitter2: np.ndarray, d: np.ndarray,
-                    sampling: np.ndarray, between: np.ndarray, config: GateConfig) -> float:
+def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
+                    jitter2: np.ndarray, d: np.ndarray, sampling: np.ndarray,
+                    between: np.ndarray, config: GateConfig) -> float:
     """The test's typical relative spread between processes: the larger of what its
     baseline runs show and how far its ops moved since, or the prior with neither."""
     found = []
-    sample_var, dof = _own_variance(b_logs, b_mean, config)
     measured = dof > 0
     if np.count_nonzero(measured) >= config.min_ops_for_drift:
         relative = np.maximum(sample_var - b_se2 - jitter2, 0.0)[measured]
@@ -509,14 +570,12 @@ def _spread_prior(config: GateConfig) -> np.ndarray:
     return weight
 
 
-def _spread_posterior(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
-                      jitter2: np.ndarray, typical: float,
-                      config: GateConfig) -> np.ndarray:
+def _spread_posterior(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
+                      jitter2: np.ndarray, typical: float, config: GateConfig) -> np.ndarray:
     """Each op's variance of its log median between processes (relative spread and
-    jitter): the posterior mean given the test's typical spread and the op's own runs."""
+    jitter), given the test's typical spread and the op's own runs."""
     tau2 = (typical * np.exp(_SPREAD_GRID)) ** 2 + jitter2[:, None]
     log_weight = np.broadcast_to(_spread_prior(config), tau2.shape).copy()
-    sample_var, dof = _own_variance(b_logs, b_mean, config)
     measured = dof > 0
     if measured.any():
         var = tau2[measured] + b_se2[measured, None]
@@ -524,7 +583,13 @@ def _spread_posterior(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
         log_weight[measured] += -0.5 * k * (np.log(var) + sample_var[measured, None] / var)
     log_weight -= log_weight.max(axis=1, keepdims=True)
     weight = np.exp(log_weight)
-    posterior: np.ndarray = (weight * tau2).sum(axis=1) / weight.sum(axis=1)
+    # the posterior median of a measured op (the mean is dragged by the prior's mass
+    # where the test's other ops are: five runs agreeing to 0.2% would be read as 2%);
+    # an op never measured may be one of those that move more than the typical
+    level = np.where(measured, 0.5, config.unmeasured_quantile)
+    cumulative = np.cumsum(weight, axis=1)
+    index = (cumulative < level[:, None] * cumulative[:, -1:]).sum(axis=1)
+    posterior: np.ndarray = np.take_along_axis(tau2, index[:, None], axis=1)[:, 0]
     return posterior
 
 
