@@ -154,19 +154,21 @@ def _commit() -> str:
 
 # -- baseline --------------------------------------------------------------------------------
 
-def baseline(store: Store, suite_name: str, runs: int, xdist: int, plain: bool) -> int:
+def baseline(store: Store, suite_name: str, runs: int | None, xdist: int, plain: bool) -> int:
     if (store.folder / "setup.json").exists():
         raise Refused(f"{store.folder} holds a baseline already, and the runs gated against "
                       "it: choose a new --dir (or delete this one)")
-    if plain and runs != 1:
+    if plain and runs not in (None, 1):
         raise Refused("--plain takes one run (pytest --opprof-update-baseline); "
                       "leave out --runs or drop --plain")
+    runs = runs or (1 if plain else 5)
     suite = SUITES[suite_name]
     args = _pytest_args(suite, store, xdist)
     if plain:
         command = [sys.executable, "-m", "pytest", "--opprof-update-baseline", *args]
     else:
         command = [_opprof_command(), "baseline", "update", "--runs", str(runs), *args]
+    store.folder.mkdir(parents=True, exist_ok=True)
     log = store.folder / "baseline.log"
     started = time.perf_counter()
     code = _run(command, log, _env())
@@ -175,7 +177,7 @@ def baseline(store: Store, suite_name: str, runs: int, xdist: int, plain: bool) 
                       f"see {log}")
     store.write_setup({
         "suite": suite_name, "runs": runs, "plain": plain, "xdist": xdist,
-        "command": " ".join(command[1:] if plain else ["opprof", *command[1:]]),
+        "command": " ".join(["python" if plain else "opprof", *command[1:]]),
         "threads": THREADS, "commit": _commit(), "seconds": round(time.perf_counter() - started),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})
     print(f"baseline of {suite_name}: {runs} run(s) in {time.perf_counter() - started:.0f} s "
@@ -226,7 +228,8 @@ def _test_outcome(test: dict[str, Any]) -> dict[str, Any]:
     comparison = result.get("comparison") or {}
     ops = {f"{op['name']}#{op['occurrence']}": op for op in test["ops"]}
     return {
-        "nodeid": test["nodeid"], "verdict": test["verdict"], "drift": test["drift"],
+        "nodeid": test["nodeid"], "verdict": test["verdict"], "counted": test["counted"],
+        "drift": test["drift"],
         "drift_source": test["drift_source"], "baseline_runs": test["baseline_runs"],
         "current_runs": comparison.get("current_runs", 1),
         "regressed": sorted(k for k, op in ops.items() if op["verdict"] == "regressed"),
@@ -405,10 +408,12 @@ def _injection(key: str, outcome: dict[str, Any]) -> dict[str, Any]:
     asv = [k for p in peers for k in p["asv"]]
     asv_mine = [k for k in asv if k.rsplit("#", 1)[0] == name]
     return {
-        "key": key, "name": name, "factor": float(factor), "caught": caught,
+        "key": key, "nodeid": tests[0]["nodeid"] if tests else "?", "name": name,
+        "factor": float(factor), "caught": caught,
         "others": others, "exact": caught and not others,
-        "median_ns": max((t["median_ns"].get(k, 0.0) for t in tests for k in t["median_ns"]
-                          if k.rsplit("#", 1)[0] == name), default=math.nan),
+        # the op's size: its baseline median (its largest occurrence)
+        "baseline_ns": max((e.get("median_ns") or math.nan for e in evidence),
+                           default=math.nan),
         "corrected_ratio": max((e.get("corrected_ratio") or math.nan for e in evidence),
                                default=math.nan),
         "pb_caught": any(p["pytest_benchmark_failed"] for p in peers),
@@ -447,43 +452,87 @@ def injection_rows(runs: dict[str, dict[str, Any]]) -> str:
 
     rows = []
     for f in sorted((_injection(k, o) for k, o in runs.items()),
-                    key=lambda f: (f["median_ns"], f["factor"], f["key"])):
-        rows.append([f["name"], duration(f["median_ns"] / f["factor"]), f"x{f['factor']:g}",
+                    key=lambda f: (np.nan_to_num(f["baseline_ns"], nan=math.inf), f["name"],
+                                   f["factor"], f["key"])):
+        rows.append([f["name"], duration(f["baseline_ns"]), f"x{f['factor']:g}",
                      f"{f['corrected_ratio']:.3f}", mark(f["caught"]),
                      ", ".join(f["others"]) or "-", f"{f['pb_ratio']:.3f}",
                      mark(f["pb_caught"]), mark(f["asv_caught"])])
-    return _table(["op", "size (about)", "injected", "opprof: drift-corrected ratio",
+    return _table(["op", "baseline median", "injected", "opprof: drift-corrected ratio",
                    "opprof", "opprof: other ops failed", "pytest-benchmark: test mean ratio",
                    "pytest-benchmark", "asv"], rows)
+
+
+def real_rates(store: Store) -> dict[str, dict[str, Any]]:
+    """Per test, for the simulation to set beside its own: its ops, counted iterations
+    and baseline runs, and per rule ``{factor: [hits, runs]}``: A/A runs failed (factor
+    1.0) and injections caught exactly (pytest-benchmark: the test failed). Runs with
+    another xdist setting than the baseline's are left out."""
+    setup = store.setup()
+    rates: dict[str, dict[str, Any]] = {}
+
+    def entry(test: dict[str, Any]) -> dict[str, Any]:
+        return rates.setdefault(test["nodeid"], {
+            "ops": len(test["median_ns"]), "counted": test["counted"], "runs": setup["runs"],
+            "opprof": {}, "pytest-benchmark": {}, "asv": {}})
+
+    def add(rule: dict[float, list[int]], factor: float, hit: bool) -> None:
+        counts = rule.setdefault(factor, [0, 0])
+        counts[0] += hit
+        counts[1] += 1
+
+    for key, outcome in sorted(store.outcomes().items()):
+        if outcome["xdist"] != setup["xdist"]:
+            continue
+        if key.startswith("aa-"):
+            for test in outcome["tests"]:
+                r = entry(test)
+                add(r["opprof"], 1.0, bool(test["regressed"]) or test["verdict"] == "failed")
+                if test["peers"]:
+                    add(r["pytest-benchmark"], 1.0, test["peers"]["pytest_benchmark_failed"])
+                    add(r["asv"], 1.0, bool(test["peers"]["asv"]))
+        elif key.startswith("inject-"):
+            f = _injection(key, outcome)
+            test = next(t for t in outcome["tests"] if t["nodeid"] == f["nodeid"])
+            r = entry(test)
+            add(r["opprof"], f["factor"], f["exact"])
+            add(r["pytest-benchmark"], f["factor"], f["pb_caught"])
+            add(r["asv"], f["factor"], f["asv_exact"])
+    return rates
 
 
 # -- fit -------------------------------------------------------------------------------------
 
 def fit(store: Store, out: Path | None) -> int:
+    noise = fitted_noise(store)
+    print(f"\nspread between processes per op over {noise['runs']} A/A runs "
+          f"(std of the drift-corrected log median; tau: less the within-run error); "
+          f"run drift: log-sd {noise['machine']:.4f}\n")
+    print(fit_table(noise["ops"]))
+    if out is not None:
+        atomic_write(out, json.dumps(noise, indent=1) + "\n")
+        print(f"\nwritten to {out} (python benchmarks/gate_simulation.py --noise {out})")
+    return 0
+
+
+def fitted_noise(store: Store) -> dict[str, Any]:
     """Each op's spread between processes over the A/A runs, after each run's drift
     (the median over the test's ops of the log ratio to the op's mean) is taken out,
-    less the part its within-run sampling error explains."""
+    and ``tau``, less the part its within-run sampling error explains; the runs' drift
+    log-sd as ``machine``."""
     runs = [o for k, o in sorted(store.outcomes().items()) if k.startswith("aa-")]
     if len(runs) < 3:
         raise Refused(f"fit needs 3 or more A/A runs in {store.folder}, found {len(runs)}: "
                       f"python benchmarks/gate_runs.py aa --dir {store.folder} --runs 10")
-    ops: list[dict[str, float]] = []
+    ops: list[dict[str, Any]] = []
     drifts: list[float] = []
     for nodeid in sorted({t["nodeid"] for o in runs for t in o["tests"]}):
         tests = [t for o in runs for t in o["tests"] if t["nodeid"] == nodeid]
         fitted, drift = _fit_test(tests)
-        ops += fitted
+        ops += [{"nodeid": nodeid, **o} for o in fitted]
         drifts += drift
     machine = float(np.std(drifts, ddof=1)) if len(drifts) > 2 else math.nan
-    print(f"\nspread between processes per op over {len(runs)} A/A runs "
-          f"(std of the drift-corrected log median, less within-run error); "
-          f"run drift: log-sd {machine:.4f}\n")
-    print(fit_table(ops))
-    if out is not None:
-        atomic_write(out, json.dumps({"source": str(store.folder), "runs": len(runs),
-                                      "machine": machine, "ops": ops}, indent=1) + "\n")
-        print(f"\nwritten to {out} (python benchmarks/gate_simulation.py --noise {out})")
-    return 0
+    return {"source": str(store.folder), "runs": len(runs), "machine": machine, "ops": ops}
 
 
 def _fit_test(tests: list[dict[str, Any]]) -> tuple[list[dict[str, float]], list[float]]:
@@ -511,7 +560,8 @@ def fit_table(ops: list[dict[str, float]]) -> str:
         spread = np.array([o["spread"] for o in mine])
         tau = np.array([o["tau"] for o in mine])
         worst = max(mine, key=lambda o: o["spread"])
-        size = f"{duration(lo) if lo else '0'} to {duration(hi) if hi < math.inf else 'more'}"
+        size = f"under {duration(hi)}" if not lo else \
+            f"{duration(lo)} to {duration(hi)}" if hi < math.inf else f"{duration(lo)} and more"
         rows.append([size, len(mine),
                      *(f"{np.percentile(x, q):.2%}" for x in (spread, tau) for q in (50, 90)),
                      f"{spread.max():.2%} ({worst['op']})"])
@@ -565,7 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     b = sub("baseline", "take the baseline, as a user would")
-    b.add_argument("--runs", type=_count, default=5, help="pytest processes (default 5)")
+    b.add_argument("--runs", type=_count, default=None,
+                   help="pytest processes (default 5; 1 with --plain)")
     b.add_argument("--plain", action="store_true",
                    help="one run by pytest --opprof-update-baseline (the quick path)")
     b.add_argument("--suite", choices=sorted(SUITES), default="manyop")
@@ -593,7 +644,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     store = Store(args.dir)
     try:
-        store.folder.mkdir(parents=True, exist_ok=True)
         if args.command == "baseline":
             return baseline(store, args.suite, args.runs, args.xdist, args.plain)
         if args.command == "aa":

@@ -90,13 +90,14 @@ class NoiseModel:
         return replace(self, machine=0.06, op_class=0.02, offset_median=0.044)
 
     @classmethod
-    def fitted(cls, path: Path) -> NoiseModel:
-        """The model with each op's spread and the machine drift from real A/A runs."""
-        data = json.loads(path.read_text())
-        ops = [o for o in data["ops"] if o["median_ns"] > 0]
+    def fitted(cls, noise: dict, nodeid: str | None = None) -> NoiseModel:
+        """The model with each op's spread and the machine drift from real A/A runs
+        (gate_runs.py's ``fitted_noise``; only ``nodeid``'s ops when given)."""
+        ops = [o for o in noise["ops"] if o["median_ns"] > 0
+               and (nodeid is None or o["nodeid"] == nodeid)]
         if not ops:
-            raise ValueError(f"{path}: no ops with a spread (gate_runs.py fit --out writes one)")
-        machine = data["machine"]
+            raise ValueError("no ops with a spread (gate_runs.py fit --out writes them)")
+        machine = noise["machine"]
         return cls(machine=machine if machine and math.isfinite(machine) else cls.machine,
                    measured_ns=np.array([o["median_ns"] for o in ops]),
                    measured_tau=np.array([o["tau"] for o in ops]))
@@ -112,6 +113,8 @@ class SimTest:
 
 def make_test(rng: np.random.Generator, ops: int, model: NoiseModel) -> SimTest:
     """True per-op times, log-uniform 5 us to 5 ms, each op's class and spread."""
+    if model.measured_ns.size == ops:  # the measured test itself
+        return SimTest(model.measured_ns, rng.integers(0, 3, ops), model.measured_tau)
     true_ns = np.exp(rng.uniform(math.log(5e3), math.log(5e6), ops))
     if model.measured_ns.size:
         nearest = np.abs(np.log(true_ns)[:, None] - np.log(model.measured_ns)[None, :])
@@ -213,8 +216,11 @@ def rule_oracle(test, base_runs, cur, rerun, alpha=0.001):
     return set(np.flatnonzero(d > z * sd).tolist())
 
 
-def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, history=False):
-    """{slowdown: share of trials flagged}; slowdown 1.0 is the A/A false-failure rate."""
+def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, history=False,
+                min_slow_ns=0.0, exact=False):
+    """{slowdown: share of trials flagged}; slowdown 1.0 is the A/A false-failure rate.
+    The slowed op is one of at least ``min_slow_ns``; ``exact``: a detection counts only
+    when nothing else was flagged."""
     rng = np.random.default_rng(seed)
     rates = {}
     for factor in slowdowns:
@@ -223,7 +229,8 @@ def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, h
         for _ in range(n):
             test = make_test(rng, ops, model)
             base = [run(rng, model, test, iterations, later=history) for _ in range(k_runs)]
-            slow = None if factor == 1.0 else int(rng.integers(ops))
+            eligible = np.flatnonzero(test.true_ns >= min_slow_ns)
+            slow = None if factor == 1.0 else int(rng.choice(eligible))
             cur = run(rng, model, test, iterations, slow, factor)
             flagged = rule(test, base, cur,
                            lambda test=test, slow=slow, factor=factor:
@@ -231,7 +238,8 @@ def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, h
             if factor == 1.0:
                 hits += bool(flagged)
             else:
-                hits += slow in flagged or -1 in flagged
+                caught = slow in flagged or -1 in flagged
+                hits += caught and (not exact or len(flagged) == 1)
         rates[factor] = hits / n
     return rates
 
@@ -250,11 +258,18 @@ def main() -> int:
     parser.add_argument("--only", default="", help="only rows whose label contains this")
     parser.add_argument("--noise", type=Path, default=None,
                         help="each op's spread as measured: gate_runs.py fit --out FILE")
+    parser.add_argument("--real", type=Path, nargs="+", default=[], metavar="DIR",
+                        help="instead of the table: each test of these gate_runs.py folders, "
+                             "its real figures beside the simulated ones under its own "
+                             "measured noise")
     args = parser.parse_args()
     trials = {"aa": 300, "ab": 100} if args.quick else {"aa": args.aa, "ab": args.ab}
+    if args.real:
+        return real_vs_simulated(args.real, trials)
     slowdowns = [1.0, 1.05, 1.10, 1.20, 1.50]
     try:
-        model = NoiseModel.fitted(args.noise) if args.noise else NoiseModel()
+        model = NoiseModel.fitted(json.loads(args.noise.read_text())) if args.noise \
+            else NoiseModel()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         parser.error(f"--noise {args.noise}: cannot be read as gate_runs.py fit's output "
                      f"({exc})")
@@ -297,6 +312,44 @@ def main() -> int:
         cells = [fmt(rates[1.0], trials["aa"])] + [f"{rates[f]:.2f}" for f in slowdowns[1:]]
         print(f"| {label} | {ops} | {iters} | {k} | " + " | ".join(cells) + " |", flush=True)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+def real_vs_simulated(folders: list[Path], trials: dict[str, int]) -> int:
+    """Each test of each folder: the real A/A false failures and exact detections of
+    every rule, beside the simulation's for a test of the same ops (their measured
+    spreads), counted iterations and baseline runs, injections into ops of 20 us or more."""
+    from benchmarks.gate_runs import MIN_INJECT_NS, Refused, Store, fitted_noise, real_rates
+
+    rules = {"opprof": rule_opprof(), "pytest-benchmark": rule_pytest_benchmark,
+             "asv": rule_asv}
+    for folder in folders:
+        try:
+            store = Store(folder)
+            noise, rates = fitted_noise(store), real_rates(store)
+        except Refused as exc:
+            print(f"gate_simulation.py: {exc}", file=sys.stderr)
+            return 2
+        for nodeid, real in rates.items():
+            factors = sorted({f for counts in real.values() if isinstance(counts, dict)
+                              for f in counts})
+            model = NoiseModel.fitted(noise, nodeid)
+            print(f"\n{folder}: {nodeid}: {real['ops']} ops, {real['counted']} counted "
+                  f"iterations, {real['runs']} baseline run(s); real (hits / runs) vs "
+                  "simulated (share of trials); detection: exactly that op\n")
+            labels = ["A/A false failures" if f == 1.0 else f"x{f:g} caught" for f in factors]
+            print("| rule | " + " | ".join(f"{label}: real | {label}: simulated"
+                                           for label in labels) + " |")
+            print("|---|" + "---|---|" * len(factors))
+            for i, (name, rule) in enumerate(rules.items()):
+                sim = trial_rates(rule, model, len(model.measured_ns), real["counted"],
+                                  real["runs"], factors, trials, seed=2000 + i,
+                                  min_slow_ns=MIN_INJECT_NS, exact=True)
+                cells = []
+                for f in factors:
+                    hits, n = real[name].get(f, (0, 0))
+                    cells += [f"{hits} / {n}" if n else "-", f"{sim[f]:.3f}"]
+                print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 
