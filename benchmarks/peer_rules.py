@@ -39,37 +39,44 @@ def pytest_benchmark_fails(current_wall: np.ndarray, baseline_wall: np.ndarray,
     return pytest_benchmark_ratio(current_wall, baseline_wall) > 1 + threshold
 
 
-def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
-    """asv's two-sided Mann-Whitney U p-value (asv/statistics.py ``mann_whitney_u``)."""
+def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """asv's two-sided Mann-Whitney U p-value (asv/statistics.py ``mann_whitney_u``),
+    column by column of ``a`` and ``b`` (samples down the first axis)."""
     from scipy.stats import mannwhitneyu
 
     exact = max(len(a), len(b)) <= 20
-    return float(mannwhitneyu(a, b, alternative="two-sided", use_continuity=False,
-                              method="exact" if exact else "asymptotic").pvalue)
+    return np.asarray(mannwhitneyu(a, b, alternative="two-sided", use_continuity=False,
+                                   method="exact" if exact else "asymptotic", axis=0).pvalue)
 
 
-def asv_is_different(a: np.ndarray, b: np.ndarray, p_threshold: float = ASV_P) -> bool:
-    """asv's ``is_different`` on raw samples; with too few samples for the test to
-    reach ``p_threshold`` asv falls back to non-overlapping 99% intervals, which
-    summaries without raw samples need and raw samples here never do (both sides have
-    at least 6)."""
-    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-    if len(a) == 0 or len(b) == 0:
-        return False
-    if 1 / math.comb(len(a) + len(b), min(len(a), len(b))) >= p_threshold:
-        return False
-    return mann_whitney_p(a, b) < p_threshold
+def _can_reach(m: int, n: int, p_threshold: float) -> bool:
+    """Whether samples of m and n can give a p below ``p_threshold`` at all: asv runs the
+    test only then (else it compares 99% intervals, which raw samples here never need)."""
+    return m > 0 and n > 0 and 1 / math.comb(m + n, min(m, n)) < p_threshold
 
 
 def asv_flags(current: Mapping[Hashable, np.ndarray],
               baseline: Mapping[Hashable, np.ndarray],
-              factor: float = ASV_FACTOR) -> set[Hashable]:
-    """The ops asv would call "worse": median ratio > ``factor`` and significant."""
-    flagged = set()
+              factor: float = ASV_FACTOR, p_threshold: float = ASV_P) -> set[Hashable]:
+    """The ops asv would call "worse": a ratio of medians above ``factor`` and
+    ``is_different`` (the test run once for all ops of the same sample counts)."""
+    groups: dict[tuple[int, int], list[tuple[Hashable, np.ndarray, np.ndarray]]] = {}
     for key, cur in current.items():
-        base = baseline.get(key)
-        if base is None or len(cur) == 0 or len(base) == 0:
+        if key not in baseline:
             continue
-        if np.median(cur) > factor * np.median(base) and asv_is_different(cur, base):
-            flagged.add(key)
+        cur, base = _finite(cur), _finite(baseline[key])
+        if _can_reach(len(cur), len(base), p_threshold) and \
+                np.median(cur) > factor * np.median(base):
+            groups.setdefault((len(cur), len(base)), []).append((key, cur, base))
+    flagged = set()
+    for group in groups.values():
+        p = mann_whitney_p(np.column_stack([c for _, c, _ in group]),
+                           np.column_stack([b for _, _, b in group]))
+        flagged.update(key for (key, _, _), pk in zip(group, p, strict=True)
+                       if pk < p_threshold)
     return flagged
+
+
+def _finite(samples: np.ndarray) -> np.ndarray:
+    samples = np.asarray(samples, dtype=float)
+    return samples[np.isfinite(samples)]
