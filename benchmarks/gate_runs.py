@@ -92,7 +92,7 @@ class Store:
     """D: its setup, its baselines, its runs and their outcomes."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        self.folder = folder.resolve()  # the runs start in the repository root
         self.baselines = folder / "baselines"
         self.runs = folder / "runs"
         self._outcomes = folder / "outcomes.json"
@@ -261,7 +261,7 @@ def _peers(baseline_file: str | None, profile: Profile,
     if not baseline_file:
         return None
     try:
-        stored = load_file(Path(baseline_file))
+        stored = load_file(ROOT / baseline_file)  # relative to pytest's folder, or absolute
     except BaselineError:
         return None
     pooled = {f"{name}#{occ}": np.concatenate(runs)
