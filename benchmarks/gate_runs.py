@@ -211,6 +211,10 @@ def gated_run(store: Store, key: str, suite: Suite, xdist: int,
         raise Refused(f"run {key} wrote no results (exit {code}: {_last_line(log)}); "
                       f"see {log}")
     data = json.loads(results.read_text())
+    unbased = [t["nodeid"] for t in data["tests"] if t["verdict"] == "no baseline"]
+    if unbased:  # a run not gated at all would count as a pass
+        raise Refused(f"run {key}: {unbased[0]} has no baseline in {store.baselines} (taken "
+                      f"for other tests, or under another machine key); see {log}")
     outcome = {"exit": code, "seconds": round(seconds, 1), "xdist": xdist,
                "slow": None if slow is None else slow[1],
                "tests": [_test_outcome(test) for test in data["tests"]]}
@@ -284,9 +288,10 @@ def aa(store: Store, runs: int, xdist: int | None) -> int:
         if key in store.outcomes():
             continue
         outcome = gated_run(store, key, suite, xdist)
-        failed = _failed_ops(outcome)
-        print(f"{key}: {'FAILED ' + ', '.join(failed) if failed or outcome['exit'] else 'ok'}"
-              f" ({outcome['seconds']:.0f} s)", flush=True)
+        failed = ", ".join(_failed_ops(outcome))
+        status = f"FAILED {failed or 'exit code ' + str(outcome['exit'])}" \
+            if failed or outcome["exit"] else "ok"
+        print(f"{key}: {status} ({outcome['seconds']:.0f} s)", flush=True)
     print_tables(store)
     return 0
 

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 import numpy as np
+
+K = TypeVar("K", bound=Hashable)
 
 #: pytest-benchmark: ``--benchmark-compare-fail=mean:5%``.
 PYTEST_BENCHMARK_THRESHOLD = 0.05
@@ -42,7 +45,7 @@ def pytest_benchmark_fails(current_wall: np.ndarray, baseline_wall: np.ndarray,
 def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """asv's two-sided Mann-Whitney U p-value (asv/statistics.py ``mann_whitney_u``),
     column by column of ``a`` and ``b`` (samples down the first axis)."""
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
 
     exact = max(len(a), len(b)) <= 20
     return np.asarray(mannwhitneyu(a, b, alternative="two-sided", use_continuity=False,
@@ -55,12 +58,11 @@ def _can_reach(m: int, n: int, p_threshold: float) -> bool:
     return m > 0 and n > 0 and 1 / math.comb(m + n, min(m, n)) < p_threshold
 
 
-def asv_flags(current: Mapping[Hashable, np.ndarray],
-              baseline: Mapping[Hashable, np.ndarray],
-              factor: float = ASV_FACTOR, p_threshold: float = ASV_P) -> set[Hashable]:
+def asv_flags(current: Mapping[K, np.ndarray], baseline: Mapping[K, np.ndarray],
+              factor: float = ASV_FACTOR, p_threshold: float = ASV_P) -> set[K]:
     """The ops asv would call "worse": a ratio of medians above ``factor`` and
     ``is_different`` (the test run once for all ops of the same sample counts)."""
-    groups: dict[tuple[int, int], list[tuple[Hashable, np.ndarray, np.ndarray]]] = {}
+    groups: dict[tuple[int, int], list[tuple[K, np.ndarray, np.ndarray]]] = {}
     for key, cur in current.items():
         if key not in baseline:
             continue
@@ -68,7 +70,7 @@ def asv_flags(current: Mapping[Hashable, np.ndarray],
         if _can_reach(len(cur), len(base), p_threshold) and \
                 np.median(cur) > factor * np.median(base):
             groups.setdefault((len(cur), len(base)), []).append((key, cur, base))
-    flagged = set()
+    flagged: set[K] = set()
     for group in groups.values():
         p = mann_whitney_p(np.column_stack([c for _, c, _ in group]),
                            np.column_stack([b for _, _, b in group]))

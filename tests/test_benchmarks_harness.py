@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,11 @@ def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
     setup = json.loads((folder / "setup.json").read_text())
     assert setup["command"].startswith("python -m pytest --opprof-update-baseline "
                                        "benchmarks/manyop")
+
+    # a run that finds no baseline is not a pass: one line, and nothing recorded
+    shutil.rmtree(folder / "baselines")
+    assert gate_runs.main(["aa", "--dir", str(folder), "--runs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "gate_runs.py: run aa-n0-002: benchmarks/manyop/test_manyop.py::test_manyop has " \
+           "no baseline in " in err
+    assert len(json.loads((folder / "outcomes.json").read_text())) == 1
