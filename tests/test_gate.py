@@ -370,7 +370,7 @@ def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
     net = "conv2d,batch_norm,relu,pool2d,mul,softmax".split(",")
     swings = (1.5, 0.7, 1.4, 0.75, 1.3, 0.8)  # baseline runs in which every op moves 30%
     for run in ([1.0] * 6, swings, swings[::-1]):
-        monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in zip(net, run)))
+        monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in zip(net, run, strict=True)))
         update(suite, "test_net.py::test_net", runs=1)
     monkeypatch.delenv("SLOW")
     result = suite.runpytest("--opprof-verbosity=2", "--opprof-json=out.json",
