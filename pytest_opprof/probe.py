@@ -2,6 +2,11 @@
 
 A test with too few ops to estimate the run's drift from itself compares the
 probe's time now with its time when the baseline was taken.
+
+The probe measures the speed of one core: its matmul is small enough that BLAS runs it
+on one thread. A 96x96 matmul handed to unpinned OpenBLAS threads on a busy 2-core
+runner took 16 ms instead of 100 us in whole rounds of passes (scheduler quanta, not
+machine speed); 48x48 stays under OpenBLAS's threading threshold (64^3 multiply-adds).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ def _round(xp: ModuleType, repeats: int) -> float:
     """The median time in ns of ``repeats`` passes (cupy synchronised per pass)."""
     sync = _synchronizer(xp)
     a = xp.arange(1 << 16, dtype=xp.float32)
-    m = xp.ones((96, 96), dtype=xp.float32)
+    m = xp.ones((48, 48), dtype=xp.float32)  # one BLAS thread (see the module's doc)
     times = []
     for _ in range(repeats + 2):
         sync()

@@ -108,9 +108,9 @@ def summary_line(result: TestResult) -> str:
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
-    if result.verdict == Verdict.UNJUDGED:
+    if result.verdict == Verdict.UNJUDGED:  # its reason has the drift, when that is why
         parts.append(display_name(result.reason))  # names env values the user set
-    if c is not None:
+    elif c is not None:
         judged = c.having(*COMPARED)
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
         for verdict, label in _LABELS.items():
