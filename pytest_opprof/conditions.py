@@ -32,6 +32,11 @@ WORKER_COUNT_VARIABLE = "PYTEST_XDIST_WORKER_COUNT"
 MAX_ENTRIES = 64
 MAX_VALUE_CHARS = 200
 
+#: Recorded and shown, never refused: the device differs only under an explicit
+#: ``--opprof-machine-key``, which pools machines on purpose (hosted runners change CPU
+#: model from run to run); the drift correction is what makes them comparable.
+RECORDED_ONLY = frozenset({"device"})
+
 Conditions = dict[str, "str | int | None"]
 
 
@@ -62,7 +67,8 @@ def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | 
     side knows (a newer or older version's) are not compared."""
     if then is None:
         return None
-    differing = [name for name in then if name in now and then[name] != now[name]]
+    differing = [name for name in then if name in now and name not in RECORDED_ONLY
+                 and then[name] != now[name]]
     if not differing:
         return None
     first, *others = differing

@@ -159,6 +159,7 @@ def test_difference_names_the_first_difference_and_counts_the_rest():
     assert difference(then, dict(then)) is None
     assert difference(None, then) is None  # a baseline from before conditions
     assert difference({**then, "future": "x"}, then) is None  # unknown here: not compared
+    assert difference({**then, "device": "EPYC"}, {**then, "device": "Xeon"}) is None
     now = {**then, "backend": "cuda", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
     assert difference(then, now) == (
         "the baseline's backend was cpu, this run's is cuda: re-take the baseline with "
@@ -218,7 +219,7 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
     data["runs"][0]["meta"]["probe_ns"] *= scale
     path.write_text(json.dumps(data))
     result = pytester.runpytest("--opprof-backend=cpu", "--opprof-json=r.json",
-                                "--opprof-markdown=r.md")
+                                "--opprof-markdown=r.md", "--opprof-html=r.html")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
@@ -230,6 +231,7 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
     assert test["verdict"] == "unjudged" and test["drift_source"] == "probe"
     assert [op["verdict"] for op in test["ops"]] == ["unjudged"]
     assert "| unjudged: `` drift " in (pytester.path / "r.md").read_text()
+    assert "unjudged</span> (drift " in (pytester.path / "r.html").read_text()
 
 
 def test_an_absurd_drift_of_the_ops_leaves_the_test_unjudged(suite, monkeypatch):
