@@ -141,8 +141,8 @@ def drift_problem(comparison: Comparison) -> str | None:
     measured = "the reference probe" if source == "probe" else "the median of its ops"
     return (f"drift {percent(drift)}: the machine measured {factor} than at the baseline "
             f"({measured}), beyond the {ABSURD_DRIFT:g}x a drift correction is trusted "
-            "with; pin BLAS threads (OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1) and re-take "
-            "the baseline with `opprof baseline update`")
+            "with; find what changed (BLAS threads not pinned, another load, another "
+            "device) and re-take the baseline with `opprof baseline update`")
 
 
 def _unjudged(comparison: Comparison) -> Comparison:

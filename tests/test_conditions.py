@@ -225,7 +225,8 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
     result.stdout.fnmatch_lines([
         f"test_one.py::test_one: unjudged; drift *: the machine measured * {factor} than at "
         "the baseline (the reference probe), beyond the 3x a drift correction is trusted "
-        "with; pin BLAS threads * and re-take the baseline with `opprof baseline update`"])
+        "with; find what changed (BLAS threads not pinned, another load, another device) "
+        "and re-take the baseline with `opprof baseline update`"])
     assert "re-running" not in out and "0 regressed, 0 improved, 1 unjudged" in out
     test = json.loads((pytester.path / "r.json").read_text())["tests"][0]
     assert test["verdict"] == "unjudged" and test["drift_source"] == "probe"
