@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from . import conditions as run_conditions
 from .errors import OpprofError
 from .files import FileTooLarge, atomic_write, read_bounded, safe_name
 from .profile import OpInfo, Profile
@@ -167,10 +168,17 @@ class Baseline:
             return 0.0
 
     def probe_ns(self) -> float | None:
-        """The mean reference-probe time of the runs that recorded one."""
+        """The median reference-probe time of the runs that recorded one: one run whose
+        probe met a busy machine must not move the machine's speed (a mean did)."""
         found = [r.meta.get("probe_ns") for r in self.runs]
         values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
-        return float(np.mean(values)) if values else None  # each < 10^15: no overflow
+        return float(np.median(values)) if values else None
+
+    def conditions(self) -> dict[str, Any] | None:
+        """The run conditions of the latest run that recorded them (see conditions.py);
+        None for a baseline written before they were recorded."""
+        found = [r.meta["conditions"] for r in self.runs if r.meta.get("conditions")]
+        return found[-1] if found else None
 
     def to_profile(self, run: int = -1) -> Profile:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
@@ -333,6 +341,8 @@ def _check_meta(meta: Any) -> dict[str, Any]:
     for key in ("date", "backend", "device"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise TypeError(f"meta {key} is not a string")
+    if meta.get("conditions") is not None:
+        run_conditions.check(meta["conditions"])
     return meta
 
 
@@ -429,6 +439,8 @@ class BaselineStore:
                 old = self.load(nodeid)
             except BaselineError:
                 old = None  # an update is asked for: a broken file is replaced
+            if old is not None and append:
+                _check_append(nodeid, old, run)
             if old is not None and (append or (batch and old.batch == batch)):
                 runs = _within_bounds([*old.runs, run])
                 batch = old.batch if append else batch
@@ -498,6 +510,15 @@ class BaselineStore:
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:
+    """``--opprof-append-baseline`` adds a run to a history only under the conditions of
+    the runs already there: a history of mixed conditions judges no run fairly."""
+    now = run.meta.get("conditions")
+    problem = run_conditions.difference(old.conditions(), now) if now else None
+    if problem:
+        raise BaselineError(f"{nodeid}: this run is not appended to its baseline: {problem}")
 
 
 _FIX = ("; delete it, or rerun with --opprof-update-baseline "

@@ -32,6 +32,7 @@ import pytest
 
 from . import __version__
 from .baseline import STAGING_PREFIX, Baseline, BaselineError, BaselineStore, obstacle
+from .conditions import describe as describe_conditions
 from .errors import OpprofError
 from .files import safe_name
 from .options import DEFAULT_BASELINE_DIR, Settings
@@ -422,6 +423,9 @@ def _describe(b: Baseline) -> str:
             f"  run {i}: {run.meta.get('date', '?')}, commit {str(commit_id)[:12]}, "
             f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
             + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else ""))
+        conditions = run.meta.get("conditions")
+        lines.append("    conditions: " + (describe_conditions(conditions) if conditions
+                                             else "not recorded (judged under any)"))
     profile = b.to_profile()
     lines += ["", "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
               wall_line(profile), ""]

@@ -160,7 +160,9 @@ def summary_line(result: TestResult) -> str:
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
-    if c is not None:
+    if result.verdict == Verdict.UNJUDGED:  # its reason has the drift, when that is why
+        parts.append(display_name(result.reason))  # names env values the user set
+    elif c is not None:
         judged = c.having(*COMPARED)
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
         for verdict, label in _LABELS.items():
@@ -190,6 +192,9 @@ def counts_line(results: Iterable[TestResult]) -> str:
             if result.verdict == Verdict.NO_BASELINE:
                 tests += 1
                 without_baseline += len(result.profile.ops)
+            elif result.verdict == Verdict.UNJUDGED:  # refused: none of its ops judged
+                tests += 1
+                counted[OpStatus.UNJUDGED] += len(result.profile.ops)
             continue
         tests += 1
         for status in counted:
