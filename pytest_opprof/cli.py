@@ -541,14 +541,14 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     samples = b.samples()
     noise = rule.noise(samples, _config(b, tolerance))
     if not noise:
-        return ["Between runs: no op has samples enough to judge"]
+        return ["What the gate sees: no op has samples enough to judge"]
     ids = b.op_ids()
     rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
              f"median={duration(float(np.median([np.median(r) for r in samples[key]])))}",
              f"spread={op.spread:.1%}", f"detectable=+{op.detectable:.0%}", f"runs={op.runs}"]
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
-    lines = ["Between runs (spread: of the op's median between processes; detectable: the "
-             "smallest slowdown the gate catches):", _stat_table(rows)]
+    lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
+             "the smallest slowdown it catches):", _stat_table(rows)]
     typical = float(np.median([op.detectable for op in noise.values()]))
     if typical > DETECTABLE_LIMIT:
         runs = max(DEFAULT_RUNS, 2 * len(b.runs))
