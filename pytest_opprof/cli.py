@@ -363,8 +363,9 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
     retake = min(max((len(agreed.outliers) for *_, agreed in disagreeing), default=0), runs)
     if not retake:
         return 0, []
-    print(f"opprof: {len(disagreeing)} test(s) have runs far from their other runs (a busy "
-          f"machine?); taking {retake} run(s) again", flush=True)
+    far = sorted({j + 1 for *_, agreed in disagreeing for j in agreed.outliers})
+    print(f"opprof: run(s) {', '.join(map(str, far))} of {len(disagreeing)} test(s) sit far "
+          f"from their other runs (a busy machine?); taking {retake} run(s) again", flush=True)
     again = staging / ".again"  # a dot folder: not a machine folder, never committed
     _take(again, batch, pytest_args, [f"extra baseline run {k} of {retake}"
                                       for k in range(1, retake + 1)])

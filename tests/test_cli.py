@@ -249,7 +249,7 @@ def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
     monkeypatch.setenv("SLOW_RUNS", "2")
     assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
-    assert ("opprof: 1 test(s) have runs far from their other runs (a busy machine?); "
+    assert ("opprof: run(s) 2 of 1 test(s) sit far from their other runs (a busy machine?); "
             "taking 1 run(s) again") in out
     assert "opprof: extra baseline run 1 of 1: pytest --opprof-update-baseline" in out
     assert out.splitlines()[-1] == ("opprof: baselines of 1 test(s) stored, from 3 run(s) "
