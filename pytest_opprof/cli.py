@@ -80,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "tests that passed as their baselines on this machine",
         description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
                     "a new process, so that the gate learns each op's spread between "
-                    "processes. The runs go to a staging folder; only when all of them "
-                    "passed are the new baselines committed to the store: the command "
+                    "processes. A run whose ops sit far from the test's other runs (taken "
+                    "while the machine was busy) is taken again, once; ops whose runs still "
+                    "disagree are named. The runs go to a staging folder; only when all of "
+                    "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
     update.add_argument("--runs", type=_runs, default=DEFAULT_RUNS, metavar="N",
                         help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
@@ -306,8 +308,9 @@ def _run_pytest(args: list[str]) -> tuple[int, str]:
 
 
 def update(runs: int, pytest_args: list[str]) -> int:
-    """Run pytest ``runs`` times into a staging folder, then commit every test's new
-    baseline at once: the command completes or leaves the store as it was."""
+    """Run pytest ``runs`` times into a staging folder, take again the runs that
+    disagree with their test's others, then commit every test's new baseline at once:
+    the command completes or leaves the store as it was."""
     view = pytest_view(pytest_args)
     if view.own_options:
         raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
@@ -349,7 +352,7 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
                         tolerance: float) -> tuple[int, list[str]]:
     """Runs that disagree with their test's other runs (agreement.py: taken while the
     machine was busy) are taken again, each in a new process, once: as many new runs
-    as the test with the most such runs needs, at most ``runs``. A new run replaces a
+    as the test with the most such runs needs (fewer than ``runs``). A new run replaces a
     disagreeing one in the staged baseline; where the runs still disagree, the runs
     that sit far off name their ops in their meta (``opprof baseline show`` says so).
     Returns how many runs were re-taken, and one line per test still disagreeing."""
@@ -360,7 +363,7 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
              for store, baseline in staged]
     disagreeing = [(store, baseline, agreed) for store, baseline, agreed in found
                    if not agreed.agrees]
-    retake = min(max((len(agreed.outliers) for *_, agreed in disagreeing), default=0), runs)
+    retake = max((len(agreed.outliers) for *_, agreed in disagreeing), default=0)
     if not retake:
         return 0, []
     far = sorted({j + 1 for *_, agreed in disagreeing for j in agreed.outliers})

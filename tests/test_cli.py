@@ -214,7 +214,8 @@ def test_prune_keeps_everything_when_collection_fails(project):
 
 
 #: test_a as SUITE's, but each pytest process counts itself in runs.txt, and in the
-#: processes that SLOW_RUNS names, relu is 4x slower: a run taken on a busy machine.
+#: processes that SLOW_RUNS names, relu is 4x slower: a run taken on a busy machine
+#: (the process FAIL_RUN names fails).
 CONTENDED = """
 import os
 from pathlib import Path
@@ -225,6 +226,7 @@ SLOW = {int(n) for n in os.environ.get("SLOW_RUNS", "").split(",") if n}
 def test_a(gpu_profiler):
     run = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
     COUNTER.write_text(str(run))
+    assert str(run) != os.environ.get("FAIL_RUN")
     dev = gpu_profiler.timer.device_model
     for _ in gpu_profiler.iterations(6):
         for name in ("conv2d", "relu", "pool2d", "mul", "softmax"):
@@ -284,6 +286,20 @@ def test_update_says_which_ops_still_disagree_and_show_says_it_too(project, caps
     assert "  run 2: " in detail and "; far from the other runs on relu\n" in detail
     shown = noise_columns(detail)
     assert shown[("relu", 0)][1] > 3 * shown[("conv2d", 0)][1]  # detectable: 4x in a run
+
+
+def test_a_run_taken_again_that_fails_stores_nothing(project, capsys, monkeypatch):
+    main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
+    before = stored(project.path / ".opprof")
+    project.makepyfile(test_suite=CONTENDED)
+    monkeypatch.setenv("SLOW_RUNS", "2")
+    monkeypatch.setenv("FAIL_RUN", "3")  # the extra run
+    assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("opprof: extra baseline run 1 of 1 failed (pytest exit code 1: ")
+    assert err.strip().endswith("nothing was stored: fix the failures and rerun")
+    assert stored(project.path / ".opprof") == before
+    assert [p.name for p in (project.path / ".opprof").iterdir() if p.name.startswith(".")] == []
 
 
 def noise_columns(detail: str) -> dict[tuple[str, int], tuple[float, float, int]]:
