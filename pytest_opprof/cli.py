@@ -538,6 +538,12 @@ def _describe(b: Baseline, tolerance: float) -> str:
     return "\n".join(lines)
 
 
+def _slowdown(effect: float) -> str:
+    """+26%; beyond ten times slower only a bound: an op whose runs disagree by several
+    times gets margins of thousands of percent, where the figure no longer tells more."""
+    return f"+{effect:.0%}" if effect <= 10 else ">+1000%"
+
+
 def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     """Per op, what the gate sees in these runs: the median, the spread of the op's
     median between runs and the smallest slowdown it would catch (rule.noise); and a
@@ -549,7 +555,8 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     ids = b.op_ids()
     rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
              f"median={duration(float(np.median([np.median(r) for r in samples[key]])))}",
-             f"spread={op.spread:.1%}", f"detectable=+{op.detectable:.0%}", f"runs={op.runs}"]
+             f"spread={op.spread:.1%}", f"detectable={_slowdown(op.detectable)}",
+             f"runs={op.runs}"]
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
     lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
              "the smallest slowdown it catches):", _stat_table(rows)]

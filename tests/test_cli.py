@@ -350,3 +350,26 @@ def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, c
             "typical op; more baseline runs (opprof baseline update --runs 5), more iterations "
             "(--opprof-iterations) or pinned BLAS threads (OMP_NUM_THREADS=1) would help"
             ) in detail.splitlines()
+
+
+def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
+    """An op whose stored runs disagree 10x is caught only thousands of percent slower:
+    show says '>+1000%' rather than a figure that no longer tells more."""
+    from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
+
+    def run(r: int) -> BaselineRun:
+        """Eight ops of 1 ms moving 2-4% between runs; op8 10x slower in run 1."""
+        times = [[round(1e6 * (1 + 0.02 * ((i + r) % 3)))] * 10 for i in range(8)]
+        times.append([10_000_000 if r == 1 else 1_000_000] * 10)
+        ops = {"op_id": list(range(9)), "name": [f"op{i}" for i in range(9)],
+               "occurrence": [0] * 9, "depth": [0] * 9, "phase": [None] * 9, "n": [10] * 9,
+               "median_ns": [float(t[0]) for t in times], "samples_ns": times}
+        return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
+                           meta={"backend": "cpu", "date": "d"})
+
+    BaselineStore(tmp_path, "m").save(Baseline("t.py::test_x", "m", [run(r) for r in range(5)]))
+    assert main(["baseline", "show", "test_x", "--dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    wild = next(line for line in lines if line.startswith("OP_ID8. op8 "))
+    assert wild.split()[-2:] == ["detectable=>+1000%", "runs=5"]
+    assert "detectable=+" in next(line for line in lines if line.startswith("OP_ID0. op0 "))
