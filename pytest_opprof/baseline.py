@@ -99,6 +99,12 @@ class BaselineRun:
     def n_ops(self) -> int:
         return len(self.ops["name"])
 
+    def samples(self) -> dict[Key, np.ndarray]:
+        """Each op's samples in this run."""
+        keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
+        return {key: np.asarray(values, dtype=float)
+                for key, values in zip(keys, self.ops["samples_ns"], strict=True)}
+
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
         counted = counted_samples(profile)
@@ -138,10 +144,8 @@ class Baseline:
         """Each op's samples, one array per run that has it."""
         found: dict[Key, list[np.ndarray]] = {}
         for run in self.runs:
-            ops = run.ops
-            keys = zip(ops["name"], ops["occurrence"], strict=True)
-            for key, values in zip(keys, ops["samples_ns"], strict=True):
-                found.setdefault(key, []).append(np.asarray(values, dtype=float))
+            for key, values in run.samples().items():
+                found.setdefault(key, []).append(values)
         return found
 
     def op_ids(self) -> dict[Key, int]:
@@ -317,6 +321,10 @@ def _check_counts(ops: dict[str, Any]) -> None:
             raise ValueError(f"{key} {bad!r} is not a whole number from 0 to {MAX_COUNT}")
 
 
+#: The run meta that names the ops on which a run sat far from the test's other runs,
+#: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
+OUTLYING_OPS = "outlying_ops"
+
 #: What a run's meta may say, where it says it: (types, lowest, highest).
 _META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
     "probe_ns": ((int, float), 0.0, _LONGEST_NS),
@@ -343,6 +351,10 @@ def _check_meta(meta: Any) -> dict[str, Any]:
             raise TypeError(f"meta {key} is not a string")
     if meta.get("conditions") is not None:
         run_conditions.check(meta["conditions"])
+    outlying = meta.get(OUTLYING_OPS)
+    if outlying is not None and (not isinstance(outlying, list)
+                                 or not all(isinstance(name, str) for name in outlying)):
+        raise TypeError(f"meta {OUTLYING_OPS} is not a list of op names")
     return meta
 
 
@@ -461,6 +473,11 @@ class BaselineStore:
                 assert isinstance(entry, Baseline)
                 self._write(self.folder / path.name, entry)
         return [entry for _, entry in found if isinstance(entry, Baseline)]
+
+    def save(self, baseline: Baseline) -> None:
+        """Write ``baseline`` as its test's file here, replacing what was there."""
+        with self._locked():
+            self._write(self.path_for(baseline.nodeid), baseline)
 
     def _write(self, path: Path, baseline: Baseline) -> None:
         try:
