@@ -49,6 +49,7 @@ from .gate import gate_config
 from .options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
 from .render import display_name, duration
 from .render.text import _stat_table, paddle_table, singa_ops, wall_line
+from .render.verdicts import BLIND
 from .rule import GateConfig
 
 DEFAULT_RUNS = 5
@@ -517,10 +518,6 @@ def _outlying(b: Baseline) -> list[str]:
     return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
 
 
-#: A test whose typical op could only be caught slower than this gets a line saying so.
-DETECTABLE_LIMIT = 0.30
-
-
 def _describe(b: Baseline, tolerance: float) -> str:
     lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
@@ -553,7 +550,8 @@ def _slowdown(effect: float) -> str:
 def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     """Per op, what the gate sees in these runs: the median, the spread of the op's
     median between runs and the smallest slowdown it would catch (rule.noise); and a
-    line saying what would help when the typical op's is beyond :data:`DETECTABLE_LIMIT`."""
+    line saying what would help when the typical op's is beyond the gate's blindness limit
+    (``render.verdicts.BLIND``)."""
     samples = b.samples()
     noise = rule.noise(samples, _config(b, tolerance))
     if not noise:
@@ -567,12 +565,12 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
              "the smallest slowdown it catches):", _stat_table(rows)]
     typical = float(np.median([op.detectable for op in noise.values()]))
-    if typical > DETECTABLE_LIMIT:
+    if typical > BLIND:
         runs = max(DEFAULT_RUNS, 2 * len(b.runs))
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
             f"typical op; more baseline runs (opprof baseline update --runs {runs}), more "
-            "iterations (--opprof-iterations) or pinned BLAS threads (OMP_NUM_THREADS=1) "
+            "iterations (gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) "
             "would help")
     return lines
 

@@ -348,7 +348,7 @@ def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, c
     assert typical > 0.3
     assert (f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
             "typical op; more baseline runs (opprof baseline update --runs 5), more iterations "
-            "(--opprof-iterations) or pinned BLAS threads (OMP_NUM_THREADS=1) would help"
+            "(gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) would help"
             ) in detail.splitlines()
 
 

@@ -382,8 +382,8 @@ def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
         "*relu*ok",
         "opprof: test_net.py::test_net: the gate could only see slowdowns over +*% for its "
         "median op (3 baseline runs); more baseline runs (opprof baseline update --runs 5), "
-        "more iterations, or a quieter machine with pinned BLAS threads (OMP_NUM_THREADS=1) "
-        "would help",
+        "more iterations (gpu_profiler.iterations(n)), or a quieter machine with pinned BLAS "
+        "threads (OMP_NUM_THREADS=1) would help",
     ])
     ops = json.loads((suite.path / "out.json").read_text())["tests"][0]["ops"]
     detectable = {op["name"]: op["baseline"]["detectable"] for op in ops}

@@ -67,9 +67,8 @@ def blind_line(result: TestResult) -> str | None:
     more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
             f"{percent(1 + statistics.median(judged))} for its median op ({c.runs} baseline "
-            "runs); "
-            f"{more}more iterations, or a quieter machine with pinned BLAS threads "
-            "(OMP_NUM_THREADS=1) would help")
+            f"runs); {more}more iterations (gpu_profiler.iterations(n)), or a quieter machine "
+            "with pinned BLAS threads (OMP_NUM_THREADS=1) would help")
 
 
 def verdict_table(result: TestResult) -> str:
