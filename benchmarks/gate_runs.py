@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the repository's packages come first
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.manyop.ops import NAMES as MANYOP_NAMES  # noqa: E402
 from benchmarks.peer_rules import (  # noqa: E402
     PYTEST_BENCHMARK_THRESHOLD,
     asv_flags,
@@ -74,13 +75,13 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Suite:
     path: str
-    #: The variable that injects extra work, and the ops it accepts (None: any op).
+    #: The variable that injects extra work, and the ops it accepts.
     slow_env: str
-    slowable: tuple[str, ...] | None
+    slowable: tuple[str, ...]
 
 
 SUITES = {
-    "manyop": Suite("benchmarks/manyop", "OPPROF_MANYOP_SLOW", None),
+    "manyop": Suite("benchmarks/manyop", "OPPROF_MANYOP_SLOW", MANYOP_NAMES),
     "example": Suite("example_suite", "OPPROF_EXAMPLE_SLOWDOWN",
                      ("batch_norm", "conv2d", "relu", "relu_grad")),
 }
@@ -93,9 +94,9 @@ class Store:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder.resolve()  # the runs start in the repository root
-        self.baselines = folder / "baselines"
-        self.runs = folder / "runs"
-        self._outcomes = folder / "outcomes.json"
+        self.baselines = self.folder / "baselines"
+        self.runs = self.folder / "runs"
+        self._outcomes = self.folder / "outcomes.json"
 
     def setup(self) -> dict[str, Any]:
         path = self.folder / "setup.json"
@@ -305,6 +306,10 @@ def inject(store: Store, n_ops: int, factors: Sequence[float], repeat: int,
     setup = store.setup()
     suite = SUITES[setup["suite"]]
     xdist = setup["xdist"] if xdist is None else xdist
+    unknown = [name for name in only if name not in suite.slowable]
+    if unknown:
+        raise Refused(f"--only {','.join(unknown)}: not an op {suite.slow_env} can slow; "
+                      f"choose from {', '.join(suite.slowable)}")
     ops = list(only) or pick_ops(store, suite, n_ops)
     for name in ops:
         for factor in factors:
@@ -327,7 +332,7 @@ def pick_ops(store: Store, suite: Suite, n_ops: int) -> list[str]:
     medians: dict[str, float] = {}
     for path in sorted(store.baselines.glob("*/*.json")):
         for (name, _), runs in load_file(path).samples().items():
-            if suite.slowable is None or name in suite.slowable:
+            if name in suite.slowable:
                 medians[name] = max(medians.get(name, 0.0),
                                     float(np.median(np.concatenate(runs))))
     sized = sorted((m, name) for name, m in medians.items() if m >= MIN_INJECT_NS)

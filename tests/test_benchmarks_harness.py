@@ -79,6 +79,25 @@ def test_gated_runs_need_a_baseline_first(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+def test_a_relative_folder_is_where_the_command_runs(tmp_path, monkeypatch):
+    """The runs start in the repository root: every path they get is absolute."""
+    monkeypatch.chdir(tmp_path)
+    store = gate_runs.Store(Path("d"))
+    assert (store.folder, store.baselines, store.runs) == (
+        tmp_path / "d", tmp_path / "d" / "baselines", tmp_path / "d" / "runs")
+
+
+def test_unknown_ops_to_inject_are_refused_before_any_run(tmp_path, capsys):
+    gate_runs.Store(tmp_path).write_setup({"suite": "manyop", "runs": 1, "plain": True,
+                                           "xdist": 0, "commit": "abc"})
+    assert gate_runs.main(["inject", "--dir", str(tmp_path), "--only", "matmul_64,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gate_runs.py: --only nope: not an op {SLOW_ENV} can slow; "
+                          "choose from add_tiny, ")
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
 def test_bad_factors_are_one_usage_line(capsys):
     with pytest.raises(SystemExit) as exc:
         gate_runs.main(["inject", "--dir", "d", "--factors", "0.5,x"])
