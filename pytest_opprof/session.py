@@ -334,7 +334,7 @@ class OpprofSession:
             return  # nothing was profiled: nothing to say, nothing to import
         from .render import display_name
         from .render.text import render
-        from .render.verdicts import counts_line, summary_line
+        from .render.verdicts import blind_line, counts_line, summary_line, verdict_table
 
         records = self.records()
         verbosity = self.settings.verbosity
@@ -343,11 +343,16 @@ class OpprofSession:
             for record in records:
                 tr.write_sep("-", display_name(record.nodeid))
                 tr.write_line(render(record.profile, verbosity))
+                if verbosity > 1 and record.result is not None and record.result.comparison:
+                    tr.write_line(verdict_table(record.result))
         results = [r.result for r in records if r.result is not None]
         if results:
             tr.write_sep("=", f"opprof gate: machine {display_name(self.machine)}")
             for result in results:
                 tr.write_line(summary_line(result))
+                blind = blind_line(result)
+                if blind is not None:
+                    tr.write_line(blind)
             if not self.settings.update_baseline:
                 tr.write_line(counts_line(results))
 

@@ -91,6 +91,10 @@ class OpVerdict:
     reason: str = ""
     #: Would regress at the looser ``trigger_alpha``: worth a confirmation re-run.
     suspect: bool = False
+    #: The op's estimated spread between processes (relative sd of its median), and the
+    #: smallest slowdown this comparison would catch with the rule's power (0.12: +12%).
+    spread: float = math.nan
+    detectable: float = math.nan
 
     @property
     def key(self) -> Key:
@@ -100,7 +104,7 @@ class OpVerdict:
         return {
             "name": self.name, "occurrence": self.occurrence, "op_id": self.op_id,
             "verdict": self.verdict.value,
-            **{name: _float_out(getattr(self, name)) for name in _OP_FLOATS},
+            **{name: _float_out(getattr(self, name)) for name in _OP_FLOATS + _OP_NEWER},
             "n_current": self.n_current, "n_baseline": self.n_baseline, "runs": self.runs,
             "reason": self.reason, "suspect": self.suspect,
         }
@@ -112,6 +116,7 @@ class OpVerdict:
             name=_str(d, "name"), occurrence=_int(d, "occurrence"), op_id=_int(d, "op_id"),
             verdict=_enum(d, "verdict", OpStatus),
             **{name: _float(d, name) for name in _OP_FLOATS},
+            **{name: _float(d, name) if name in d else math.nan for name in _OP_NEWER},
             n_current=_int(d, "n_current"), n_baseline=_int(d, "n_baseline"),
             runs=_int(d, "runs"), reason=_str(d, "reason"), suspect=_bool(d, "suspect"),
         )
@@ -119,6 +124,8 @@ class OpVerdict:
 
 _OP_FLOATS = ("baseline_median", "current_median", "ratio", "corrected_ratio", "margin",
               "tolerance", "z", "p_value", "rank_p_value")
+#: Fields a results file written before they existed lacks (read as NaN).
+_OP_NEWER = ("spread", "detectable")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -75,8 +76,8 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
     result.stdout.fnmatch_lines([
         "opprof: 1 op(s) regressed against the baseline of machine 'fake-fake CUDA device' "
         "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
-        "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond the margin "
-        "+*%; between-run p=*, rank test p=*; 3 baseline runs)",
+        "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond its margin "
+        "+*%, z=* for a spread of *% between processes; rank test p=*; 3 baseline runs)",
         "To accept: opprof baseline update test_net.py::test_net",
     ])
     assert "FAILED test_net.py::test_net" in result.stdout.str()
@@ -313,31 +314,39 @@ def test_json_that_cannot_be_written_is_one_error(suite):
                                  "*afile is a file, not a folder"])
 
 
-def _profile(factor_of):
+def _profile(factor_of, ops=8):
     from .fakes import train_profile
 
     def body(profiler, dev, i):
-        for k in range(8):
+        for k in range(ops):
             with profiler.op(f"op{k}"):
                 dev.kernel(int(10_000 * factor_of(k)))
 
     return train_profile(iterations=8, body=body)
 
 
+#: Each op's five baseline runs are a permutation of these log offsets: a 5% spread.
+_OFFSETS = (-1.26, -0.63, 0.0, 0.63, 1.26)
+
+
 @pytest.mark.parametrize(("hours", "verdict"), [(0.0, "ok"), (2.0, "regressed")])
 def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
+    """Runs taken back to back show less of how ops move than runs spread over hours:
+    the same +26% of an op whose runs spread 5% is within the margin of the first and
+    beyond that of the second."""
     import datetime
 
     from pytest_opprof.baseline import Baseline, BaselineRun
     from pytest_opprof.gate import gate_config, judge
 
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
-    runs = [BaselineRun.from_profile(_profile(lambda k: 1.0), {
-        "date": (start + datetime.timedelta(hours=hours * r / 4)).isoformat()})
+    runs = [BaselineRun.from_profile(
+        _profile(lambda k, r=r: math.exp(0.05 * _OFFSETS[(k + r) % 5]), ops=10),
+        {"date": (start + datetime.timedelta(hours=hours * r / 4)).isoformat()})
         for r in range(5)]
     baseline = Baseline("test_x.py::test_x", "m", runs)
     assert baseline.span_seconds() == hours * 3600
-    current = _profile(lambda k: 1.28 if k == 3 else 1.0)
+    current = _profile(lambda k: 1.26 if k == 3 else 1.0, ops=10)
     result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
@@ -353,3 +362,36 @@ def test_cpu_gating_without_pinned_blas_threads_gets_a_hint(pytester, monkeypatc
     pytester.runpytest("--opprof-backend=cpu").stdout.fnmatch_lines([hint])
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     assert "BLAS threads" not in pytester.runpytest("--opprof-backend=cpu").stdout.str()
+
+
+def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
+    """Verbosity 2 lists each op's margin, detectable slowdown and spread; the results
+    file carries them; a test whose ops could only show large slowdowns says so once."""
+    net = "conv2d,batch_norm,relu,pool2d,mul,softmax".split(",")
+    swings = (1.5, 0.7, 1.4, 0.75, 1.3, 0.8)  # baseline runs in which every op moves 30%
+    for run in ([1.0] * 6, swings, swings[::-1]):
+        monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in zip(net, run, strict=True)))
+        update(suite, "test_net.py::test_net", runs=1)
+    monkeypatch.delenv("SLOW")
+    result = suite.runpytest("--opprof-verbosity=2", "--opprof-json=out.json",
+                             "test_net.py::test_net")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "gate: drift *% (from ops), 3 baseline runs; change is drift-corrected",
+        "OP_ID*op*baseline*now*change*margin*detectable*spread*verdict",
+        "*relu*ok",
+        "opprof: test_net.py::test_net: the gate could only see slowdowns over +*% for its "
+        "median op (3 baseline runs); more baseline runs (opprof baseline update --runs 5), "
+        "more iterations, or a quieter machine with pinned BLAS threads (OMP_NUM_THREADS=1) "
+        "would help",
+    ])
+    ops = json.loads((suite.path / "out.json").read_text())["tests"][0]["ops"]
+    detectable = {op["name"]: op["baseline"]["detectable"] for op in ops}
+    assert all(value > 0.3 for value in detectable.values()), detectable
+    assert all(op["baseline"]["spread"] > 0.1 for op in ops)
+
+
+def test_a_quiet_baseline_prints_no_blindness_line(suite):
+    update(suite)
+    result = suite.runpytest()
+    assert "could only see" not in result.stdout.str()

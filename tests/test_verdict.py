@@ -41,7 +41,8 @@ op_verdicts = st.builds(
     baseline_median=floats, current_median=floats, ratio=floats, corrected_ratio=floats,
     margin=floats, tolerance=floats, z=floats, p_value=floats, rank_p_value=floats,
     n_current=st.integers(0, 10**6), n_baseline=st.integers(0, 10**6),
-    runs=st.integers(0, 20), reason=st.text(max_size=20), suspect=st.booleans())
+    runs=st.integers(0, 20), reason=st.text(max_size=20), suspect=st.booleans(),
+    spread=floats, detectable=floats)
 comparisons = st.builds(
     Comparison, ops=st.lists(op_verdicts, max_size=4).map(tuple), drift=floats,
     drift_source=st.sampled_from(["ops", "probe", "none"]), runs=st.integers(0, 20),

@@ -101,7 +101,8 @@ def _baseline_part(v: OpVerdict | None) -> dict[str, Any] | None:
         return None
     return {"median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
             "ratio": _num(v.ratio), "corrected_ratio": _num(v.corrected_ratio),
-            "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value)}
+            "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value),
+            "spread": _num(v.spread), "detectable": _num(v.detectable)}
 
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:

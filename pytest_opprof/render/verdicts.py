@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import math
 import shlex
+import statistics
 from collections.abc import Iterable, Sequence
 
 from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from . import display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time, kernels_by_op
 
-__all__ = ["budget_line", "counts_line", "failure_text", "op_line", "summary_line"]
+__all__ = ["blind_line", "budget_line", "counts_line", "failure_text", "op_line", "summary_line",
+           "verdict_table"]
 
 #: How the summary line names the ops of each verdict (at most SHOWN of each).
 _LABELS = {OpStatus.REGRESSED: OpStatus.REGRESSED.value, OpStatus.IMPROVED: OpStatus.IMPROVED.value,
@@ -29,16 +31,66 @@ def op_line(v: OpVerdict) -> str:
     """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence."""
     head = f"OP_ID{v.op_id}. {display_name(v.name)}"
     if v.verdict in COMPARED:
-        beyond = "" if math.isnan(v.margin) else f" beyond the margin {percent(v.margin)}"
+        beyond = "" if math.isnan(v.margin) else f" beyond its margin {percent(v.margin)}"
         return (f"{head}: {duration(v.baseline_median)} -> {duration(v.current_median)} "
-                f"({percent(v.ratio)}; {percent(v.corrected_ratio)} drift-corrected{beyond}; "
-                f"between-run p={v.p_value:.2g}, rank test p={v.rank_p_value:.2g}; "
-                f"{v.runs} baseline runs)")
+                f"({percent(v.ratio)}; {percent(v.corrected_ratio)} drift-corrected{beyond}, "
+                f"z={v.z:.1f} for a spread of {spread(v.spread)} between processes; "
+                f"rank test p={v.rank_p_value:.2g}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
         return f"{head}: new, {duration(v.current_median)} (not in the baseline)"
     if v.verdict == OpStatus.MISSING:
         return f"{head}: missing (the baseline had it at {duration(v.baseline_median)})"
     return f"{head}: not judged ({v.reason})"
+
+
+def spread(value: float) -> str:
+    """A relative spread: 0.025 -> ``2.5%``, 0.0001 -> ``0.01%``; ``-`` for none."""
+    if not math.isfinite(value):
+        return "-"
+    return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
+
+
+#: A test whose median judged op could only show a slowdown beyond this is said to be
+#: nearly blind, with what would help.
+BLIND = 0.30
+
+
+def blind_line(result: TestResult) -> str | None:
+    """One line when the gate could see only large slowdowns of this test's ops (the
+    median op's detectable effect beyond :data:`BLIND`), and what would help."""
+    c = result.comparison
+    if c is None:
+        return None
+    judged = [v.detectable for v in c.having(*COMPARED) if math.isfinite(v.detectable)]
+    if not judged or statistics.median(judged) <= BLIND:
+        return None
+    more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""
+    return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
+            f"{percent(1 + statistics.median(judged))} for its median op ({c.runs} baseline "
+            "runs); "
+            f"{more}more iterations, or a quieter machine with pinned BLAS threads "
+            "(OMP_NUM_THREADS=1) would help")
+
+
+def verdict_table(result: TestResult) -> str:
+    """Every op the gate looked at, in OP_ID order: its change, the margin it had to
+    pass, the smallest slowdown it could have shown (detectable) and its spread."""
+    c = result.comparison
+    if c is None:
+        return ""
+    rows = [["OP_ID", "op", "baseline", "now", "change", "margin", "detectable", "spread",
+             "verdict"]]
+    for v in c.ops:
+        rows.append([str(v.op_id) if v.op_id >= 0 else "-", display_name(v.name),
+                     duration(v.baseline_median), duration(v.current_median),
+                     percent(v.corrected_ratio), percent(v.margin),
+                     percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if k == 1 else cell.rjust(w)
+                       for k, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+             for row in rows]
+    return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
+            "runs; change is drift-corrected\n" + "\n".join(lines))
 
 
 def budget_line(b: BudgetVerdict) -> str:
