@@ -106,12 +106,12 @@ def test_bad_factors_are_one_usage_line(capsys):
 
 
 def _outcome(medians: dict[str, float], regressed: list[str], slow: str | None = None,
-             peers: dict | None = None) -> dict:
+             peers: dict | None = None, evidence: dict | None = None) -> dict:
     return {"exit": 1 if regressed else 0, "seconds": 1.0, "xdist": 0, "slow": slow,
             "tests": [{"nodeid": "t.py::test", "verdict": "failed" if regressed else "passed",
                        "counted": 20, "drift": 1.0, "drift_source": "ops",
                        "baseline_runs": 5, "current_runs": 1, "regressed": regressed,
-                       "unjudged": [], "unconfirmed": [], "baseline": {},
+                       "unjudged": [], "unconfirmed": [], "baseline": evidence or {},
                        "median_ns": medians,
                        "log_median_se": {k: 0.001 for k in medians},
                        "peers": peers or {"pytest_benchmark_ratio": 1.0,
@@ -129,11 +129,15 @@ def test_fit_and_rates_read_the_recorded_outcomes(tmp_path, capsys):
         medians = {k: v * drift * np.exp(rng.normal(0, 0.10 if k == "op7#0" else 0.01))
                    for k, v in ops.items()}
         store.record(f"aa-n0-{run:03d}", _outcome(medians, ["op3#0"] if run == 0 else []))
-    store.record("inject-n0-op5-1.5-1", _outcome(ops, ["op5#0"], "op5:1.5"))
+    evidence = {"median_ns": 32e3, "corrected_ratio": 1.46, "detectable": 0.2}
+    store.record("inject-n0-op5-1.5-1", _outcome(ops, ["op5#0"], "op5:1.5",
+                                                 evidence={"op5#0": evidence}))
     store.record("inject-n0-op6-1.5-1", _outcome(ops, ["op6#0", "op1#0"], "op6:1.5",
                                                  {"pytest_benchmark_ratio": 1.06,
                                                   "pytest_benchmark_failed": True,
-                                                  "asv": ["op6#0"]}))
+                                                  "asv": ["op6#0"]},
+                                                 {"op6#0": {**evidence, "corrected_ratio": 1.5,
+                                                            "detectable": 0.3}}))
 
     noise = gate_runs.fitted_noise(store)
     tau = {o["op"]: o["tau"] for o in noise["ops"]}
@@ -149,8 +153,11 @@ def test_fit_and_rates_read_the_recorded_outcomes(tmp_path, capsys):
 
     assert gate_runs.main(["tables", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| serial | 6 | 1 / 6 | op3#0 x1 |" in out
-    assert "| x1.5 | 2 | 2 | - | 1 / 2 | 2 / 2 | 1 / 2 | 1 / 2 | 1 / 2 | 1 / 2 |" in out
+    assert "| serial | 6 | 1 / 6 | op3#0 x1 | 0 / 6 | 0 | 1.000 to 1.000 | - | 0 / 6 | 0 / 6 |" \
+        in out
+    assert "| x1.5 | 2 | 2 | 1.480 | +25.0% | 1 / 2 | 2 / 2 | 1 / 2 | 1 / 2 | 1 / 2 | 1 / 2 |" \
+        in out
+    assert "| op5 | 32 us | x1.5 | 1.460 | +20.0% | caught | - |" in out
 
 
 def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
