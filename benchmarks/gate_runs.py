@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the repository's packages come first
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.manyop.ops import NAMES as MANYOP_NAMES  # noqa: E402
 from benchmarks.peer_rules import (  # noqa: E402
     PYTEST_BENCHMARK_THRESHOLD,
     asv_flags,
@@ -57,7 +58,7 @@ from benchmarks.peer_rules import (  # noqa: E402
 from pytest_opprof.baseline import BaselineError, load_file  # noqa: E402
 from pytest_opprof.files import atomic_write  # noqa: E402
 from pytest_opprof.profile import Profile  # noqa: E402
-from pytest_opprof.render import duration  # noqa: E402
+from pytest_opprof.render import duration, percent  # noqa: E402
 from pytest_opprof.stats import counted_samples  # noqa: E402
 
 THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -74,13 +75,13 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Suite:
     path: str
-    #: The variable that injects extra work, and the ops it accepts (None: any op).
+    #: The variable that injects extra work, and the ops it accepts.
     slow_env: str
-    slowable: tuple[str, ...] | None
+    slowable: tuple[str, ...]
 
 
 SUITES = {
-    "manyop": Suite("benchmarks/manyop", "OPPROF_MANYOP_SLOW", None),
+    "manyop": Suite("benchmarks/manyop", "OPPROF_MANYOP_SLOW", MANYOP_NAMES),
     "example": Suite("example_suite", "OPPROF_EXAMPLE_SLOWDOWN",
                      ("batch_norm", "conv2d", "relu", "relu_grad")),
 }
@@ -93,9 +94,9 @@ class Store:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder.resolve()  # the runs start in the repository root
-        self.baselines = folder / "baselines"
-        self.runs = folder / "runs"
-        self._outcomes = folder / "outcomes.json"
+        self.baselines = self.folder / "baselines"
+        self.runs = self.folder / "runs"
+        self._outcomes = self.folder / "outcomes.json"
 
     def setup(self) -> dict[str, Any]:
         path = self.folder / "setup.json"
@@ -305,6 +306,10 @@ def inject(store: Store, n_ops: int, factors: Sequence[float], repeat: int,
     setup = store.setup()
     suite = SUITES[setup["suite"]]
     xdist = setup["xdist"] if xdist is None else xdist
+    unknown = [name for name in only if name not in suite.slowable]
+    if unknown:
+        raise Refused(f"--only {','.join(unknown)}: not an op {suite.slow_env} can slow; "
+                      f"choose from {', '.join(suite.slowable)}")
     ops = list(only) or pick_ops(store, suite, n_ops)
     for name in ops:
         for factor in factors:
@@ -327,7 +332,7 @@ def pick_ops(store: Store, suite: Suite, n_ops: int) -> list[str]:
     medians: dict[str, float] = {}
     for path in sorted(store.baselines.glob("*/*.json")):
         for (name, _), runs in load_file(path).samples().items():
-            if suite.slowable is None or name in suite.slowable:
+            if name in suite.slowable:
                 medians[name] = max(medians.get(name, 0.0),
                                     float(np.median(np.concatenate(runs))))
     sized = sorted((m, name) for name, m in medians.items() if m >= MIN_INJECT_NS)
@@ -385,6 +390,7 @@ def aa_table(runs: dict[str, dict[str, Any]]) -> str:
             failed_ops[op] = failed_ops.get(op, 0) + 1
         drifts = [t["drift"] for t in tests if t["drift"] is not None]
         peers = [t["peers"] for t in tests if t["peers"]]
+        detectable = [d for d in map(_median_detectable, tests) if math.isfinite(d)]
         rows.append([
             f"-n {xdist}" if xdist else "serial", len(mine),
             _share(sum(bool(_failed_ops(o)) or o["exit"] != 0 for o in mine), len(mine)),
@@ -392,13 +398,27 @@ def aa_table(runs: dict[str, dict[str, Any]]) -> str:
             _share(sum(t["current_runs"] > 1 for t in tests), len(tests)),
             sum(len(t["unconfirmed"]) for t in tests),
             f"{min(drifts):.3f} to {max(drifts):.3f}" if drifts else "-",
+            percent(1 + float(np.median(detectable))) if detectable else "-",
             _share(sum(p["pytest_benchmark_failed"] for p in peers), len(peers)),
             _share(sum(bool(p["asv"]) for p in peers), len(peers)),
         ])
     return _table(["A/A runs", "runs", "opprof: runs failed", "ops failed (times)",
                    "tests re-run", "suspects cleared by the re-run", "drift",
+                   "median op's detectable slowdown (median over tests)",
                    "pytest-benchmark mean:5%: tests failed", "asv: tests with an op flagged"],
                   rows)
+
+
+def _detectable(evidence: Iterable[dict[str, Any]]) -> list[float]:
+    """The rule's detectable slowdowns (0.12: +12%) in the ops' evidence that has one."""
+    found = (e.get("detectable") for e in evidence)
+    return [float(d) for d in found if isinstance(d, int | float) and math.isfinite(d)]
+
+
+def _median_detectable(test: dict[str, Any]) -> float:
+    """The detectable slowdown of the test's median op (NaN where the rule gave none)."""
+    found = _detectable(test["baseline"].values())
+    return float(np.median(found)) if found else math.nan
 
 
 def _injection(key: str, outcome: dict[str, Any]) -> dict[str, Any]:
@@ -421,6 +441,8 @@ def _injection(key: str, outcome: dict[str, Any]) -> dict[str, Any]:
                            default=math.nan),
         "corrected_ratio": max((e.get("corrected_ratio") or math.nan for e in evidence),
                                default=math.nan),
+        # its most sensitive occurrence: the one that could fail the test first
+        "detectable": min(_detectable(evidence), default=math.nan),
         "pb_caught": any(p["pytest_benchmark_failed"] for p in peers),
         "pb_ratio": max((p["pytest_benchmark_ratio"] for p in peers), default=math.nan),
         "asv_caught": bool(asv_mine), "asv_exact": bool(asv_mine) and len(asv) == len(asv_mine),
@@ -435,9 +457,11 @@ def inject_table(runs: dict[str, dict[str, Any]]) -> str:
         mine = [f for f in found if f["factor"] == factor]
         n = len(mine)
         ratios = [f["corrected_ratio"] for f in mine if math.isfinite(f["corrected_ratio"])]
+        detectable = [f["detectable"] for f in mine if math.isfinite(f["detectable"])]
         rows.append([
             f"x{factor:g}", n, len({f["name"] for f in mine}),
             f"{np.median(ratios):.3f}" if ratios else "-",
+            percent(1 + float(np.median(detectable))) if detectable else "-",
             _share(sum(f["exact"] for f in mine), n), _share(sum(f["caught"] for f in mine), n),
             _share(sum(bool(f["others"]) for f in mine), n),
             _share(sum(f["pb_caught"] for f in mine), n),
@@ -445,7 +469,8 @@ def inject_table(runs: dict[str, dict[str, Any]]) -> str:
             _share(sum(f["asv_caught"] for f in mine), n),
         ])
     return _table(["injected", "runs", "ops", "measured drift-corrected ratio, median",
-                   "opprof: exactly that op", "opprof: that op", "opprof: other ops failed",
+                   "its detectable slowdown, median", "opprof: exactly that op",
+                   "opprof: that op", "opprof: other ops failed",
                    "pytest-benchmark mean:5%: test failed", "asv: exactly that op",
                    "asv: that op"], rows)
 
@@ -460,11 +485,13 @@ def injection_rows(runs: dict[str, dict[str, Any]]) -> str:
                     key=lambda f: (np.nan_to_num(f["baseline_ns"], nan=math.inf), f["name"],
                                    f["factor"], f["key"])):
         rows.append([f["name"], duration(f["baseline_ns"]), f"x{f['factor']:g}",
-                     f"{f['corrected_ratio']:.3f}", mark(f["caught"]),
+                     f"{f['corrected_ratio']:.3f}", percent(1 + f["detectable"]),
+                     mark(f["caught"]),
                      ", ".join(f["others"]) or "-", f"{f['pb_ratio']:.3f}",
                      mark(f["pb_caught"]), mark(f["asv_caught"])])
     return _table(["op", "baseline median", "injected", "opprof: drift-corrected ratio",
-                   "opprof", "opprof: other ops failed", "pytest-benchmark: test mean ratio",
+                   "opprof: detectable slowdown", "opprof", "opprof: other ops failed",
+                   "pytest-benchmark: test mean ratio",
                    "pytest-benchmark", "asv"], rows)
 
 

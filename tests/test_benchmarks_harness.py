@@ -79,6 +79,25 @@ def test_gated_runs_need_a_baseline_first(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+def test_a_relative_folder_is_where_the_command_runs(tmp_path, monkeypatch):
+    """The runs start in the repository root: every path they get is absolute."""
+    monkeypatch.chdir(tmp_path)
+    store = gate_runs.Store(Path("d"))
+    assert (store.folder, store.baselines, store.runs) == (
+        tmp_path / "d", tmp_path / "d" / "baselines", tmp_path / "d" / "runs")
+
+
+def test_unknown_ops_to_inject_are_refused_before_any_run(tmp_path, capsys):
+    gate_runs.Store(tmp_path).write_setup({"suite": "manyop", "runs": 1, "plain": True,
+                                           "xdist": 0, "commit": "abc"})
+    assert gate_runs.main(["inject", "--dir", str(tmp_path), "--only", "matmul_64,nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gate_runs.py: --only nope: not an op {SLOW_ENV} can slow; "
+                          "choose from add_tiny, ")
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
 def test_bad_factors_are_one_usage_line(capsys):
     with pytest.raises(SystemExit) as exc:
         gate_runs.main(["inject", "--dir", "d", "--factors", "0.5,x"])
@@ -87,12 +106,12 @@ def test_bad_factors_are_one_usage_line(capsys):
 
 
 def _outcome(medians: dict[str, float], regressed: list[str], slow: str | None = None,
-             peers: dict | None = None) -> dict:
+             peers: dict | None = None, evidence: dict | None = None) -> dict:
     return {"exit": 1 if regressed else 0, "seconds": 1.0, "xdist": 0, "slow": slow,
             "tests": [{"nodeid": "t.py::test", "verdict": "failed" if regressed else "passed",
                        "counted": 20, "drift": 1.0, "drift_source": "ops",
                        "baseline_runs": 5, "current_runs": 1, "regressed": regressed,
-                       "unjudged": [], "unconfirmed": [], "baseline": {},
+                       "unjudged": [], "unconfirmed": [], "baseline": evidence or {},
                        "median_ns": medians,
                        "log_median_se": {k: 0.001 for k in medians},
                        "peers": peers or {"pytest_benchmark_ratio": 1.0,
@@ -110,11 +129,15 @@ def test_fit_and_rates_read_the_recorded_outcomes(tmp_path, capsys):
         medians = {k: v * drift * np.exp(rng.normal(0, 0.10 if k == "op7#0" else 0.01))
                    for k, v in ops.items()}
         store.record(f"aa-n0-{run:03d}", _outcome(medians, ["op3#0"] if run == 0 else []))
-    store.record("inject-n0-op5-1.5-1", _outcome(ops, ["op5#0"], "op5:1.5"))
+    evidence = {"median_ns": 32e3, "corrected_ratio": 1.46, "detectable": 0.2}
+    store.record("inject-n0-op5-1.5-1", _outcome(ops, ["op5#0"], "op5:1.5",
+                                                 evidence={"op5#0": evidence}))
     store.record("inject-n0-op6-1.5-1", _outcome(ops, ["op6#0", "op1#0"], "op6:1.5",
                                                  {"pytest_benchmark_ratio": 1.06,
                                                   "pytest_benchmark_failed": True,
-                                                  "asv": ["op6#0"]}))
+                                                  "asv": ["op6#0"]},
+                                                 {"op6#0": {**evidence, "corrected_ratio": 1.5,
+                                                            "detectable": 0.3}}))
 
     noise = gate_runs.fitted_noise(store)
     tau = {o["op"]: o["tau"] for o in noise["ops"]}
@@ -130,8 +153,11 @@ def test_fit_and_rates_read_the_recorded_outcomes(tmp_path, capsys):
 
     assert gate_runs.main(["tables", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| serial | 6 | 1 / 6 | op3#0 x1 |" in out
-    assert "| x1.5 | 2 | 2 | - | 1 / 2 | 2 / 2 | 1 / 2 | 1 / 2 | 1 / 2 | 1 / 2 |" in out
+    assert "| serial | 6 | 1 / 6 | op3#0 x1 | 0 / 6 | 0 | 1.000 to 1.000 | - | 0 / 6 | 0 / 6 |" \
+        in out
+    assert "| x1.5 | 2 | 2 | 1.480 | +25.0% | 1 / 2 | 2 / 2 | 1 / 2 | 1 / 2 | 1 / 2 | 1 / 2 |" \
+        in out
+    assert "| op5 | 32 us | x1.5 | 1.460 | +20.0% | caught | - |" in out
 
 
 def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
