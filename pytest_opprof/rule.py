@@ -376,8 +376,7 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
 
     # the variance of d under no change: spread, the medians' sampling error, the drift's
     contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
-    var_d = (tau2 * between + sampling + drift_var
-             + contention ** 2)
+    var_d = tau2 * between + sampling + drift_var + contention ** 2
     if k_ops >= config.min_ops_for_spread:  # this run's ops moved more than the model says
         var_d = var_d * max(1.0, _robust_var(d / np.sqrt(var_d)))
 
@@ -540,10 +539,11 @@ def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
 
 
 def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
-                    jitter2: np.ndarray, d: np.ndarray, sampling: np.ndarray,
+                    jitter2: np.ndarray, changes: np.ndarray, sampling: np.ndarray,
                     between: np.ndarray, config: GateConfig) -> float:
     """The test's typical relative spread between processes: the larger of what its
-    baseline runs show and how far its ops moved since, or the prior with neither."""
+    baseline runs show and how far its ops moved since (the spread of their
+    ``changes``, whatever the drift), or the prior with neither."""
     found = []
     measured = dof > 0
     if np.count_nonzero(measured) >= config.min_ops_for_drift:
@@ -551,8 +551,8 @@ def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
         # the median of a chi-square over its dof is about (1 - 2 / (9 dof))^3
         bias = (1 - 2 / (9 * float(np.median(dof[measured])))) ** 3
         found.append(math.sqrt(float(np.median(relative)) / bias))
-    if len(d) >= config.min_ops_for_spread:
-        excess = _robust_var(d) - float(np.median(sampling + jitter2 * between))
+    if len(changes) >= config.min_ops_for_spread:
+        excess = _robust_var(changes) - float(np.median(sampling + jitter2 * between))
         found.append(math.sqrt(max(excess, 0.0) / float(np.median(between))))
     return max(*found, config.tau_floor) if found else config.tau_prior
 
