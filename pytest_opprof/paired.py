@@ -47,6 +47,12 @@ DEFAULT_ALPHA = 0.01
 MIN_OPS_FOR_DRIFT = 5
 #: Fewer ops than this: no borrowing of strength (too few variances to learn a prior).
 MIN_OPS_FOR_PRIOR = 5
+#: The prior of an op's variance never weighs more than this many times the op's own
+#: pairs: the test's other ops are informative, not alike (a GPU kernel's runs agree
+#: to 0.01% beside a launch-bound op's 20%), and with few pairs the moments cannot
+#: tell them apart (one pair's variance has a chi-squared(1) log, which scatters more
+#: than most real differences between ops).
+MAX_PRIOR_WEIGHT = 4
 #: The least spread (sd of the log ratio) one pair is credited with: the typical
 #: process-to-process spread of an op's median on a shared 2-core runner is 2-3%
 #: (docs: /work/shared GATE analysis, "Real runs"), and one pair cannot measure it.
@@ -197,14 +203,15 @@ def _robust_var(x: np.ndarray) -> float:
 def _moderated(var: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
     """Each op's variance shrunk towards the test's typical variance, and the degrees
     of freedom of the result (Smyth 2004: the variances as scaled chi-squared draws
-    around a scaled inverse chi-squared prior, fitted by moments of log variance)."""
+    around a scaled inverse chi-squared prior, fitted by moments of log variance; its
+    weight at most :data:`MAX_PRIOR_WEIGHT` times the op's own)."""
     if len(var) < MIN_OPS_FOR_PRIOR:
         return var, float(dof)
     e = np.log(var) - digamma(dof / 2) + math.log(dof / 2)
     excess = float(e.var(ddof=1)) - trigamma(dof / 2)
-    if excess <= 0:  # the ops' variances differ no more than chance: one variance
-        return np.full_like(var, math.exp(float(e.mean()))), math.inf
-    d0 = 2 * _trigamma_inverse(excess)
+    # excess <= 0: the ops' variances differ no more than chance (d0 infinite)
+    d0 = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
+    d0 = min(d0, MAX_PRIOR_WEIGHT * dof)
     s0 = math.exp(float(e.mean()) + digamma(d0 / 2) - math.log(d0 / 2))
     return (d0 * s0 + dof * var) / (d0 + dof), d0 + dof
 
