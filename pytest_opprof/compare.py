@@ -275,13 +275,12 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
             for side, folder in sides.items():
                 _setup(args.setup, side, folder)
         runs: dict[str, list[Run]] = {"base": [], "head": []}
+        shown = {"base": f"base ({args.ref} at {sha[:10]})", "head": "head (working tree)"}
         for p in range(pairs):
             # ABBA order: whatever favours the second process of a pair favours each side
             for side in ("base", "head") if p % 2 == 0 else ("head", "base"):
+                print(f"opprof: pair {p + 1} of {pairs}: {shown[side]}", flush=True)
                 out = Path(scratch) / f"{side}-{p}.json"
-                print(f"opprof: pair {p + 1} of {pairs}: {side} "
-                      f"({args.ref} at {sha[:10]})" if side == "base" else
-                      f"opprof: pair {p + 1} of {pairs}: head (working tree)", flush=True)
                 runs[side].append(_profiled(side, sides[side], out, extra))
     return compare_runs(runs["base"], runs["head"], mode="pairs",
                         labels=(f"{args.ref} ({sha[:10]})", "working tree"),

@@ -234,6 +234,23 @@ def test_setup_runs_in_each_tree_before_the_processes(repo, capsys):
     assert_clean(repo)
 
 
+def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, capsys):
+    """The documented way for a src-layout package: PYTHONPATH=src (relative: each
+    process imports the package of the tree it runs in)."""
+    (repo / "src" / "model").mkdir(parents=True)
+    (repo / "costs.py").rename(repo / "src" / "model" / "__init__.py")
+    (repo / "test_model.py").write_text(MODEL_TEST.replace("from costs", "from model"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "src layout")
+    init = repo / "src" / "model" / "__init__.py"
+    init.write_text(init.read_text().replace('"relu": 8_000', '"relu": 12_000'))
+    monkeypatch.setenv("PYTHONPATH", "src")
+    assert main(["compare", "HEAD", "--pairs", "1"]) == 1  # the working tree's change
+    out = capsys.readouterr().out
+    assert "1 regressed, 0 improved, 5 ok of 6 op(s)" in out
+    assert_clean(repo)
+
+
 def results_file(pytester, mul_ns: int, name: str) -> Path:
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
     pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", COSTS)
