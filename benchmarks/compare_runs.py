@@ -1,7 +1,7 @@
 """``opprof compare`` on real runs: detection, false failures and wall time.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/compare_runs.py \\
-        [--ops 10] [--self 20] [--pairs 6] [--factor 1.15] [--growth 2,4,8] [--keep DIR]
+        [--ops 10] [--self 20] [--pairs 10] [--factor 1.15] [--growth 2,4,8] [--keep DIR]
 
 Builds a git repository of its own (a temporary folder, or ``--keep DIR``) holding a
 test of the many-op workload (benchmarks/manyop: 44 ops, ~5 us to ~5 ms, on the CPU
@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
+from pytest_opprof.compare import DEFAULT_PAIRS  # noqa: E402
 from pytest_opprof.render import duration  # noqa: E402
 
 TEST = '''import pytest
@@ -169,7 +170,8 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=10, help="ops to slow, one at a time")
     parser.add_argument("--self", type=int, default=20, help="compares of a commit with "
                                                              "itself")
-    parser.add_argument("--pairs", type=int, default=6, help="pairs per compare")
+    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS,
+                        help=f"pairs per compare (default {DEFAULT_PAIRS})")
     parser.add_argument("--factor", type=float, default=1.15, help="the slowdown")
     parser.add_argument("--growth", default="2,4,8",
                         help="pairs counts whose wall time is measured ('' for none)")

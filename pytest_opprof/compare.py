@@ -43,9 +43,12 @@ from .paired import (
 )
 from .profile import Profile
 
-#: Pairs of processes by default: with 6, a +15% change of an op of 20 us or more is
-#: caught on a shared 2-core runner (benchmarks/compare_runs.py, notes/cmp.md).
-DEFAULT_PAIRS = 6
+#: Pairs of processes by default (20 processes, as pyperf runs). Simulated with each op's
+#: median moving between processes as measured on a 2-core runner (1.5% typical, 0.5-5%
+#: over ops, a 4% machine drift per process), 44 ops: +15% of one op caught exactly in
+#: 48% of tests with 4 pairs, 80% with 6, 90% with 8, 95% with 10; no false failure in
+#: 200 A/A tests at any count (notes/cmp.md). A loaded machine needs more.
+DEFAULT_PAIRS = 10
 
 #: One run's profiles, by node id.
 Run = dict[str, Profile]
