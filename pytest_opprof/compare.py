@@ -171,9 +171,10 @@ def _ops(profile: Profile) -> dict[Key, tuple[int, np.ndarray]]:
 def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
                   alpha: float) -> TestComparison:
     sides = [(_ops(b), _ops(h)) for b, h in pairs]
-    base_keys = set.intersection(*(set(b) for b, _ in sides))
-    head_keys = set.intersection(*(set(h) for _, h in sides))
-    keys = sorted(base_keys & head_keys, key=lambda k: sides[0][1][k][0])  # head's order
+    base_keys = set().union(*(b for b, _ in sides))
+    head_keys = set().union(*(h for _, h in sides))
+    in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
+    keys = sorted(in_all, key=lambda k: sides[0][1][k][0])  # in the head's OP_ID order
     ops: tuple[OpRow, ...] = ()
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
     if keys:
