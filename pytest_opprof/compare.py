@@ -46,8 +46,9 @@ from .profile import Profile
 #: Pairs of processes by default (20 processes, as pyperf runs). Simulated with each op's
 #: median moving between processes as measured on a 2-core runner (1.5% typical, 0.5-5%
 #: over ops, a 4% machine drift per process), 44 ops: +15% of one op caught exactly in
-#: 48% of tests with 4 pairs, 80% with 6, 90% with 8, 95% with 10; no false failure in
-#: 200 A/A tests at any count (notes/cmp.md). A loaded machine needs more.
+#: 54% of tests with 4 pairs, 80% with 6, 91% with 8, 93% with 10; no false failure in
+#: 200 A/A tests at any count (benchmarks/compare_simulation.py). A loaded machine
+#: needs more.
 DEFAULT_PAIRS = 10
 
 #: One run's profiles, by node id.
