@@ -4,6 +4,8 @@
     opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
     opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
     opprof report RESULTS.json [-o report.html]
+    opprof compare REF [--pairs N] [...] [PYTEST ARGS...]   (see pytest_opprof/compare.py)
+    opprof compare BASE.json HEAD.json [...]
 
 Every command ends an error with one line that says what to do, and exits 0 when it
 did what was asked, 1 on a failure, 2 on a usage error (130 on Ctrl-C). The baseline
@@ -121,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results", type=Path, help="the results JSON file")
     report.add_argument("-o", "--output", type=Path, default=Path("opprof-report.html"),
                         help="the HTML file to write (default opprof-report.html)")
+    from . import compare
+
+    compare.add_parser(commands)
     return parser
 
 
@@ -138,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     action = getattr(args, "action", None)
+    if args.command == "compare":
+        from . import compare
+
+        return _guarded(lambda: compare.run(args, extra))
     if extra and action not in ("update", "prune"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "report":
