@@ -34,7 +34,9 @@ this op. What baseline runs taken back to back show of an op's spread is widened
 ``spread_inflation`` (they miss how ops move over hours; calibrated on real A/A runs,
 benchmarks/RESULTS.md); how far the ops moved since the baseline needs no widening.
 ``lambda`` (at least 1) is how much wider the ops' ``d / sigma`` spread than the model
-expects in this run: a contended run widens every margin.
+expects in this run, read at the ops' 80th percentile: a few ops that changed do not
+move it, a class of ops moving together on a contended machine does, and widens every
+margin.
 
 Every judged op also carries its **detectable effect**: the slowdown that would fail
 it with probability ``power`` in this comparison.
@@ -90,6 +92,9 @@ class GateConfig:
     min_ops_for_drift: int = 5
     #: Fewer ops than this: the test's typical spread is not read from how its ops moved.
     min_ops_for_spread: int = 8
+    #: When more than this share of a test's ops moved beyond what their spreads allow,
+    #: they moved together (a contended machine), and every margin widens to match.
+    together: float = 0.2
     #: The typical relative spread of an op's median between processes, assumed when a
     #: test has neither baseline runs nor ops enough to measure its own, and the least
     #: a measured one is taken to be.
@@ -344,6 +349,18 @@ def _robust_var(x: np.ndarray) -> float:
     return spread * spread
 
 
+def _excess_spread(z: np.ndarray, together: float) -> float:
+    """How much wider (in variance) the ops' changes spread than the model expects, at
+    least 1, read where only the top ``together`` share of ops lies beyond: a few ops
+    that really changed do not widen the others' margins, but a whole class of ops
+    moving together (multi-threaded or memory-bound ops on a contended machine, a third
+    of a test's ops 2-4x slower at once in real runs) widens every margin."""
+    level = 1 - together
+    seen = float(np.quantile(np.abs(z), level))
+    expected = statistics.NormalDist().inv_cdf((1 + level) / 2)
+    return max(1.0, (seen / expected) ** 2)
+
+
 def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
               probe_drift: float | None, current: tuple[np.ndarray, np.ndarray],
               base: tuple[np.ndarray, np.ndarray]) -> _Evidence:
@@ -378,7 +395,7 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
     contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
     var_d = tau2 * between + sampling + drift_var + contention ** 2
     if k_ops >= config.min_ops_for_spread:  # this run's ops moved more than the model says
-        var_d = var_d * max(1.0, _robust_var(d / np.sqrt(var_d)))
+        var_d = var_d * _excess_spread(d / np.sqrt(var_d), config.together)
 
     # each current run's samples scaled by that run's own drift before they are pooled
     run_drift = np.exp([_drift(c_logs[:, j] - b_mean, weights, probe_drift, config)[0]

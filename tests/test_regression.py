@@ -255,3 +255,17 @@ def test_every_judged_op_says_what_slowdown_it_could_have_seen(rng):
     noisy = min(found[f"op{k}"].detectable for k in range(10, 20))
     assert quiet < 0.1 < 0.2 < noisy
     assert all(0 < v.spread < 1 for v in found.values())
+
+
+def test_a_class_of_ops_moving_together_is_the_machine_not_a_regression(rng):
+    """A contended machine: a third of a test's ops (its BLAS-heavy ones) 2-4x slower at
+    once, the rest unmoved, so the drift stays near 1 (seen in real -n 2 runs under
+    load). Every margin widens; one op slowed alone is still caught."""
+    spreads = np.full(len(SPAN), 0.03)
+    baseline = real_like_runs(rng, SPAN, 5, spreads)
+    contended = {k: 2.0 + 2.0 * rng.random() for k in range(0, len(SPAN), 3)}
+    current = {k: v[0] for k, v in real_like_runs(rng, SPAN, 1, spreads,
+                                                  scale=contended).items()}
+    assert not judge(current, baseline).having("regressed")
+    alone = {k: v[0] for k, v in real_like_runs(rng, SPAN, 1, spreads, scale={20: 2.0}).items()}
+    assert [v.name for v in judge(alone, baseline).having("regressed")] == ["op20"]
