@@ -93,8 +93,9 @@ class GateConfig:
     #: Fewer ops than this: the test's typical spread is not read from how its ops moved.
     min_ops_for_spread: int = 8
     #: When more than this share of a test's ops moved beyond what their spreads allow,
-    #: they moved together (a contended machine), and every margin widens to match.
-    together: float = 0.2
+    #: they moved together (a contended machine): every margin widens to match, and the
+    #: gate (gate.contention_problem) leaves the test unjudged.
+    together: float = 0.1
     #: The typical relative spread of an op's median between processes, assumed when a
     #: test has neither baseline runs nor ops enough to measure its own, and the least
     #: a measured one is taken to be.
@@ -351,11 +352,11 @@ def _robust_var(x: np.ndarray) -> float:
 
 def _excess_spread(z: np.ndarray, together: float) -> float:
     """How much wider (in variance) the ops' changes spread than the model expects, at
-    least 1, read where only the top ``together`` share of ops lies beyond: a few ops
+    least 1, read where only the top ``2 together`` share of ops lies beyond: a few ops
     that really changed do not widen the others' margins, but a whole class of ops
     moving together (multi-threaded or memory-bound ops on a contended machine, a third
     of a test's ops 2-4x slower at once in real runs) widens every margin."""
-    level = 1 - together
+    level = 1 - 2 * together
     seen = float(np.quantile(np.abs(z), level))
     expected = statistics.NormalDist().inv_cdf((1 + level) / 2)
     return max(1.0, (seen / expected) ** 2)
