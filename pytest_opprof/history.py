@@ -118,9 +118,10 @@ class History:
     ops: list[OpHistory]
 
     def commit_id(self, run: int) -> str | None:
+        """The run's commit id; None outside git (pytest-benchmark says ``unversioned``)."""
         commit = self.runs[run].meta.get("commit")
         found = commit.get("id") if isinstance(commit, dict) else None
-        return str(found) if found else None
+        return str(found) if found and found != "unversioned" else None
 
     def date(self, run: int) -> str | None:
         date = self.runs[run].meta.get("date")
