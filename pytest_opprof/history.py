@@ -9,7 +9,9 @@ test's stored baseline run by run, each run with its date and commit (see
 in date order, and finds for each op where its median stepped.
 
 How a step is found. The op's medians, one per run, are taken as logarithms (a step
-is then a ratio, whatever the op's size) and segmented with PELT (Killick et al. 2012)
+is then a ratio, whatever the op's size), less each run's machine drift (the median over
+the test's ops of their deviation from their own median, as the gate measures drift;
+only with at least :data:`DRIFT_MIN_OPS` ops), and segmented with PELT (Killick et al. 2012)
 from ``ruptures``, with the L1 cost (each segment's median: one run taken under
 contention does not make a segment of its own) and a BIC-like penalty scaled by the
 op's noise, ``PENALTY * sigma * log(n)``, where sigma is the robust spread of one run's
@@ -19,7 +21,9 @@ beyond both the tolerance (the gate's, or ``--tolerance``) and the noise-based m
 ``MARGIN_Z * sigma * sqrt(1/n_before + 1/n_after)``; the weakest step under them is
 merged away and the rest measured again until every step left is beyond both. A
 segment holds at least :data:`MIN_SEGMENT` runs, so a step is found once a second run
-confirms it. ``benchmarks/history_sim.py`` measures these choices on simulated runs.
+confirms it. The drift itself is segmented the same way: its steps are reported as
+"all ops" (the machine changed, or a change moved every op). ``benchmarks/history_sim.py``
+measures these choices on simulated runs.
 
 ``--json PATH`` writes (schema ``pytest-opprof/history/1``)::
 
@@ -33,14 +37,22 @@ confirms it. ``benchmarks/history_sim.py`` measures these choices on simulated r
         "runs": [{"date": "2026-11-30T01:02:03+00:00" or null,
                   "commit": {pytest-benchmark's commit info: "id", "time", "branch",
                              "dirty", ...} or null}],      # oldest first
+        "drift": {"factor": [1.01, 0.98, ...],   # each run's speed factor shared by its
+                                                 # ops (1: typical)
+                  "steps": [STEP, ...]}          # without before/after; null with < 5 ops
+                 or null,
         "ops": [{"op_id": 0, "name": "conv2d", "occurrence": 0,
                  "runs": [0, 1, ...],        # indices into the test's runs that hold it
                  "median_ns": [...],         # the op's median in each of those runs
+                 "corrected_ns": [...],      # the same, each run's drift taken out
                  "noise": 0.004,             # sigma: spread of one run's log median
-                 "steps": [{"run": 7,        # index into runs: the first run after it
-                            "commit_id": "a1b2c3d..." or null, "date": "..." or null,
-                            "before_ns": 1.0e6, "after_ns": 1.183e6,
-                            "ratio": 1.183, "margin": 1.05}]}]}]}
+                 "steps": [STEP, ...]}]}]}
+
+    STEP = {"run": 7,                        # index into runs: the first run after it
+            "commit_id": "a1b2c3d..." or null, "date": "..." or null,
+            "ratio": 1.183,                  # after / before (drift-corrected)
+            "margin": 1.05,                  # the smallest ratio reported, up or down
+            "before_ns": 1.0e6, "after_ns": 1.183e6}  # the op's levels either side
 
 ``--html PATH`` draws each op's medians across the runs with its steps marked (the
 ops with steps first, then the slowest).
@@ -54,7 +66,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +88,8 @@ MIN_SEGMENT = 2
 #: The smallest noise assumed (0.1%): a perfectly flat history (a virtual clock)
 #: would make every split free.
 NOISE_FLOOR = 1e-3
+#: Ops a test needs for its runs' machine drift to be measured (as the gate's rule).
+DRIFT_MIN_OPS = 5
 NEEDS_RUPTURES = ("opprof history needs ruptures to find change points: "
                   "pip install 'pytest-opprof[history]'")
 
@@ -84,18 +98,19 @@ NEEDS_RUPTURES = ("opprof history needs ruptures to find change points: "
 
 @dataclass(frozen=True)
 class Step:
-    """A step of an op's median: ``run`` is the index (into the test's runs) of the first
-    run after it."""
+    """A step of a series: ``run`` is the index (into the test's runs) of the first run
+    after it; ``before`` and ``after`` the levels either side (an op's: drift-corrected
+    ns; the machine drift's: a speed factor)."""
 
     run: int
-    before_ns: float
-    after_ns: float
+    before: float
+    after: float
     #: The smallest ratio that would have been reported, up or down.
     margin: float
 
     @property
     def ratio(self) -> float:
-        return self.after_ns / self.before_ns
+        return self.after / self.before
 
 
 @dataclass(frozen=True)
@@ -105,7 +120,10 @@ class OpHistory:
     occurrence: int
     #: Indices into the test's runs of the runs that hold the op, oldest first.
     runs: list[int]
+    #: The op's median in each of those runs, as measured.
     median_ns: list[float]
+    #: The same with each run's machine drift taken out (what steps are found in).
+    corrected_ns: list[float]
     noise: float
     steps: list[Step]
 
@@ -116,6 +134,10 @@ class History:
     machine: str
     runs: list[BaselineRun]
     ops: list[OpHistory]
+    #: Each run's speed factor shared by its ops (1: typical), and where it stepped;
+    #: None when the test has fewer than DRIFT_MIN_OPS ops (nothing is corrected).
+    drift: list[float] | None = None
+    drift_steps: list[Step] = field(default_factory=list)
 
     def commit_id(self, run: int) -> str | None:
         """The run's commit id; None outside git (pytest-benchmark says ``unversioned``)."""
@@ -192,16 +214,47 @@ def significant_steps(log_medians: np.ndarray, sigma: float,
         del breaks[min(weak)[1]]
 
 
-def op_history(key: tuple[str, int], op_id: int, runs: list[int], medians: list[float],
-               tolerance: float) -> OpHistory:
-    """One op's history, its steps found (``runs``: where each median was taken)."""
-    logs = np.log(np.maximum(np.asarray(medians, dtype=float), 1.0))
+def _logs(values: Sequence[float]) -> np.ndarray:
+    """Times in ns as logarithms (under 1 ns as 1 ns: a median of 0 has no logarithm)."""
+    logs: np.ndarray = np.log(np.maximum(np.asarray(values, dtype=float), 1.0))
+    return logs
+
+
+def steps_of(logs: np.ndarray, runs: Sequence[int], tolerance: float) -> tuple[float, list[Step]]:
+    """The noise of a log series and its steps (``runs``: the run of each value)."""
     sigma = noise(logs)
-    steps = [Step(run=runs[at], before_ns=math.exp(before), after_ns=math.exp(after),
-                  margin=math.exp(margin))
-             for at, before, after, margin in significant_steps(logs, sigma, tolerance)]
+    return sigma, [Step(run=runs[at], before=math.exp(before), after=math.exp(after),
+                        margin=math.exp(margin))
+                   for at, before, after, margin in significant_steps(logs, sigma, tolerance)]
+
+
+Series = dict[tuple[str, int], tuple[list[int], list[float]]]
+
+
+def run_drift(series: Series, runs: int) -> np.ndarray | None:
+    """Each run's log speed factor shared by its ops: the median over the ops of its
+    deviation from the op's own median (so one op's step does not move it); None with
+    fewer than DRIFT_MIN_OPS ops. A machine that got slower, or contention, moves every
+    op of a run alike: taken out, it hides no op's own step and adds no false one."""
+    if len(series) < DRIFT_MIN_OPS:
+        return None
+    deviations: list[list[float]] = [[] for _ in range(runs)]
+    for where, values in series.values():
+        logs = _logs(values)
+        for run, deviation in zip(where, logs - np.median(logs), strict=True):
+            deviations[run].append(float(deviation))
+    return np.array([float(np.median(d)) if d else 0.0 for d in deviations])
+
+
+def op_history(key: tuple[str, int], op_id: int, runs: list[int], medians: list[float],
+               drift: np.ndarray | None, tolerance: float) -> OpHistory:
+    """One op's history, its steps found in its drift-corrected medians (``runs``: where
+    each median was taken)."""
+    logs = _logs(medians) - (0.0 if drift is None else drift[runs])
+    sigma, steps = steps_of(logs, runs, tolerance)
     return OpHistory(op_id=op_id, name=key[0], occurrence=key[1], runs=runs,
-                     median_ns=medians, noise=sigma, steps=steps)
+                     median_ns=medians, corrected_ns=np.exp(logs).tolist(), noise=sigma,
+                     steps=steps)
 
 
 def in_date_order(runs: list[BaselineRun]) -> list[BaselineRun]:
@@ -216,7 +269,7 @@ def in_date_order(runs: list[BaselineRun]) -> list[BaselineRun]:
 def history_of(baseline: Baseline, tolerance: float) -> History:
     """Every op of the test across its runs (OP_IDs as the latest run numbers them)."""
     runs = in_date_order(baseline.runs)
-    series: dict[tuple[str, int], tuple[list[int], list[float]]] = {}
+    series: Series = {}
     for index, run in enumerate(runs):
         columns = run.ops
         for name, occurrence, median in zip(columns["name"], columns["occurrence"],
@@ -226,10 +279,15 @@ def history_of(baseline: Baseline, tolerance: float) -> History:
                 where.append(index)
                 values.append(float(median))
     ids = baseline.op_ids()
-    ops = [op_history(key, ids[key], where, values, tolerance)
+    drift = run_drift(series, len(runs))
+    ops = [op_history(key, ids[key], where, values, drift, tolerance)
            for key, (where, values) in series.items()]
-    return History(nodeid=baseline.nodeid, machine=baseline.machine, runs=runs,
-                       ops=sorted(ops, key=lambda op: (not op.steps, op.op_id)))
+    history = History(nodeid=baseline.nodeid, machine=baseline.machine, runs=runs,
+                      ops=sorted(ops, key=lambda op: (not op.steps, op.op_id)))
+    if drift is None:
+        return history
+    _, drift_steps = steps_of(drift, range(len(runs)), tolerance)
+    return replace(history, drift=np.exp(drift).tolist(), drift_steps=drift_steps)
 
 
 # -- the terminal -------------------------------------------------------------------------
@@ -241,7 +299,7 @@ ASCII_SPARKS = "_.-=*#"
 def sparkline(values: Sequence[float], chars: str) -> str:
     """One character per value, from the lowest to the highest (log scale); a flat
     series (within 0.1%) is drawn at mid height."""
-    logs = np.log(np.maximum(np.asarray(values, dtype=float), 1.0))
+    logs = _logs(values)
     low, high = float(logs.min()), float(logs.max())
     if high - low < NOISE_FLOOR:
         return chars[len(chars) // 2] * len(values)
@@ -265,24 +323,32 @@ def _op_name(op: OpHistory) -> str:
 def step_line(test: History, op: OpHistory, step: Step) -> str:
     """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms``."""
     return (f"{_op_name(op)}: {percent(step.ratio)} at {test.where(step.run)}: "
-            f"{duration(step.before_ns)} -> {duration(step.after_ns)} (margin "
+            f"{duration(step.before)} -> {duration(step.after)} (margin "
             f"\u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
-def trend_line(op: OpHistory, chars: str) -> str:
-    """``OP_ID0. conv2d  1 ms .. 1.18 ms  ▁▁▁▁████  noise 0.4%, 8 runs``."""
-    return (f"{_op_name(op)}  {duration(op.median_ns[0])} .. {duration(op.median_ns[-1])}  "
-            f"{sparkline(op.median_ns, chars)}  noise {op.noise * 100:.1f}%, "
-            f"{len(op.runs)} run(s)")
+def drift_step_line(test: History, step: Step) -> str:
+    """``all ops: +12.0% at a1b2c3d (2026-11-30): ...``: every op moved at once."""
+    return (f"all ops: {percent(step.ratio)} at {test.where(step.run)}: the machine, or a "
+            f"change that moved every op (margin \u00b1{(step.margin - 1) * 100:.1f}%)")
+
+
+def trend_line(op: OpHistory, chars: str, width: int = 0) -> str:
+    """``OP_ID0. conv2d  1 ms .. 1.18 ms  ▁▁▁▁████  noise 0.4%, 8 runs`` (drift-corrected);
+    the name padded to ``width`` so that the trends of a test line up."""
+    return (f"{_op_name(op):<{width}}  {duration(op.corrected_ns[0]):>8} .. "
+            f"{duration(op.corrected_ns[-1]):<8}  {sparkline(op.corrected_ns, chars)}  "
+            f"noise {op.noise * 100:.1f}%, {len(op.runs)} run(s)")
 
 
 def render_text(test: History, tolerance: float, chars: str) -> str:
     """A test's history: its steps, then one trend line per op (those with steps first)."""
-    dates = [d for d in (test.date(k) for k in range(len(test.runs))) if d]
-    span = f", {dates[0][:10]} .. {dates[-1][:10]}" if dates else ""
+    days = sorted({d[:10] for d in (test.date(k) for k in range(len(test.runs))) if d})
+    span = "" if not days else f", {days[0]}" + (f" .. {days[-1]}" if len(days) > 1 else "")
     lines = [f"{display_name(test.nodeid)} on machine {display_name(test.machine)!r}: "
              f"{len(test.runs)} run(s){span}, {len(test.ops)} op(s)"]
-    steps = [step_line(test, op, step) for op in test.ops for step in op.steps]
+    steps = [drift_step_line(test, step) for step in test.drift_steps]
+    steps += [step_line(test, op, step) for op in test.ops for step in op.steps]
     if steps:
         lines += ["  steps:", *(f"    {line}" for line in steps)]
     elif len(test.runs) < 2 * MIN_SEGMENT:
@@ -290,7 +356,15 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
                      "history with pytest --opprof-append-baseline")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
-    lines += ["  trends, oldest run first:", *(f"    {trend_line(op, chars)}" for op in test.ops)]
+    width = max((len(_op_name(op)) for op in test.ops), default=0)
+    if test.drift is None:
+        lines.append(f"  trends, oldest run first (fewer than {DRIFT_MIN_OPS} ops: machine "
+                     "drift not taken out):")
+    else:
+        lines += ["  trends, oldest run first, each run's machine drift taken out:",
+                  f"    {'machine drift':<{width}}  {percent(test.drift[0]):>8} .. "
+                  f"{percent(test.drift[-1]):<8}  {sparkline(test.drift, chars)}"]
+    lines += [f"    {trend_line(op, chars, width)}" for op in test.ops]
     return "\n".join(lines)
 
 
@@ -311,15 +385,20 @@ def _test_json(test: History) -> dict[str, Any]:
         found = run.meta.get("commit")
         return found if isinstance(found, dict) else None
 
+    def where(step: Step) -> dict[str, Any]:
+        return {"run": step.run, "commit_id": test.commit_id(step.run),
+                "date": test.date(step.run), "ratio": step.ratio, "margin": step.margin}
+
     return {
         "nodeid": test.nodeid, "machine": test.machine,
         "runs": [{"date": test.date(k), "commit": commit(run)}
                  for k, run in enumerate(test.runs)],
+        "drift": None if test.drift is None else {
+            "factor": test.drift, "steps": [where(s) for s in test.drift_steps]},
         "ops": [{"op_id": op.op_id, "name": op.name, "occurrence": op.occurrence,
-                 "runs": op.runs, "median_ns": op.median_ns, "noise": op.noise,
-                 "steps": [{"run": s.run, "commit_id": test.commit_id(s.run),
-                            "date": test.date(s.run), "before_ns": s.before_ns,
-                            "after_ns": s.after_ns, "ratio": s.ratio, "margin": s.margin}
+                 "runs": op.runs, "median_ns": op.median_ns, "corrected_ns": op.corrected_ns,
+                 "noise": op.noise,
+                 "steps": [{**where(s), "before_ns": s.before, "after_ns": s.after}
                            for s in op.steps]}
                 for op in test.ops]}
 
@@ -386,8 +465,10 @@ def run(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
         print(render_text(test, tolerance, chars))
     if args.json is not None:
         write("--json", args.json, to_json(tests, tolerance, unreadable))
+        print(f"opprof: wrote {args.json}")
     if args.html is not None:
         from .render.history_html import render_history
 
         write("--html", args.html, render_history(tests, tolerance))
+        print(f"opprof: wrote {args.html}")
     return 1 if unreadable else 0

@@ -69,7 +69,8 @@ def test_a_step_is_named_with_its_commit_date_and_size(tmp_path, capsys):
     assert lines[1] == "  steps:"
     step = lines[2].strip()
     assert step.startswith("OP_ID0. conv2d: +2") and " at c080000 (2026-11-09): " in step
-    assert lines[3] == "  trends, oldest run first:"
+    assert lines[3] == ("  trends, oldest run first (fewer than 5 ops: machine drift not "
+                        "taken out):")
     assert lines[4].strip().startswith("OP_ID0. conv2d  ")  # the op with a step first
     assert len(lines) == 7 and out.count(" at c") == 1  # relu and softmax: no step
 
@@ -97,6 +98,44 @@ def test_a_step_under_the_tolerance_is_not_reported_and_a_lower_tolerance_shows_
     assert "OP_ID1. relu: +4." in capsys.readouterr().out
 
 
+def six_ops(runs: int, seed: int, drift: float) -> list[dict[str, float]]:
+    """Runs of six ops (1% noise each) that share a machine drift of lognormal ``drift``."""
+    rng = np.random.default_rng(seed)
+    history = []
+    for _ in range(runs):
+        speed = float(np.exp(rng.normal(0, drift)))
+        history.append({f"op{k}": (k + 1) * 1e5 * speed * float(np.exp(rng.normal(0, 0.01)))
+                        for k in range(6)})
+    return history
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_op_step_is_found_through_machine_drift(tmp_path, capsys, seed):
+    runs = six_ops(16, seed=seed, drift=0.06)
+    for medians in runs[8:]:
+        medians["op2"] *= 1.15
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "  trends, oldest run first, each run's machine drift taken out:" in out
+    assert out.count(" at c") == 1 and "    OP_ID2. op2: +1" in out
+    assert " at c080000 (2026-11-09): " in out
+
+
+def test_a_step_of_every_op_is_one_step_of_all_ops(tmp_path, capsys):
+    runs = six_ops(12, seed=0, drift=0.0)
+    for medians in runs[6:]:
+        for name in medians:
+            medians[name] *= 1.3  # another machine, or a change that slowed everything
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" at c") == 1
+    assert "    all ops: +30." in out
+    assert "% at c060000 (2026-11-07): the machine, or a change that moved every op" in out
+    assert "    machine drift  " in out
+
+
 def test_an_improvement_and_a_later_regression_are_two_steps():
     logs = np.log([100.0] * 6 + [80.0] * 6 + [120.0] * 6)
     found = significant_steps(logs, sigma=1e-3, tolerance=0.05)
@@ -120,8 +159,9 @@ def test_json_holds_runs_medians_and_steps(tmp_path):
     for medians in runs[6:]:
         medians["softmax"] *= 0.7
     grow(tmp_path, runs)
-    code, _, err = history("--dir", str(tmp_path), "--json", str(tmp_path / "out/h.json"))
+    code, out, err = history("--dir", str(tmp_path), "--json", str(tmp_path / "out/h.json"))
     assert code == 0, err
+    assert out.splitlines()[-1] == f"opprof: wrote {tmp_path / 'out/h.json'}"
     data = json.loads((tmp_path / "out/h.json").read_text())
     assert data["schema"] == SCHEMA and data["tolerance"] == 0.05 and data["unreadable"] == []
     (test,) = data["tests"]
@@ -228,14 +268,14 @@ def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
     monkeypatch.chdir(pytester.path)
     git(pytester.path, "init", "-q")
     commits = []
-    for k in range(8):
+    for k in range(6):
         (pytester.path / "version.txt").write_text(str(k))
         git(pytester.path, "add", "-A")
         git(pytester.path, "commit", "-q", "-m", f"commit {k}")
         commits.append(git(pytester.path, "rev-parse", "HEAD"))
-        monkeypatch.setenv("SLOW", "relu:1.2" if k >= 5 else "")
+        monkeypatch.setenv("SLOW", "relu:1.2" if k >= 3 else "")
         pytester.runpytest("--opprof-append-baseline").assert_outcomes(passed=1)
     assert main(["history"]) == 0
     out = capsys.readouterr().out
-    assert f"    OP_ID1. relu: +20.0% at {commits[5][:7]} (" in out
+    assert f"    OP_ID1. relu: +20.0% at {commits[3][:7]} (" in out
     assert "20 us -> 24 us" in out and out.count(" at ") == 1

@@ -26,11 +26,14 @@ def op_chart(test: History, op: OpHistory) -> str:
     plt = _pyplot()
     x = np.arange(len(op.runs))
     fig, ax = plt.subplots(figsize=(9, 2.4))
-    ax.plot(x, _ms(op.median_ns), marker="o", markersize=3, color="#1565c0")
+    ax.plot(x, _ms(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
+            label="as measured")
+    ax.plot(x, _ms(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
+            label="machine drift taken out")
     position = {run: k for k, run in enumerate(op.runs)}
     edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
     for start, end in itertools.pairwise(edges):
-        level = float(np.median(op.median_ns[start:end]))
+        level = float(np.median(op.corrected_ns[start:end]))
         ax.hlines(level / 1e6, start - 0.4, end - 0.6, linestyles=":", color="#616161")
     for step in op.steps:
         at = position[step.run] - 0.5
@@ -40,24 +43,27 @@ def op_chart(test: History, op: OpHistory) -> str:
                     textcoords="offset points", color="#b00020", fontsize=8)
     ax.set_xticks(x, [_label(test.label(run)) for run in op.runs], rotation=60, fontsize=7)
     ax.set_ylabel("median (ms)")
+    ax.legend(fontsize=7, loc="lower right")
     ax.set_title(_label(f"OP_ID{op.op_id}. {op.name}"), fontsize=10)
     return _svg(fig)
 
 
 def step_table(test: History) -> str:
-    rows = [(op, step) for op in test.ops for step in op.steps]
+    """Every step of the test: the machine drift's (all ops), then each op's."""
+    rows = [("", "all ops (machine drift)", step, "-", "-") for step in test.drift_steps]
+    rows += [(str(op.op_id), op.name, step, duration(step.before), duration(step.after))
+             for op in test.ops for step in op.steps]
     if not rows:
         return "<p>No step beyond the noise and the tolerance.</p>"
     out = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>change</th><th>at</th>"
            "<th>before</th><th>after</th><th>margin</th></tr></thead><tbody>"]
-    for op, step in rows:
+    for op_id, name, step, before, after in rows:
         css = "regressed" if step.ratio > 1 else "improved"
-        out.append(f'<tr class="{css}"><td class="num">{op.op_id}</td>'
-                   f"<td><code>{_h(op.name)}</code></td>"
+        out.append(f'<tr class="{css}"><td class="num">{op_id}</td>'
+                   f"<td><code>{_h(name)}</code></td>"
                    f'<td class="num">{percent(step.ratio)}</td>'
                    f"<td><code>{_h(test.where(step.run))}</code></td>"
-                   f'<td class="num">{duration(step.before_ns)}</td>'
-                   f'<td class="num">{duration(step.after_ns)}</td>'
+                   f'<td class="num">{before}</td><td class="num">{after}</td>'
                    f'<td class="num">\u00b1{(step.margin - 1) * 100:.1f}%</td></tr>')
     out.append("</tbody></table>")
     return "\n".join(out)
