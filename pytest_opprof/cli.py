@@ -110,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     history_parser = commands.add_parser(
         "history", help="each op's time across the stored runs (pytest "
                         "--opprof-append-baseline), and the commits where it stepped "
-                        "(needs ruptures: the 'history' extra)")
+                        "(needs ruptures: the 'history' extra)",
+        description="Reads the runs of each stored baseline in date order (grown by "
+                    "pytest --opprof-append-baseline, one run per commit; the last 20 kept), "
+                    "takes each run's machine drift out, finds where each op's median "
+                    "stepped (PELT from ruptures, penalised by the op's noise) and names "
+                    "the commit. Steps under the noise or the tolerance are not reported.")
     history.add_arguments(history_parser)
     where(history_parser)
     return parser
