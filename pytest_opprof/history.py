@@ -30,7 +30,7 @@ measures these choices on simulated runs.
     {"schema": "pytest-opprof/history/1",
      "tolerance": 0.05,                      # the smallest step reported (a fraction)
      "method": {"library": "ruptures", "algorithm": "PELT", "cost": "l1",
-                "penalty": 3.0, "margin_z": 3.0, "min_segment": 2},
+                "penalty": 4.0, "margin_z": 3.0, "min_segment": 2},
      "unreadable": ["<one line per baseline file that could not be read>"],
      "tests": [{
         "nodeid": "tests/test_net.py::test_net", "machine": "<machine key>",
@@ -80,7 +80,7 @@ from .render import display_name, duration, percent
 
 SCHEMA = "pytest-opprof/history/1"
 #: c in the penalty ``c * sigma * log(n)`` of one more change point (BIC-like).
-PENALTY = 3.0
+PENALTY = 4.0
 #: A step must exceed this many standard errors of the difference of its segments.
 MARGIN_Z = 3.0
 #: Runs a segment holds at least: a step needs a second run after it.
