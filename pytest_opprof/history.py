@@ -292,6 +292,7 @@ def history_of(baseline: Baseline, tolerance: float) -> History:
 
 # -- the terminal -------------------------------------------------------------------------
 
+DRIFT_LABEL = "machine drift"
 SPARKS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 ASCII_SPARKS = "_.-=*#"
 
@@ -356,13 +357,13 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
                      "history with pytest --opprof-append-baseline")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
-    width = max((len(_op_name(op)) for op in test.ops), default=0)
+    width = max([len(_op_name(op)) for op in test.ops] + [len(DRIFT_LABEL)])
     if test.drift is None:
         lines.append(f"  trends, oldest run first (fewer than {DRIFT_MIN_OPS} ops: machine "
                      "drift not taken out):")
     else:
         lines += ["  trends, oldest run first, each run's machine drift taken out:",
-                  f"    {'machine drift':<{width}}  {percent(test.drift[0]):>8} .. "
+                  f"    {DRIFT_LABEL:<{width}}  {percent(test.drift[0]):>8} .. "
                   f"{percent(test.drift[-1]):<8}  {sparkline(test.drift, chars)}"]
     lines += [f"    {trend_line(op, chars, width)}" for op in test.ops]
     return "\n".join(lines)
