@@ -199,6 +199,8 @@ def significant_steps(log_medians: np.ndarray, sigma: float,
     """The change points whose step is beyond the margin and the tolerance, each as
     (index, log median before, log median after, log margin): the weakest of the rest is
     merged away, and the steps measured again, until none is left."""
+    if log_medians.size == 0 or np.ptp(log_medians) <= math.log1p(tolerance):
+        return []  # segment medians differ by no more than this: PELT is spared
     breaks = change_points(log_medians, sigma)
     while True:
         edges = [0, *breaks, log_medians.size]
@@ -234,8 +236,9 @@ Series = dict[tuple[str, int], tuple[list[int], list[float]]]
 def run_drift(series: Series, runs: int) -> np.ndarray | None:
     """Each run's log speed factor shared by its ops: the median over the ops of its
     deviation from the op's own median (so one op's step does not move it); None with
-    fewer than DRIFT_MIN_OPS ops. A machine that got slower, or contention, moves every
-    op of a run alike: taken out, it hides no op's own step and adds no false one."""
+    fewer than DRIFT_MIN_OPS ops. A slower machine, or contention, moves every op of a
+    run alike and hides an op's own step in that noise; taken out, an op's step stands
+    out, and a change that moved every op shows as a step of the drift instead."""
     if len(series) < DRIFT_MIN_OPS:
         return None
     deviations: list[list[float]] = [[] for _ in range(runs)]
