@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+#: The many-op suite is a workload for gate_runs.py (a new process per run), not a
+#: benchmark of its own: collected only when named (pytest benchmarks/manyop).
+collect_ignore = ["manyop"]
+
 #: table title -> list of rows (each a list of cells; the first row is the header)
 FIGURES: dict[str, list[list[str]]] = {}
 

@@ -2,6 +2,12 @@
 
     python benchmarks/gate_simulation.py                 # the table in RESULTS.md (a few minutes)
     python benchmarks/gate_simulation.py --quick         # fewer trials
+    python benchmarks/gate_simulation.py --noise noise.json   # each op's spread as measured
+
+The rule is the plugin's own: ``rule.compare_with_rerun`` with the settings the plugin
+gives a CPU test (``gate.gate_config``), the re-run a new simulated process; the
+peers' rules are benchmarks/peer_rules.py, as benchmarks/gate_runs.py applies them to
+real runs.
 
 Generates per-op samples of a test under a noise model fitted to real runs on
 these machines (../shared/GATE.md), runs the baseline K times and the candidate
@@ -29,24 +35,33 @@ The noise model, per run unless said otherwise:
 - spikes: 2% of samples 1.5-4x;
 - timer resolution: 50 ns.
 The "harsh" variant doubles the machine, class and offset terms.
+
+``--noise FILE`` (written by ``python benchmarks/gate_runs.py fit --dir D --out FILE``
+from real A/A runs) replaces the per-op offset: each simulated op takes the spread of a
+measured op of about its size (the nearest in log time of the file's ops), and the
+machine drift takes the runs' measured log-sd; every other term stays as above.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
 
-from pytest_opprof.rule import (
-    GateConfig,
-    compare_with_rerun,
-    mann_whitney,
-)
+if __package__ in (None, ""):  # run as a script: the repository's packages come first
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.peer_rules import asv_flags, pytest_benchmark_fails
+from pytest_opprof.gate import gate_config
+from pytest_opprof.options import DEFAULT_TOLERANCE
+from pytest_opprof.rule import GateConfig, compare_with_rerun
 from pytest_opprof.verdict import OpStatus
 
 
@@ -66,9 +81,26 @@ class NoiseModel:
     burst_chance: float = 0.3
     spike_chance: float = 0.02
     resolution_ns: float = 50.0
+    #: Measured ops (``--noise``): their medians (ns) and spreads between processes;
+    #: empty: the lognormal offset above.
+    measured_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    measured_tau: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def harsh(self) -> NoiseModel:
         return replace(self, machine=0.06, op_class=0.02, offset_median=0.044)
+
+    @classmethod
+    def fitted(cls, noise: dict, nodeid: str | None = None) -> NoiseModel:
+        """The model with each op's spread and the machine drift from real A/A runs
+        (gate_runs.py's ``fitted_noise``; only ``nodeid``'s ops when given)."""
+        ops = [o for o in noise["ops"] if o["median_ns"] > 0
+               and (nodeid is None or o["nodeid"] == nodeid)]
+        if not ops:
+            raise ValueError("no ops with a spread (gate_runs.py fit --out writes them)")
+        machine = noise["machine"]
+        return cls(machine=machine if machine and math.isfinite(machine) else cls.machine,
+                   measured_ns=np.array([o["median_ns"] for o in ops]),
+                   measured_tau=np.array([o["tau"] for o in ops]))
 
 
 @dataclass(frozen=True)
@@ -81,9 +113,15 @@ class SimTest:
 
 def make_test(rng: np.random.Generator, ops: int, model: NoiseModel) -> SimTest:
     """True per-op times, log-uniform 5 us to 5 ms, each op's class and spread."""
+    if model.measured_ns.size == ops:  # the measured test itself
+        return SimTest(model.measured_ns, rng.integers(0, 3, ops), model.measured_tau)
     true_ns = np.exp(rng.uniform(math.log(5e3), math.log(5e6), ops))
-    relative = model.offset_median * np.exp(rng.normal(0, model.offset_spread, ops))
-    tau = np.sqrt(relative ** 2 + (model.offset_abs_ns / true_ns) ** 2)
+    if model.measured_ns.size:
+        nearest = np.abs(np.log(true_ns)[:, None] - np.log(model.measured_ns)[None, :])
+        tau = model.measured_tau[nearest.argmin(axis=1)]
+    else:
+        relative = model.offset_median * np.exp(rng.normal(0, model.offset_spread, ops))
+        tau = np.sqrt(relative ** 2 + (model.offset_abs_ns / true_ns) ** 2)
     return SimTest(true_ns, rng.integers(0, 3, ops), tau)
 
 
@@ -140,22 +178,27 @@ def _opprof(test, base_runs, cur, rerun, config, confirm):
     return {int(v.name[2:]) for v in result.having(OpStatus.REGRESSED)}
 
 
+def cpu_config() -> GateConfig:
+    """The rule's settings as the plugin makes them for a CPU test by default."""
+    return gate_config("cpu", DEFAULT_TOLERANCE, {})
+
+
 def rule_opprof(config: GateConfig | None = None, confirm: bool = True):
-    return lambda *args: _opprof(*args, config=config or GateConfig(), confirm=confirm)
+    return lambda *args: _opprof(*args, config=config or cpu_config(), confirm=confirm)
 
 
 def rule_pytest_benchmark(test, base_runs, cur, rerun):
-    """--benchmark-compare-fail=mean:10% on the whole test (one baseline run)."""
-    base_total = base_runs[-1][0].sum(axis=1).mean()
-    return {-1} if cur[0].sum(axis=1).mean() > 1.10 * base_total else set()
+    """--benchmark-compare-fail=mean:5% on the whole test against the latest baseline run."""
+    return {-1} if pytest_benchmark_fails(cur[0].sum(axis=1), base_runs[-1][0].sum(axis=1)) \
+        else set()
 
 
 def rule_asv(test, base_runs, cur, rerun):
-    """asv per op: Mann-Whitney U p < 0.002 and a ratio of medians > 1.1 (one baseline run)."""
-    b, c = base_runs[-1][0], cur[0]
-    p, _ = mann_whitney(list(c.T), list(b.T))
-    ratio = np.median(c, axis=0) / np.median(b, axis=0)
-    return set(np.flatnonzero((p < 0.002) & (ratio > 1.1)).tolist())
+    """asv per op: Mann-Whitney U p < 0.002 and a ratio of medians > 1.1, against the
+    baseline runs' samples pooled (asv pools its processes)."""
+    current = dict(enumerate(cur[0].T))
+    baseline = dict(enumerate(np.concatenate([b[0] for b in base_runs]).T))
+    return asv_flags(current, baseline)
 
 
 def rule_oracle(test, base_runs, cur, rerun, alpha=0.001):
@@ -173,8 +216,11 @@ def rule_oracle(test, base_runs, cur, rerun, alpha=0.001):
     return set(np.flatnonzero(d > z * sd).tolist())
 
 
-def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, history=False):
-    """{slowdown: share of trials flagged}; slowdown 1.0 is the A/A false-failure rate."""
+def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, history=False,
+                min_slow_ns=0.0, exact=False):
+    """{slowdown: share of trials flagged}; slowdown 1.0 is the A/A false-failure rate.
+    The slowed op is one of at least ``min_slow_ns``; ``exact``: a detection counts only
+    when nothing else was flagged."""
     rng = np.random.default_rng(seed)
     rates = {}
     for factor in slowdowns:
@@ -183,7 +229,8 @@ def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, h
         for _ in range(n):
             test = make_test(rng, ops, model)
             base = [run(rng, model, test, iterations, later=history) for _ in range(k_runs)]
-            slow = None if factor == 1.0 else int(rng.integers(ops))
+            eligible = np.flatnonzero(test.true_ns >= min_slow_ns)
+            slow = None if factor == 1.0 else int(rng.choice(eligible))
             cur = run(rng, model, test, iterations, slow, factor)
             flagged = rule(test, base, cur,
                            lambda test=test, slow=slow, factor=factor:
@@ -191,7 +238,8 @@ def trial_rates(rule, model, ops, iterations, k_runs, slowdowns, trials, seed, h
             if factor == 1.0:
                 hits += bool(flagged)
             else:
-                hits += slow in flagged or -1 in flagged
+                caught = slow in flagged or -1 in flagged
+                hits += caught and (not exact or len(flagged) == 1)
         rates[factor] = hits / n
     return rates
 
@@ -208,17 +256,31 @@ def main() -> int:
     parser.add_argument("--aa", type=int, default=2000, help="A/A trials per row")
     parser.add_argument("--ab", type=int, default=300, help="trials per slowdown")
     parser.add_argument("--only", default="", help="only rows whose label contains this")
+    parser.add_argument("--noise", type=Path, default=None,
+                        help="each op's spread as measured: gate_runs.py fit --out FILE")
+    parser.add_argument("--real", type=Path, nargs="+", default=[], metavar="DIR",
+                        help="instead of the table: each test of these gate_runs.py folders, "
+                             "its real figures beside the simulated ones under its own "
+                             "measured noise")
     args = parser.parse_args()
     trials = {"aa": 300, "ab": 100} if args.quick else {"aa": args.aa, "ab": args.ab}
+    if args.real:
+        return real_vs_simulated(args.real, trials)
     slowdowns = [1.0, 1.05, 1.10, 1.20, 1.50]
-    model = NoiseModel()
+    try:
+        model = NoiseModel.fitted(json.loads(args.noise.read_text())) if args.noise \
+            else NoiseModel()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--noise {args.noise}: cannot be read as gate_runs.py fit's output "
+                     f"({exc})")
     quiet = NoiseModel(offset_median=0.015, offset_spread=0.0, offset_abs_ns=0.0,
                        later_offset=0.0, episode_chance=0.0)
     single = rule_opprof(confirm=False)
     # baselines spanning an hour or more are inflated less (pytest_opprof/gate.py)
-    history_rule = rule_opprof(GateConfig(spread_inflation=GateConfig().history_inflation))
+    history_rule = rule_opprof(replace(cpu_config(),
+                                       spread_inflation=GateConfig().history_inflation))
     rows = [
-        ("pytest-benchmark mean:10%, whole test", rule_pytest_benchmark, model, 100, 19, 1),
+        ("pytest-benchmark mean:5%, whole test", rule_pytest_benchmark, model, 100, 19, 1),
         ("asv per op (MWU p<0.002 and >10%)", rule_asv, model, 100, 19, 1),
         ("opprof, 1 baseline run, no re-run", single, model, 100, 19, 1),
         ("opprof, 5 baseline runs, no re-run", single, model, 100, 19, 5),
@@ -250,6 +312,44 @@ def main() -> int:
         cells = [fmt(rates[1.0], trials["aa"])] + [f"{rates[f]:.2f}" for f in slowdowns[1:]]
         print(f"| {label} | {ops} | {iters} | {k} | " + " | ".join(cells) + " |", flush=True)
         print(f"  ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+def real_vs_simulated(folders: list[Path], trials: dict[str, int]) -> int:
+    """Each test of each folder: the real A/A false failures and exact detections of
+    every rule, beside the simulation's for a test of the same ops (their measured
+    spreads), counted iterations and baseline runs, injections into ops of 20 us or more."""
+    from benchmarks.gate_runs import MIN_INJECT_NS, Refused, Store, fitted_noise, real_rates
+
+    rules = {"opprof": rule_opprof(), "pytest-benchmark": rule_pytest_benchmark,
+             "asv": rule_asv}
+    for folder in folders:
+        try:
+            store = Store(folder)
+            noise, rates = fitted_noise(store), real_rates(store)
+        except Refused as exc:
+            print(f"gate_simulation.py: {exc}", file=sys.stderr)
+            return 2
+        for nodeid, real in rates.items():
+            factors = sorted({f for counts in real.values() if isinstance(counts, dict)
+                              for f in counts})
+            model = NoiseModel.fitted(noise, nodeid)
+            print(f"\n{folder}: {nodeid}: {real['ops']} ops, {real['counted']} counted "
+                  f"iterations, {real['runs']} baseline run(s); real (hits / runs) vs "
+                  "simulated (share of trials); detection: exactly that op\n")
+            labels = ["A/A false failures" if f == 1.0 else f"x{f:g} caught" for f in factors]
+            print("| rule | " + " | ".join(f"{label}: real | {label}: simulated"
+                                           for label in labels) + " |")
+            print("|---|" + "---|---|" * len(factors))
+            for i, (name, rule) in enumerate(rules.items()):
+                sim = trial_rates(rule, model, len(model.measured_ns), real["counted"],
+                                  real["runs"], factors, trials, seed=2000 + i,
+                                  min_slow_ns=MIN_INJECT_NS, exact=True)
+                cells = []
+                for f in factors:
+                    hits, n = real[name].get(f, (0, 0))
+                    cells += [f"{hits} / {n}" if n else "-", f"{sim[f]:.3f}"]
+                print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from . import conditions as run_conditions
 from .errors import OpprofError
 from .files import FileTooLarge, atomic_write, read_bounded, safe_name
 from .profile import OpInfo, Profile
@@ -98,6 +99,12 @@ class BaselineRun:
     def n_ops(self) -> int:
         return len(self.ops["name"])
 
+    def samples(self) -> dict[Key, np.ndarray]:
+        """Each op's samples in this run."""
+        keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
+        return {key: np.asarray(values, dtype=float)
+                for key, values in zip(keys, self.ops["samples_ns"], strict=True)}
+
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
         counted = counted_samples(profile)
@@ -137,10 +144,8 @@ class Baseline:
         """Each op's samples, one array per run that has it."""
         found: dict[Key, list[np.ndarray]] = {}
         for run in self.runs:
-            ops = run.ops
-            keys = zip(ops["name"], ops["occurrence"], strict=True)
-            for key, values in zip(keys, ops["samples_ns"], strict=True):
-                found.setdefault(key, []).append(np.asarray(values, dtype=float))
+            for key, values in run.samples().items():
+                found.setdefault(key, []).append(values)
         return found
 
     def op_ids(self) -> dict[Key, int]:
@@ -167,10 +172,17 @@ class Baseline:
             return 0.0
 
     def probe_ns(self) -> float | None:
-        """The mean reference-probe time of the runs that recorded one."""
+        """The median reference-probe time of the runs that recorded one: one run whose
+        probe met a busy machine must not move the machine's speed (a mean did)."""
         found = [r.meta.get("probe_ns") for r in self.runs]
         values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
-        return float(np.mean(values)) if values else None  # each < 10^15: no overflow
+        return float(np.median(values)) if values else None
+
+    def conditions(self) -> dict[str, Any] | None:
+        """The run conditions of the latest run that recorded them (see conditions.py);
+        None for a baseline written before they were recorded."""
+        found = [r.meta["conditions"] for r in self.runs if r.meta.get("conditions")]
+        return found[-1] if found else None
 
     def to_profile(self, run: int = -1) -> Profile:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
@@ -309,6 +321,10 @@ def _check_counts(ops: dict[str, Any]) -> None:
             raise ValueError(f"{key} {bad!r} is not a whole number from 0 to {MAX_COUNT}")
 
 
+#: The run meta that names the ops on which a run sat far from the test's other runs,
+#: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
+OUTLYING_OPS = "outlying_ops"
+
 #: What a run's meta may say, where it says it: (types, lowest, highest).
 _META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
     "probe_ns": ((int, float), 0.0, _LONGEST_NS),
@@ -333,6 +349,12 @@ def _check_meta(meta: Any) -> dict[str, Any]:
     for key in ("date", "backend", "device"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise TypeError(f"meta {key} is not a string")
+    if meta.get("conditions") is not None:
+        run_conditions.check(meta["conditions"])
+    outlying = meta.get(OUTLYING_OPS)
+    if outlying is not None and (not isinstance(outlying, list)
+                                 or not all(isinstance(name, str) for name in outlying)):
+        raise TypeError(f"meta {OUTLYING_OPS} is not a list of op names")
     return meta
 
 
@@ -429,6 +451,8 @@ class BaselineStore:
                 old = self.load(nodeid)
             except BaselineError:
                 old = None  # an update is asked for: a broken file is replaced
+            if old is not None and append:
+                _check_append(nodeid, old, run)
             if old is not None and (append or (batch and old.batch == batch)):
                 runs = _within_bounds([*old.runs, run])
                 batch = old.batch if append else batch
@@ -449,6 +473,11 @@ class BaselineStore:
                 assert isinstance(entry, Baseline)
                 self._write(self.folder / path.name, entry)
         return [entry for _, entry in found if isinstance(entry, Baseline)]
+
+    def save(self, baseline: Baseline) -> None:
+        """Write ``baseline`` as its test's file here, replacing what was there."""
+        with self._locked():
+            self._write(self.path_for(baseline.nodeid), baseline)
 
     def _write(self, path: Path, baseline: Baseline) -> None:
         try:
@@ -498,6 +527,15 @@ class BaselineStore:
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:
+    """``--opprof-append-baseline`` adds a run to a history only under the conditions of
+    the runs already there: a history of mixed conditions judges no run fairly."""
+    now = run.meta.get("conditions")
+    problem = run_conditions.difference(old.conditions(), now) if now else None
+    if problem:
+        raise BaselineError(f"{nodeid}: this run is not appended to its baseline: {problem}")
 
 
 _FIX = ("; delete it, or rerun with --opprof-update-baseline "

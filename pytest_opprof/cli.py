@@ -4,6 +4,8 @@
     opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
     opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
     opprof report RESULTS.json [-o report.html]
+    opprof compare REF [--pairs N] [...] [PYTEST ARGS...]   (see pytest_opprof/compare.py)
+    opprof compare BASE.json HEAD.json [...]
     opprof history [TEST] [--dir DIR] [--machine-key KEY] [--json PATH] [--html PATH]
 
 Every command ends an error with one line that says what to do, and exits 0 when it
@@ -19,6 +21,7 @@ import collections
 import contextlib
 import io
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -29,15 +32,28 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from . import __version__, history
-from .baseline import STAGING_PREFIX, Baseline, BaselineError, BaselineStore, obstacle
+from . import __version__, agreement, history, rule
+from .baseline import (
+    OUTLYING_OPS,
+    STAGING_PREFIX,
+    Baseline,
+    BaselineError,
+    BaselineRun,
+    BaselineStore,
+    obstacle,
+)
+from .conditions import describe as describe_conditions
 from .errors import OpprofError
 from .files import safe_name
-from .options import DEFAULT_BASELINE_DIR, Settings
-from .render import duration
-from .render.text import paddle_table, singa_ops, wall_line
+from .gate import gate_config
+from .options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
+from .render import display_name, duration
+from .render.text import _stat_table, paddle_table, singa_ops, wall_line
+from .render.verdicts import BLIND
+from .rule import GateConfig
 
 DEFAULT_RUNS = 5
 
@@ -55,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="opprof",
         description="pytest-opprof: per-op profiling and regression gate for array code. "
                     "Profiling and gating run inside pytest (pytest --opprof-verbosity=2); "
-                    "this command manages the stored baselines.",
+                    "this command manages the stored baselines, compares a change with a git "
+                    "ref or two results files op by op, and shows each op's history.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.set_defaults(help_parser=parser)  # what a command given without its action prints
@@ -69,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "tests that passed as their baselines on this machine",
         description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
                     "a new process, so that the gate learns each op's spread between "
-                    "processes. The runs go to a staging folder; only when all of them "
-                    "passed are the new baselines committed to the store: the command "
+                    "processes. A run whose ops sit far from the test's other runs (taken "
+                    "while the machine was busy) is taken again, once; ops whose runs still "
+                    "disagree are named. The runs go to a staging folder; only when all of "
+                    "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
     update.add_argument("--runs", type=_runs, default=DEFAULT_RUNS, metavar="N",
                         help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
@@ -118,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "the commit. Steps under the noise or the tolerance are not reported.")
     history.add_arguments(history_parser)
     where(history_parser)
+
+    from . import compare
+
+    compare.add_parser(commands)
     return parser
 
 
@@ -135,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     action = getattr(args, "action", None)
+    if args.command == "compare":
+        from . import compare
+
+        return _guarded(lambda: compare.run(args, extra))
     if extra and action not in ("update", "prune"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "report":
@@ -189,7 +216,8 @@ def _baseline(args: argparse.Namespace, extra: list[str]) -> int:
     if args.action == "show":
         view = pytest_view([])
         return show(args.dir or view.settings.baseline_dir,
-                    args.machine_key or view.settings.machine_key, args.test)
+                    args.machine_key or view.settings.machine_key, args.test,
+                    view.settings.tolerance)
     return prune(args.dir, args.machine_key, extra, args.apply)
 
 
@@ -317,8 +345,9 @@ def _run_pytest(args: list[str]) -> tuple[int, str]:
 
 
 def update(runs: int, pytest_args: list[str]) -> int:
-    """Run pytest ``runs`` times into a staging folder, then commit every test's new
-    baseline at once: the command completes or leaves the store as it was."""
+    """Run pytest ``runs`` times into a staging folder, take again the runs that
+    disagree with their test's others, then commit every test's new baseline at once:
+    the command completes or leaves the store as it was."""
     view = pytest_view(pytest_args)
     if view.own_options:
         raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
@@ -328,13 +357,10 @@ def update(runs: int, pytest_args: list[str]) -> int:
     staging = root / f"{STAGING_PREFIX}{batch}"
     _make_folder(staging)
     try:
-        for run in range(1, runs + 1):
-            print(f"opprof: baseline run {run} of {runs}: pytest --opprof-update-baseline "
-                  + " ".join(pytest_args), flush=True)
-            code, last = _run_pytest(["--opprof-update-baseline",
-                                      f"--opprof-baseline-batch={batch}", *pytest_args,
-                                      f"--opprof-baseline-dir={staging}"])
-            _check_run(code, last, run, runs)
+        _take(staging, batch, pytest_args,
+              [f"baseline run {run} of {runs}" for run in range(1, runs + 1)])
+        retaken, unreliable = _retake_disagreeing(staging, batch, pytest_args, runs,
+                                                  view.settings.tolerance)
         with _sigint_deferred():
             stored = _commit(staging, root, batch)
     finally:
@@ -342,8 +368,91 @@ def update(runs: int, pytest_args: list[str]) -> int:
     if not stored:
         raise CommandError("the runs stored no baseline: no test that passed used the "
                            "gpu_profiler fixture; name the profiled tests")
-    print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)")
+    for line in unreliable:
+        print(line)
+    print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)"
+          + (f" ({retaken} re-taken)" if retaken else ""))
     return 0
+
+
+def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -> None:
+    """One pytest process per label, each storing its baselines into ``folder``."""
+    for label in labels:
+        print(f"opprof: {label}: pytest --opprof-update-baseline " + " ".join(pytest_args),
+              flush=True)
+        code, last = _run_pytest(["--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
+                                  *pytest_args, f"--opprof-baseline-dir={folder}"])
+        _check_run(code, last, label)
+
+
+def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs: int,
+                        tolerance: float) -> tuple[int, list[str]]:
+    """Runs that disagree with their test's other runs (agreement.py: taken while the
+    machine was busy) are taken again, each in a new process, once: as many new runs
+    as the test with the most such runs needs (fewer than ``runs``). A new run replaces a
+    disagreeing one in the staged baseline; where the runs still disagree, the runs
+    that sit far off name their ops in their meta (``opprof baseline show`` says so).
+    Returns how many runs were re-taken, and one line per test still disagreeing."""
+    staged = [(store, baseline) for store in BaselineStore.every_machine(staging)
+              for _, baseline in store.entries() if isinstance(baseline, Baseline)]
+    found = [(store, baseline, agreement.check([r.samples() for r in baseline.runs],
+                                               _config(baseline, tolerance)))
+             for store, baseline in staged]
+    disagreeing = [(store, baseline, agreed) for store, baseline, agreed in found
+                   if not agreed.agrees]
+    retake = max((len(agreed.outliers) for *_, agreed in disagreeing), default=0)
+    if not retake:
+        return 0, []
+    far = sorted({j + 1 for *_, agreed in disagreeing for j in agreed.outliers})
+    print(f"opprof: run(s) {', '.join(map(str, far))} of {len(disagreeing)} test(s) sit far "
+          f"from their other runs (a busy machine?); taking {retake} run(s) again", flush=True)
+    again = staging / ".again"  # a dot folder: not a machine folder, never committed
+    _take(again, batch, pytest_args, [f"extra baseline run {k} of {retake}"
+                                      for k in range(1, retake + 1)])
+    unreliable = []
+    for store, baseline, agreed in disagreeing:
+        for j, run in zip(agreed.outliers, _runs_taken_again(again, store, baseline.nodeid),
+                          strict=False):
+            baseline.runs[j] = run
+        agreed = agreement.check([r.samples() for r in baseline.runs],
+                                 _config(baseline, tolerance))
+        for j, keys in agreed.outliers.items():
+            baseline.runs[j].meta[OUTLYING_OPS] = sorted({name for name, _ in keys})
+        store.save(baseline)
+        if not agreed.agrees:
+            unreliable.append(_unreliable_line(baseline.nodeid, agreed, runs, pytest_args))
+    return retake, unreliable
+
+
+def _runs_taken_again(folder: Path, store: BaselineStore, nodeid: str) -> list[BaselineRun]:
+    """The runs of ``nodeid`` that the extra runs into ``folder`` stored for ``store``'s
+    machine (none when it did not run again: skipped, or deselected by chance)."""
+    again = BaselineStore(folder, store.machine, folder=folder / store.folder.name)
+    try:
+        found = again.load(nodeid)
+    except BaselineError:
+        return []
+    return found.runs if found is not None else []
+
+
+def _config(baseline: Baseline, tolerance: float) -> GateConfig:
+    """The rule's settings for the backend and measure the baseline was taken with."""
+    measure = (baseline.conditions() or {}).get("measure")
+    return gate_config(str(baseline.runs[-1].meta.get("backend", "cpu")), tolerance, {},
+                       measure if isinstance(measure, str) else None)
+
+
+def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
+                     pytest_args: list[str]) -> str:
+    """What to tell of a test whose runs still disagree after they were taken again."""
+    names = sorted({display_name(name) for name, _ in agreed.ops()})
+    which = (f"op {names[0]} of {display_name(nodeid)} disagrees" if len(names) == 1 else
+             f"ops {', '.join(names)} of {display_name(nodeid)} disagree")
+    command = shlex.join(["opprof", "baseline", "update", "--runs", str(max(runs, DEFAULT_RUNS)),
+                          *pytest_args])
+    return (f"opprof: {which} between runs (spread {max(agreed.spread.values()):.0%}): the "
+            f"machine was busy? the gate is blind to slowdowns within that spread; re-run "
+            f"`{command}` on a quiet machine")
 
 
 def _make_folder(folder: Path) -> None:
@@ -355,14 +464,14 @@ def _make_folder(folder: Path) -> None:
             from None
 
 
-def _check_run(code: int, last: str, run: int, runs: int) -> None:
+def _check_run(code: int, last: str, label: str) -> None:
     if code == pytest.ExitCode.USAGE_ERROR:
         raise UsageProblem(f"pytest refused the arguments ({last}); nothing was stored")
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         raise UsageProblem("pytest collected no tests: name the tests to take baselines "
                            "of; nothing was stored")
     if code != 0:
-        raise CommandError(f"baseline run {run} of {runs} failed (pytest exit code {code}: "
+        raise CommandError(f"{label} failed (pytest exit code {code}: "
                            f"{last}); nothing was stored: fix the failures and rerun")
 
 
@@ -412,7 +521,8 @@ def _stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
     return BaselineStore.every_machine(root)
 
 
-def show(root: Path, machine_key: str | None, test: str | None) -> int:
+def show(root: Path, machine_key: str | None, test: str | None,
+         tolerance: float = DEFAULT_TOLERANCE) -> int:
     broken = 0
     matched = 0
     for store in _stores(root, machine_key):
@@ -424,7 +534,7 @@ def show(root: Path, machine_key: str | None, test: str | None) -> int:
             if test is not None and test not in entry.nodeid:
                 continue
             matched += 1
-            print(_describe(entry) if test is not None else _list_line(entry, path))
+            print(_describe(entry, tolerance) if test is not None else _list_line(entry, path))
     if test is not None and not matched:
         raise CommandError(f"no stored baseline matches {test!r} under {root}")
     return 1 if broken else 0
@@ -432,24 +542,72 @@ def show(root: Path, machine_key: str | None, test: str | None) -> int:
 
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
+    outlying = _outlying(b)
     return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {last.n_ops} ops, "
-            f"{last.meta.get('date', '?')}  [{path.name}]")
+            f"{last.meta.get('date', '?')}  [{path.name}]"
+            + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
 
 
-def _describe(b: Baseline) -> str:
+def _outlying(b: Baseline) -> list[str]:
+    """The ops on which some run sat far from the others, as the update recorded."""
+    return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
+
+
+def _describe(b: Baseline, tolerance: float) -> str:
     lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
         commit_id = commit.get("id", "?") if isinstance(commit, dict) else "?"
         probe = run.meta.get("probe_ns")
+        outlying = run.meta.get(OUTLYING_OPS)
         lines.append(
             f"  run {i}: {run.meta.get('date', '?')}, commit {str(commit_id)[:12]}, "
             f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
-            + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else ""))
+            + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else "")
+            + (f"; far from the other runs on {', '.join(map(display_name, outlying))}"
+               if outlying else ""))
+        conditions = run.meta.get("conditions")
+        lines.append("    conditions: " + (describe_conditions(conditions) if conditions
+                                             else "not recorded (judged under any)"))
     profile = b.to_profile()
-    lines += ["", "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
+    lines += ["", *_noise_lines(b, tolerance), "",
+              "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
               wall_line(profile), ""]
     return "\n".join(lines)
+
+
+def _slowdown(effect: float) -> str:
+    """+26%; beyond ten times slower only a bound: an op whose runs disagree by several
+    times gets margins of thousands of percent, where the figure no longer tells more."""
+    return f"+{effect:.0%}" if effect <= 10 else ">+1000%"
+
+
+def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
+    """Per op, what the gate sees in these runs: the median, the spread of the op's
+    median between runs and the smallest slowdown it would catch (rule.noise); and a
+    line saying what would help when the typical op's is beyond the gate's blindness limit
+    (``render.verdicts.BLIND``)."""
+    samples = b.samples()
+    noise = rule.noise(samples, _config(b, tolerance))
+    if not noise:
+        return ["What the gate sees: no op has samples enough to judge"]
+    ids = b.op_ids()
+    rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
+             f"median={duration(float(np.median([np.median(r) for r in samples[key]])))}",
+             f"spread={op.spread:.1%}", f"detectable={_slowdown(op.detectable)}",
+             f"runs={op.runs}"]
+            for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
+    lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
+             "the smallest slowdown it catches):", _stat_table(rows)]
+    typical = float(np.median([op.detectable for op in noise.values()]))
+    if typical > BLIND:
+        runs = max(DEFAULT_RUNS, 2 * len(b.runs))
+        lines.append(
+            f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
+            f"typical op; more baseline runs (opprof baseline update --runs {runs}), more "
+            "iterations (gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) "
+            "would help")
+    return lines
 
 
 def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],

@@ -14,9 +14,19 @@ import numpy as np
 
 from .baseline import Baseline
 from .profile import Profile
+from .render import percent
 from .rule import FLOOR_NS, GateConfig, compare_with_rerun
 from .stats import counted_samples
-from .verdict import BudgetVerdict, Comparison, Key, OpStatus, OpVerdict, TestResult, Verdict
+from .verdict import (
+    COMPARED,
+    BudgetVerdict,
+    Comparison,
+    Key,
+    OpStatus,
+    OpVerdict,
+    TestResult,
+    Verdict,
+)
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
 #: measured spread needs less inflation (GateConfig.history_inflation).
@@ -84,22 +94,64 @@ def judge(
     strict_ops: bool,
     probe_drift: Callable[[Baseline], float | None] = lambda b: None,
     rerun: Callable[[list[OpVerdict]], Profile | None] | None = None,
+    refusal: Callable[[Baseline], str | None] = lambda b: None,
 ) -> TestResult:
     """The verdict of a test that ran and passed. ``probe_drift`` is asked for the
     machine's drift only when the test has too few ops to estimate its own;
-    ``rerun(suspects)`` profiles the test again in a new process, to confirm them."""
+    ``rerun(suspects)`` profiles the test again in a new process, to confirm them;
+    ``refusal(baseline)`` is why the baseline cannot judge this run at all (its run
+    conditions differ), or None. Budgets are checked whatever the baseline says."""
     over_budget = tuple(check_budgets(profile, budgets))
     comparison: Comparison | None = None
     at_fault: tuple[OpVerdict, ...] = ()
-    if baseline is not None:
+    reason = refusal(baseline) if baseline is not None else None
+    if baseline is not None and reason is None:
         comparison = _compare(profile, baseline, config, probe_drift, rerun)
+        reason = drift_problem(comparison)
+        if reason is not None:
+            comparison = _unjudged(comparison)
         at_fault = tuple(comparison.having(*(STRICT_FAULTS if strict_ops else FAULTS)))
     if over_budget or at_fault:
         verdict = Verdict.FAILED
+    elif reason is not None:
+        verdict = Verdict.UNJUDGED
     else:
         verdict = Verdict.NO_BASELINE if baseline is None else Verdict.PASSED
     return TestResult(profile.nodeid, verdict, machine, profile, comparison=comparison,
-                      over_budget=over_budget, at_fault=at_fault)
+                      over_budget=over_budget, at_fault=at_fault, reason=reason or "")
+
+
+#: A run this many times slower or faster than its baseline (its drift) says that the
+#: machine or the measurement changed, not the code: one probe call that met unpinned
+#: BLAS threads took 16 ms instead of 30 us (drift +76,918%) and hid a 3x slowdown.
+ABSURD_DRIFT = 3.0
+
+
+def _absurd(drift: float) -> bool:
+    return not (1 / ABSURD_DRIFT <= drift <= ABSURD_DRIFT)  # NaN is absurd too
+
+
+def drift_problem(comparison: Comparison) -> str | None:
+    """Why the comparison's drift is beyond belief (more than :data:`ABSURD_DRIFT`
+    either way, from the probe or from the ops), as one line; None when it is not."""
+    drift, source = comparison.drift, comparison.drift_source
+    if source == "none" or not _absurd(drift):
+        return None
+    factor = f"{drift:.3g}x slower" if drift > 1 else f"{1 / drift:.3g}x faster"
+    measured = "the reference probe" if source == "probe" else "the median of its ops"
+    return (f"drift {percent(drift)}: the machine measured {factor} than at the baseline "
+            f"({measured}), beyond the {ABSURD_DRIFT:g}x a drift correction is trusted "
+            "with; find what changed (BLAS threads not pinned, another load, another "
+            "device) and re-take the baseline with `opprof baseline update`")
+
+
+def _unjudged(comparison: Comparison) -> Comparison:
+    """The comparison with no op judged: an absurd drift divided out of every op makes
+    its verdict meaningless (new and missing ops stay: they need no drift)."""
+    ops = tuple(replace(v, verdict=OpStatus.UNJUDGED, suspect=False,
+                        reason=f"the run's drift is beyond {ABSURD_DRIFT:g}x")
+                if v.verdict in COMPARED else v for v in comparison.ops)
+    return replace(comparison, ops=ops, unconfirmed=())
 
 
 def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
@@ -111,6 +163,8 @@ def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
     stored = baseline.samples()
     common = sum(1 for key in current if key in stored)
     drift = probe_drift(baseline) if common < config.min_ops_for_drift else None
+    if drift is not None and _absurd(drift):
+        rerun = None  # the test will not be judged: no re-run to confirm anything
     if baseline.span_seconds() >= HISTORY_SPAN_S:
         config = replace(config, spread_inflation=config.history_inflation)
 

@@ -2,6 +2,11 @@
 
 A test with too few ops to estimate the run's drift from itself compares the
 probe's time now with its time when the baseline was taken.
+
+The probe measures the speed of one core: its matmul is small enough that BLAS runs it
+on one thread. A 96x96 matmul handed to unpinned OpenBLAS threads on a busy 2-core
+runner took 16 ms instead of 100 us in whole rounds of passes (scheduler quanta, not
+machine speed); 48x48 stays under OpenBLAS's threading threshold (64^3 multiply-adds).
 """
 
 from __future__ import annotations
@@ -12,13 +17,31 @@ from types import ModuleType
 
 import numpy as np
 
+#: Rounds of the probe, and the pause between two: one round can meet a busy moment (a
+#: neighbour's burst, BLAS threads spinning up: one call took 16 ms instead of 30 us and
+#: made a drift of +76,918%); the median of rounds spread over time does not.
+ROUNDS = 5
+GAP_S = 0.01
 
-def reference_probe(xp: ModuleType, repeats: int = 21) -> float:
-    """The median time in ns of one pass of a fixed mix of elementwise, reduction
-    and matmul work on ``xp`` (numpy or cupy; cupy is synchronised per pass)."""
+
+def reference_probe(xp: ModuleType, repeats: int = 21, rounds: int = ROUNDS,
+                    gap_s: float = GAP_S) -> float:
+    """The time in ns of one pass of a fixed mix of elementwise, reduction and matmul
+    work on ``xp`` (numpy or cupy): the median over ``rounds`` rounds, ``gap_s`` apart,
+    of each round's median pass."""
+    medians = []
+    for round_ in range(rounds):
+        if round_:
+            time.sleep(gap_s)
+        medians.append(_round(xp, repeats))
+    return float(np.median(medians))
+
+
+def _round(xp: ModuleType, repeats: int) -> float:
+    """The median time in ns of ``repeats`` passes (cupy synchronised per pass)."""
     sync = _synchronizer(xp)
     a = xp.arange(1 << 16, dtype=xp.float32)
-    m = xp.ones((96, 96), dtype=xp.float32)
+    m = xp.ones((48, 48), dtype=xp.float32)  # one BLAS thread (see the module's doc)
     times = []
     for _ in range(repeats + 2):
         sync()

@@ -7,7 +7,6 @@ only then. The gate's and the reports' modules are imported where they are first
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from . import conditions as run_conditions
 from .errors import OpprofError
 from .options import Settings, TestSettings, test_settings
 from .profile import Profile
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from .verdict import OpVerdict, TestResult
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
 REPEAT_PARAM = "__pytest_repeat_step_number"
 
@@ -124,8 +123,8 @@ class OpprofSession:
                  f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
         if self.measure_line:
             lines.append(self.measure_line)
-        if self.backend == "cpu" and s.gate and self.store.root.is_dir() and not any(
-                os.environ.get(v) for v in BLAS_THREAD_VARIABLES):
+        if self.backend == "cpu" and s.gate and self.store.root.is_dir() and \
+                not run_conditions.pinned():
             lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
                          "can slow multi-threaded ops for minutes; set OPENBLAS_NUM_THREADS=1 "
                          "OMP_NUM_THREADS=1 for baselines and checks (README: 'On shared CPU "
@@ -179,10 +178,10 @@ class OpprofSession:
             report.longrepr = f"opprof: {exc}"
             return
         self.results[item.nodeid] = result
-        if result.failed:
+        if result.failed:  # its failure text says it all
             report.outcome = "failed"
             report.longrepr = failure_text(result)
-        elif result.comparison is not None:  # a failure's text already says it all
+        elif result.comparison is not None or result.verdict == Verdict.UNJUDGED:
             report.sections.append(("opprof", summary_line(result)))
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
@@ -237,7 +236,8 @@ class OpprofSession:
         baseline = self.store.load(key)
         result = judge(profile, baseline, machine=self.machine, config=config,
                        budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
-                       probe_drift=self._probe_drift, rerun=rerun)
+                       probe_drift=self._probe_drift, rerun=rerun,
+                       refusal=self._conditions_differ)
         if baseline is None:
             return result
         return replace(result, baseline_path=str(self.store.path_for(key)))
@@ -291,12 +291,25 @@ class OpprofSession:
         return RunInfo.collect(self.machine, self.backend, self.device)
 
     @cached_property
+    def conditions(self) -> run_conditions.Conditions:
+        """The conditions this run's op times were measured under (conditions.py)."""
+        return run_conditions.current(getattr(self.config, "workerinput", None),
+                                      backend=self.backend, device=self.device,
+                                      measure=self.measure)
+
+    def _conditions_differ(self, baseline: Baseline) -> str | None:
+        """Why ``baseline`` cannot judge this run: its conditions differ (one line)."""
+        return run_conditions.difference(baseline.conditions(), self.conditions)
+
+    @cached_property
     def run_meta(self) -> dict[str, Any]:
-        """What a baseline run records about where and when it was taken."""
+        """What a baseline run records about where, when and under what conditions it
+        was taken."""
         info = self.run_info
         return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
                 "versions": dict(info.versions),
-                "probe_ns": None if self.backend == "fake" else self.probe_ns}
+                "probe_ns": None if self.backend == "fake" else self.probe_ns,
+                "conditions": self.conditions}
 
     # -- the end -----------------------------------------------------------------------
     def records(self) -> list[TestRecord]:

@@ -38,6 +38,9 @@ class Verdict(str, Enum):
     NO_BASELINE = "no baseline"
     UPDATED = "baseline updated"
     NOT_GATED = "not gated"
+    #: Compared with a baseline it cannot be fairly judged against (absurd drift, other
+    #: run conditions): neither failed nor passed; ``TestResult.reason`` says why.
+    UNJUDGED = "unjudged"
 
     def __str__(self) -> str:
         return self.value
@@ -202,6 +205,8 @@ class TestResult:
     #: The ops that fail the test: regressed ones, and new or missing ones when strict.
     at_fault: tuple[OpVerdict, ...] = ()
     baseline_path: str | None = None
+    #: Why the gate did not judge the test (``Verdict.UNJUDGED``); empty otherwise.
+    reason: str = ""
 
     @property
     def failed(self) -> bool:
@@ -224,7 +229,7 @@ class TestResult:
             "comparison": None if self.comparison is None else self.comparison.to_dict(),
             "over_budget": [b.to_dict() for b in self.over_budget],
             "at_fault": [v.to_dict() for v in self.at_fault],
-            "baseline_path": self.baseline_path,
+            "baseline_path": self.baseline_path, "reason": self.reason,
         }
 
     @classmethod
@@ -238,12 +243,16 @@ class TestResult:
         path = d.get("baseline_path")
         if path is not None and not isinstance(path, str):
             raise OpprofError("malformed test result: 'baseline_path' is not a string")
+        reason = d.get("reason", "")  # results files written before it existed lack it
+        if not isinstance(reason, str):
+            raise OpprofError("malformed test result: 'reason' is not a string")
         return cls(
             nodeid=nodeid, verdict=_enum(d, "verdict", Verdict), machine=_str(d, "machine"),
             profile=profile,
             comparison=None if comparison is None else Comparison.from_dict(comparison),
             over_budget=_list(d, "over_budget", BudgetVerdict.from_dict),
             at_fault=_list(d, "at_fault", OpVerdict.from_dict), baseline_path=path,
+            reason=reason,
         )
 
 

@@ -158,6 +158,8 @@ def _set(path: str, value):
     ("runs.0.meta.iterations", 10**12, "meta iterations is 1000000000000"),
     ("runs.0.meta.skip", 1.5, "meta skip is 1.5"),
     ("runs.0.meta.date", 5, "meta date is not a string"),
+    ("runs.0.meta.outlying_ops", "relu", "meta outlying_ops is not a list of op names"),
+    ("runs.0.meta.outlying_ops", [1], "meta outlying_ops is not a list of op names"),
     ("runs.0.ops.op_id.0", 10**10, "op_id 10000000000 is not a whole number from 0"),
     ("runs.0.ops.depth.0", -1, "depth -1 is not a whole number"),
     ("runs.0.ops.median_ns.0", 1e16, "median_ns holds 1e+16"),

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
 import pytest
 
-from pytest_opprof import __version__
+from pytest_opprof import __version__, rule
+from pytest_opprof.baseline import load_file
 from pytest_opprof.cli import main
+from pytest_opprof.gate import gate_config
 
 
 def test_version(capsys):
@@ -208,3 +211,165 @@ def test_prune_keeps_everything_when_collection_fails(project):
     assert pruned.stderr.startswith("opprof: pytest could not collect the tests (")
     assert pruned.stderr.strip().endswith("nothing was pruned")
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 2
+
+
+#: test_a as SUITE's, but each pytest process counts itself in runs.txt, and in the
+#: processes that SLOW_RUNS names, relu is 4x slower: a run taken on a busy machine
+#: (the process FAIL_RUN names fails).
+CONTENDED = """
+import os
+from pathlib import Path
+
+COUNTER = Path(__file__).with_name("runs.txt")
+SLOW = {int(n) for n in os.environ.get("SLOW_RUNS", "").split(",") if n}
+
+def test_a(gpu_profiler):
+    run = int(COUNTER.read_text()) + 1 if COUNTER.exists() else 1
+    COUNTER.write_text(str(run))
+    assert str(run) != os.environ.get("FAIL_RUN")
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(6):
+        for name in ("conv2d", "relu", "pool2d", "mul", "softmax"):
+            with gpu_profiler.op(name):
+                dev.kernel(40_000 if name == "relu" and run in SLOW else 10_000)
+"""
+
+
+def stored_runs(root) -> list[dict]:
+    """The runs of the one stored baseline."""
+    (path,) = root.rglob("*.json")
+    return json.loads(path.read_text())["runs"]
+
+
+def relu_medians(runs: list[dict]) -> list[float]:
+    return [r["ops"]["median_ns"][r["ops"]["name"].index("relu")] for r in runs]
+
+
+def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
+        project, capsys, monkeypatch):
+    project.makepyfile(test_suite=CONTENDED)
+    monkeypatch.setenv("SLOW_RUNS", "2")
+    assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
+    out = capsys.readouterr().out
+    assert ("opprof: run(s) 2 of 1 test(s) sit far from their other runs (a busy machine?); "
+            "taking 1 run(s) again") in out
+    assert "opprof: extra baseline run 1 of 1: pytest --opprof-update-baseline" in out
+    assert out.splitlines()[-1] == ("opprof: baselines of 1 test(s) stored, from 3 run(s) "
+                                    "(1 re-taken)")
+    assert "disagree" not in out
+    runs = stored_runs(project.path / ".opprof")
+    assert relu_medians(runs) == [10_000.0] * 3  # the slow run 2 was replaced
+    assert all("outlying_ops" not in r["meta"] for r in runs)
+    assert (project.path / "runs.txt").read_text() == "4"  # 3 runs and one taken again
+
+
+def test_update_says_which_ops_still_disagree_and_show_says_it_too(project, capsys,
+                                                                      monkeypatch):
+    project.makepyfile(test_suite=CONTENDED)
+    monkeypatch.setenv("SLOW_RUNS", "2,4")  # the run taken again is slow too
+    assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    said = [line for line in out if "disagree" in line]
+    assert said == ["opprof: op relu of test_suite.py::test_a disagrees between runs (spread "
+                    "123%): the machine was busy? the gate is blind to slowdowns within that "
+                    "spread; re-run `opprof baseline update --runs 5 -q test_suite.py` on a "
+                    "quiet machine"]
+    assert out[-1] == "opprof: baselines of 1 test(s) stored, from 3 run(s) (1 re-taken)"
+    runs = stored_runs(project.path / ".opprof")
+    assert relu_medians(runs) == [10_000.0, 40_000.0, 10_000.0]
+    assert [r["meta"].get("outlying_ops") for r in runs] == [None, ["relu"], None]
+
+    assert main(["baseline", "show"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("  runs disagree on 1 op(s)")
+    assert main(["baseline", "show", "test_a"]) == 0
+    detail = capsys.readouterr().out
+    assert "  run 2: " in detail and "; far from the other runs on relu\n" in detail
+    shown = noise_columns(detail)
+    assert shown[("relu", 0)][1] > 3 * shown[("conv2d", 0)][1]  # detectable: 4x in a run
+
+
+def test_a_run_taken_again_that_fails_stores_nothing(project, capsys, monkeypatch):
+    main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
+    before = stored(project.path / ".opprof")
+    project.makepyfile(test_suite=CONTENDED)
+    monkeypatch.setenv("SLOW_RUNS", "2")
+    monkeypatch.setenv("FAIL_RUN", "3")  # the extra run
+    assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("opprof: extra baseline run 1 of 1 failed (pytest exit code 1: ")
+    assert err.strip().endswith("nothing was stored: fix the failures and rerun")
+    assert stored(project.path / ".opprof") == before
+    assert [p.name for p in (project.path / ".opprof").iterdir() if p.name.startswith(".")] == []
+
+
+def noise_columns(detail: str) -> dict[tuple[str, int], tuple[float, float, int]]:
+    """The spread (%), detectable effect (%) and runs that show printed for each op."""
+    lines = detail.splitlines()
+    start = lines.index("What the gate sees (spread: of the op's median between processes; "
+                        "detectable: the smallest slowdown it catches):") + 1
+    found = {}
+    for line in lines[start:lines.index("", start)]:
+        if line.startswith("OP_ID"):
+            fields = dict(f.split("=") for f in line.split() if "=" in f)
+            found[(line.split()[1], 0)] = (float(fields["spread"].rstrip("%")),
+                                           float(fields["detectable"].rstrip("%")),
+                                           int(fields["runs"]))
+    return found
+
+
+def rule_noise(root, test: str) -> dict[tuple[str, int], rule.OpNoise]:
+    """What rule.noise says of the stored baseline of ``test``, fake backend."""
+    path = next(p for p in root.rglob("*.json") if test in p.name)
+    return rule.noise(load_file(path).samples(), gate_config("fake", 0.05, {}))
+
+
+def test_show_prints_each_op_s_spread_and_detectable_effect(project, capsys):
+    assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "show", "test_a"]) == 0
+    detail = capsys.readouterr().out
+    expected = rule_noise(project.path / ".opprof", "test_a")
+    assert noise_columns(detail) == {
+        key: (round(100 * op.spread, 1), round(100 * op.detectable), 3)
+        for key, op in expected.items()}
+    assert "OP_ID1. relu      median=10 us   spread=" in detail
+    assert max(op.detectable for op in expected.values()) < 0.3
+    assert "would help" not in detail  # runs that agree: no line asking for more
+
+
+def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, capsys):
+    """One run knows only the prior spread: the typical op is caught only far slower."""
+    assert main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "show", "test_b"]) == 0
+    detail = capsys.readouterr().out
+    typical = statistics.median(op.detectable
+                                for op in rule_noise(project.path / ".opprof", "test_b").values())
+    assert typical > 0.3
+    assert (f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
+            "typical op; more baseline runs (opprof baseline update --runs 5), more iterations "
+            "(gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) would help"
+            ) in detail.splitlines()
+
+
+def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
+    """An op whose stored runs disagree 10x is caught only thousands of percent slower:
+    show says '>+1000%' rather than a figure that no longer tells more."""
+    from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
+
+    def run(r: int) -> BaselineRun:
+        """Eight ops of 1 ms moving 2-4% between runs; op8 10x slower in run 1."""
+        times = [[round(1e6 * (1 + 0.02 * ((i + r) % 3)))] * 10 for i in range(8)]
+        times.append([10_000_000 if r == 1 else 1_000_000] * 10)
+        ops = {"op_id": list(range(9)), "name": [f"op{i}" for i in range(9)],
+               "occurrence": [0] * 9, "depth": [0] * 9, "phase": [None] * 9, "n": [10] * 9,
+               "median_ns": [float(t[0]) for t in times], "samples_ns": times}
+        return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
+                           meta={"backend": "cpu", "date": "d"})
+
+    BaselineStore(tmp_path, "m").save(Baseline("t.py::test_x", "m", [run(r) for r in range(5)]))
+    assert main(["baseline", "show", "test_x", "--dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    wild = next(line for line in lines if line.startswith("OP_ID8. op8 "))
+    assert wild.split()[-2:] == ["detectable=>+1000%", "runs=5"]
+    assert "detectable=+" in next(line for line in lines if line.startswith("OP_ID0. op0 "))

@@ -370,7 +370,7 @@ def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
     net = "conv2d,batch_norm,relu,pool2d,mul,softmax".split(",")
     swings = (1.5, 0.7, 1.4, 0.75, 1.3, 0.8)  # baseline runs in which every op moves 30%
     for run in ([1.0] * 6, swings, swings[::-1]):
-        monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in zip(net, run)))
+        monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in zip(net, run, strict=True)))
         update(suite, "test_net.py::test_net", runs=1)
     monkeypatch.delenv("SLOW")
     result = suite.runpytest("--opprof-verbosity=2", "--opprof-json=out.json",
@@ -382,8 +382,8 @@ def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
         "*relu*ok",
         "opprof: test_net.py::test_net: the gate could only see slowdowns over +*% for its "
         "median op (3 baseline runs); more baseline runs (opprof baseline update --runs 5), "
-        "more iterations, or a quieter machine with pinned BLAS threads (OMP_NUM_THREADS=1) "
-        "would help",
+        "more iterations (gpu_profiler.iterations(n)), or a quieter machine with pinned BLAS "
+        "threads (OMP_NUM_THREADS=1) would help",
     ])
     ops = json.loads((suite.path / "out.json").read_text())["tests"][0]["ops"]
     detectable = {op["name"]: op["baseline"]["detectable"] for op in ops}

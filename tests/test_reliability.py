@@ -464,7 +464,10 @@ def _stored_file():
         "date": st.sampled_from(["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00",
                                  "yesterday"]),
         "skip": st.integers(-1, 3), "counted": st.integers(0, 5),
-        "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5))})
+        "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5)),
+        "conditions": st.none() | st.dictionaries(
+            st.sampled_from(["workers", "backend", "OMP_NUM_THREADS"]),
+            st.none() | st.integers(-2, 3) | st.text(max_size=5) | st.floats()) | st.integers()})
     run = st.builds(_run_dict, st.integers(0, 4), st.integers(0, 6), st.integers(0, 6), meta)
     odd = st.none() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(
         st.integers(), max_size=3)
@@ -506,7 +509,7 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 baseline.samples(), baseline.op_ids(), baseline.probe_ns()
-                baseline.span_seconds(), baseline.to_profile()
+                baseline.span_seconds(), baseline.to_profile(), baseline.conditions()
             with contextlib.redirect_stdout(io.StringIO()):
                 assert show(store.root, None, None) == 0
                 assert show(store.root, "m", "t.py::t") == 0

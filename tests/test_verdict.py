@@ -54,7 +54,7 @@ results = st.builds(
     over_budget=st.lists(st.builds(BudgetVerdict, st.integers(-1, 9), st.text(max_size=8),
                                    floats, st.floats(1, 1e12)), max_size=3).map(tuple),
     at_fault=st.lists(op_verdicts, max_size=3).map(tuple),
-    baseline_path=st.none() | st.text(max_size=20))
+    baseline_path=st.none() | st.text(max_size=20), reason=st.text(max_size=20))
 
 
 @FAST
@@ -128,10 +128,18 @@ def test_any_field_replaced_or_removed_loads_or_is_one_line_error(path, value):
      "'runs' is not an integer below 2**63"),
     ({**VALID, "comparison": {**VALID["comparison"], "drift_source": "moon"}},
      "drift_source 'moon' is not one of ops, probe, none"),
+    ({**VALID, "reason": ["busy"]}, "malformed test result: 'reason' is not a string"),
 ])
 def test_a_malformed_result_names_what_is_wrong(data, message):
     with pytest.raises(OpprofError, match=re.escape(message)):
         TestResult.from_dict(data, PROFILE)
+
+
+def test_a_result_written_before_unjudged_tests_had_a_reason_reads_as_none():
+    data = {key: value for key, value in VALID.items() if key != "reason"}
+    assert TestResult.from_dict(data, PROFILE).reason == ""
+    data = {**VALID, "verdict": "unjudged", "reason": "drift +900.0%"}
+    assert TestResult.from_dict(data, PROFILE).reason == "drift +900.0%"
 
 
 def test_a_worker_record_with_a_malformed_result_is_one_line():

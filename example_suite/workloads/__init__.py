@@ -21,8 +21,11 @@ SLOWDOWN_ENV = "OPPROF_EXAMPLE_SLOWDOWN"
 SLOWABLE = ("batch_norm", "conv2d", "relu", "relu_grad")
 
 
-def parse_slowdowns(text: str) -> dict[str, float]:
-    """``"relu_grad:1.3,conv2d:1.1"`` -> {"relu_grad": 0.3, "conv2d": 0.1} (extra work)."""
+def parse_slowdowns(text: str, env: str = SLOWDOWN_ENV,
+                    allowed: tuple[str, ...] = SLOWABLE) -> dict[str, float]:
+    """``"relu_grad:1.3,conv2d:1.1"`` -> {"relu_grad": 0.3, "conv2d": 0.1} (extra work).
+    ``env`` and ``allowed`` name the variable and its ops in the error (the many-op
+    benchmark reads its own variable with this too)."""
     extra: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, factor = part.partition(":")
@@ -30,10 +33,10 @@ def parse_slowdowns(text: str) -> dict[str, float]:
             value = float(factor)
         except ValueError:
             value = 0.0
-        if name not in SLOWABLE or not 1.0 <= value <= 10.0:
+        if name not in allowed or not 1.0 <= value <= 10.0:
             raise ValueError(
-                f"{SLOWDOWN_ENV}={text!r}: {part!r} must be OP:FACTOR with OP one of "
-                f"{', '.join(SLOWABLE)} and FACTOR between 1 and 10, e.g. relu_grad:1.3")
+                f"{env}={text!r}: {part!r} must be OP:FACTOR with OP one of "
+                f"{', '.join(allowed)} and FACTOR between 1 and 10, e.g. {allowed[-1]}:1.3")
         extra[name] = value - 1.0
     return extra
 

@@ -225,7 +225,8 @@ def _section(test: Reported, charts: bool) -> list[str]:
     verdict = entry.get("verdict", "?")
     drift = _number(entry.get("drift"))
     parts = [f'<section class="test"><h2>{_h(entry.get("nodeid", "?"))}</h2>',
-             f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>; '
+             f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>'
+             + (f" ({_h(entry['reason'])})" if entry.get("reason") else "") + "; "
              f"{_h(entry.get('counted', '?'))} counted iterations; "
              f"{_h(entry.get('baseline_runs', 0))} baseline runs"
              + (f"; machine drift {percent(drift)}" if drift else "")

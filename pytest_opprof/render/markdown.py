@@ -76,6 +76,7 @@ def render(records: list[TestRecord], run_info: RunInfo) -> str:
     lines += ["", "### Tests", "", "| test | verdict | drift | baseline runs |",
               "|---|---|---|---|"]
     for t in tests:
-        lines.append(f"| {code(t['nodeid'])} | {t['verdict']} | {percent(t['drift'])} "
+        verdict = t["verdict"] + (f": {code(str(t['reason']))}" if t.get("reason") else "")
+        lines.append(f"| {code(t['nodeid'])} | {verdict} | {percent(t['drift'])} "
                      f"| {t['baseline_runs']} |")
     return "\n".join(lines) + "\n"

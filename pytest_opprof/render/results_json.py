@@ -77,7 +77,7 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
                     "budget_ns": None, "kernel": None, "kernels": None})
     c = result.comparison
     return {
-        "nodeid": result.nodeid, "verdict": word(result.verdict),
+        "nodeid": result.nodeid, "verdict": word(result.verdict), "reason": result.reason,
         "iterations": profile.iterations, "skip": profile.skip, "counted": profile.counted,
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "baseline_runs": c.runs if c else 0, "baseline_file": result.baseline_path,

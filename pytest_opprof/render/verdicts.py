@@ -67,9 +67,8 @@ def blind_line(result: TestResult) -> str | None:
     more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
             f"{percent(1 + statistics.median(judged))} for its median op ({c.runs} baseline "
-            "runs); "
-            f"{more}more iterations, or a quieter machine with pinned BLAS threads "
-            "(OMP_NUM_THREADS=1) would help")
+            f"runs); {more}more iterations (gpu_profiler.iterations(n)), or a quieter machine "
+            "with pinned BLAS threads (OMP_NUM_THREADS=1) would help")
 
 
 def verdict_table(result: TestResult) -> str:
@@ -160,7 +159,9 @@ def summary_line(result: TestResult) -> str:
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
-    if c is not None:
+    if result.verdict == Verdict.UNJUDGED:  # its reason has the drift, when that is why
+        parts.append(display_name(result.reason))  # names env values the user set
+    elif c is not None:
         judged = c.having(*COMPARED)
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
         for verdict, label in _LABELS.items():
@@ -190,6 +191,9 @@ def counts_line(results: Iterable[TestResult]) -> str:
             if result.verdict == Verdict.NO_BASELINE:
                 tests += 1
                 without_baseline += len(result.profile.ops)
+            elif result.verdict == Verdict.UNJUDGED:  # refused: none of its ops judged
+                tests += 1
+                counted[OpStatus.UNJUDGED] += len(result.profile.ops)
             continue
         tests += 1
         for status in counted:

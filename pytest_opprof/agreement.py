@@ -1,0 +1,135 @@
+"""Do a baseline's runs agree? Runs taken while the machine was busy, found before they
+are stored.
+
+``opprof baseline update --runs N`` takes N runs of a test, each in a new process, so
+that the gate learns how much each op moves between processes. A run taken under
+contention can hold some ops several times slower than the others (seen: conv2d_grad
+at 4-6 ms in two runs of five, about 1 ms in the other three); stored, such a run
+teaches the gate that the op spreads widely, and the gate goes blind to it (slowdowns
+of +29% to +99% passed). This module finds such runs from the runs alone.
+
+Per op, each run's log median (with that run's drift over the test's ops removed, when
+the test has ops enough to tell it) is set against the median of the op's other runs.
+What an op may move is what such ops do: the test's typical spread between runs (read
+from its ops; the prior with too few of them) plus per-call jitter, which makes short
+ops move more. A run is *out* on an op when it sits beyond ``max(sigmas`` expected sds,
+``min_change)`` from the others. The worst run is set aside first and the rest looked
+at again, so that one odd run of three does not make the other two look odd; of two
+runs that disagree, the slower is the one set aside (contention slows, it does not
+speed up). Pure numpy, no files.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rule import GateConfig
+from .verdict import Key
+
+#: A run is out on an op beyond this many expected sds from the op's other runs ...
+SIGMAS = 6.0
+#: ... and never within this relative change of them.
+MIN_CHANGE = 0.20
+
+_DEFAULTS = GateConfig()
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """What the runs of one test say of each other."""
+
+    #: For each run that is out (by its index among the runs given): the ops it is out on.
+    outliers: Mapping[int, tuple[Key, ...]]
+    #: For each op some run is out on: its spread between all the runs (relative sd of
+    #: its median, drift removed).
+    spread: Mapping[Key, float]
+
+    @property
+    def agrees(self) -> bool:
+        return not self.outliers
+
+    def ops(self) -> list[Key]:
+        """The ops some run is out on, by name."""
+        return sorted(self.spread)
+
+
+def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAULTS,
+          sigmas: float = SIGMAS, min_change: float = MIN_CHANGE) -> Agreement:
+    """Whether ``runs`` (each op's samples in ns, one mapping per run) agree; ops with
+    fewer than ``config.min_samples`` samples in a run are left out of that run."""
+    keys = sorted({key for run in runs for key in run})
+    logs = np.full((len(keys), len(runs)), np.nan)
+    for j, run in enumerate(runs):
+        for i, key in enumerate(keys):
+            samples = np.asarray(run.get(key, ()), dtype=float)
+            samples = samples[np.isfinite(samples) & (samples > 0)]
+            if samples.size >= config.min_samples:
+                logs[i, j] = math.log(float(np.median(samples)))
+    compared = (~np.isnan(logs)).sum(axis=1) >= 2
+    keys = [key for key, keep in zip(keys, compared, strict=True) if keep]
+    logs = _without_drift(logs[compared], config)
+    if not keys:
+        return Agreement({}, {})
+    center = np.nanmedian(logs, axis=1)
+    sd = np.sqrt(_typical_spread(logs, config) ** 2 + (config.jitter_ns / np.exp(center)) ** 2)
+    outliers: dict[int, list[Key]] = {}
+    spread: dict[Key, float] = {}
+    for i, key in enumerate(keys):
+        out = _outlying_runs(logs[i], sd[i], sigmas, math.log1p(min_change))
+        for j in out:
+            outliers.setdefault(j, []).append(key)
+        if out:
+            spread[key] = math.expm1(float(np.nanstd(logs[i], ddof=1)))
+    return Agreement({j: tuple(ops) for j, ops in sorted(outliers.items())}, spread)
+
+
+def _without_drift(logs: np.ndarray, config: GateConfig) -> np.ndarray:
+    """The log medians with each run's drift (the median over ops of how far they sit
+    from their own median over runs) removed, when the test has ops enough to tell it:
+    a machine a few percent slower in one run moves every op, which is not disagreement."""
+    if logs.shape[0] < config.min_ops_for_drift:
+        return logs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a run no op has
+        drift = np.nanmedian(logs - np.nanmedian(logs, axis=1)[:, None], axis=0)
+    corrected: np.ndarray = logs - np.nan_to_num(drift)[None, :]
+    return corrected
+
+
+def _typical_spread(logs: np.ndarray, config: GateConfig) -> float:
+    """The test's typical spread of an op's log median between runs: the median over
+    its ops of their sample variances (a few odd ops do not move it), or the prior when
+    too few ops were seen twice; never under the floor."""
+    runs = (~np.isnan(logs)).sum(axis=1)
+    if len(runs) < config.min_ops_for_drift:
+        return config.tau_prior
+    dof = runs - 1.0
+    variance = np.nansum((logs - np.nanmean(logs, axis=1)[:, None]) ** 2, axis=1) / dof
+    # the median of a chi-square over its dof is about (1 - 2 / (9 dof))^3
+    bias = (1 - 2 / (9 * float(np.median(dof)))) ** 3
+    return max(math.sqrt(float(np.median(variance)) / bias), config.tau_floor)
+
+
+def _outlying_runs(row: np.ndarray, sd: float, sigmas: float, least: float) -> list[int]:
+    """The runs of one op (log medians, NaN where absent) that sit beyond the limit
+    from the median of the op's other runs: the worst first, set aside before the rest
+    are looked at again; of equal distances, the slower run."""
+    present = ~np.isnan(row)
+    out: list[int] = []
+    while present.sum() >= 2:
+        idx = np.flatnonzero(present)
+        others = len(idx) - 1
+        # the others' median has its own error: (pi / 2) sd^2 / others
+        limit = max(sigmas * sd * math.sqrt(1 + math.pi / (2 * others)), least)
+        deviation = [float(row[j] - np.median(row[idx[idx != j]])) for j in idx]
+        worst = max(range(len(idx)), key=lambda k: (abs(deviation[k]), deviation[k]))
+        if abs(deviation[worst]) <= limit:
+            break
+        out.append(int(idx[worst]))
+        present[idx[worst]] = False
+    return sorted(out)

@@ -1,0 +1,340 @@
+"""``opprof compare``: base against head, op by op, measured now on this machine.
+
+    opprof compare REF [--pairs N] [--setup CMD] [--tolerance X] [--json PATH]
+                       [--markdown PATH] [PYTEST ARGS...]
+    opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] [--markdown PATH]
+
+The first form checks REF out in a temporary git worktree (removed afterwards, also on
+errors and Ctrl-C) and runs the selected tests there (base) and in the working tree
+(head) in pytest processes taking turns, ``--pairs`` of each, each writing its results
+file; :mod:`pytest_opprof.paired` judges each op from the pairs. A stored baseline
+carries everything that changed since it was taken (the machine, its load, the
+process's layout); two sides measured now, alternating, share all of that.
+
+The second form compares two results files (``pytest --opprof-json``) the user made
+(on two machines, or before and after an upgrade): one pair, judged conservatively.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cli import CommandError, UsageProblem, _last_line
+from .errors import OpprofError
+from .outputs import Output, problem, write
+from .paired import (
+    DEFAULT_ALPHA,
+    DEFAULT_TOLERANCE,
+    OpChange,
+    PairedResult,
+    judge_pairs,
+    judge_single,
+)
+from .profile import Profile
+
+#: Pairs of processes by default (20 processes, as pyperf runs). Simulated with each op's
+#: median moving between processes as measured on a 2-core runner (1.5% typical, 0.5-5%
+#: over ops, a 4% machine drift per process), 44 ops: +15% of one op caught exactly in
+#: 54% of tests with 4 pairs, 80% with 6, 91% with 8, 93% with 10; no false failure in
+#: 200 A/A tests at any count (benchmarks/compare_simulation.py). A loaded machine
+#: needs more.
+DEFAULT_PAIRS = 10
+
+#: One run's profiles, by node id.
+Run = dict[str, Profile]
+Key = tuple[str, int]
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``compare`` command's arguments (unrecognised ones go to pytest)."""
+    sub = commands.add_parser(
+        "compare", help="compare every op with a git ref (pytest processes taking turns) or "
+                        "two results files",
+        description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
+                    "temporary git worktree) and in the working tree, in pytest processes "
+                    "taking turns, and judges every op of every test from the pairs. "
+                    "opprof compare BASE.json HEAD.json: the same between two results "
+                    "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
+                    "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
+    sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
+    sub.add_argument("--pairs", type=_pairs, default=None, metavar="N",
+                     help=f"pairs of processes (base, head) to run (default {DEFAULT_PAIRS})")
+    sub.add_argument("--setup", default=None, metavar="CMD",
+                     help="a shell command run in each tree (the worktree of REF, then the "
+                          "working tree) before the first process, e.g. a build in place")
+    sub.add_argument("--tolerance", type=_tolerance, default=DEFAULT_TOLERANCE, metavar="X",
+                     help="the smallest change that counts, as a fraction (default "
+                          f"{DEFAULT_TOLERANCE:g}: 5%%)")
+    sub.add_argument("--json", type=Path, default=None, metavar="PATH",
+                     help="write the comparison as JSON (schema pytest-opprof/compare/1)")
+    sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                     help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
+
+
+def _pairs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--pairs must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"--tolerance must be a fraction from 0 to 10 "
+                                         f"(0.05 is 5%), not {text!r}")
+    return value
+
+
+# -- the comparison, from runs ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class OpRow:
+    op_id: int
+    name: str
+    occurrence: int
+    change: OpChange
+
+
+@dataclass(frozen=True)
+class TestComparison:
+    nodeid: str
+    result: PairedResult
+    ops: tuple[OpRow, ...]
+    #: Ops (``name#occurrence``) measured on one side only: listed, never failed.
+    base_only_ops: tuple[str, ...]
+    head_only_ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    #: "pairs" (opprof compare REF) or "files" (two results files).
+    mode: str
+    base: str
+    head: str
+    tolerance: float
+    alpha: float
+    pairs: int
+    tests: tuple[TestComparison, ...]
+    base_only_tests: tuple[str, ...]
+    head_only_tests: tuple[str, ...]
+
+    def count(self, verdict: str) -> int:
+        return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)
+
+
+def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
+                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA) -> Report:
+    """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
+    one side only are listed."""
+    base_ids = {nodeid for run in base for nodeid in run}
+    head_ids = {nodeid for run in head for nodeid in run}
+    tests = []
+    for nodeid in sorted(base_ids & head_ids):
+        pairs = [(b[nodeid], h[nodeid]) for b, h in zip(base, head, strict=True)
+                 if nodeid in b and nodeid in h]
+        if pairs:
+            tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
+    return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
+                  tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)))
+
+
+def _ops(profile: Profile) -> dict[Key, tuple[int, np.ndarray]]:
+    """Each op's OP_ID and counted samples, by (name, occurrence); ops that never ran
+    in a counted iteration left out."""
+    samples = profile.gated_samples()[profile.skip:]
+    found = {}
+    for info in profile.ops:
+        column = samples[:, info.op_id]
+        column = column[np.isfinite(column) & (column > 0)]
+        if column.size:
+            found[(info.name, info.occurrence)] = (info.op_id, column)
+    return found
+
+
+def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
+                  alpha: float) -> TestComparison:
+    sides = [(_ops(b), _ops(h)) for b, h in pairs]
+    base_keys = set().union(*(b for b, _ in sides))
+    head_keys = set().union(*(h for _, h in sides))
+    in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
+    keys = sorted(in_all, key=lambda k: sides[0][1][k][0])  # in the head's OP_ID order
+    ops: tuple[OpRow, ...] = ()
+    result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
+    if keys:
+        if len(pairs) == 1:
+            b, h = sides[0]
+            result = judge_single([b[k][1] for k in keys], [h[k][1] for k in keys],
+                                  tolerance, alpha)
+        else:
+            medians = [[[float(np.median(side[k][1])) for k in keys] for side in pair]
+                       for pair in sides]
+            m = np.array(medians)  # (pairs, 2, ops)
+            result = judge_pairs(m[:, 0], m[:, 1], tolerance, alpha)
+        ops = tuple(OpRow(sides[0][1][k][0], k[0], k[1], c)
+                    for k, c in zip(keys, result.ops, strict=True))
+    return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
+                          _labels(head_keys - base_keys))
+
+
+def _labels(keys: set[Key]) -> tuple[str, ...]:
+    return tuple(f"{name}#{occurrence}" if occurrence else name
+                 for name, occurrence in sorted(keys))
+
+
+# -- the command ---------------------------------------------------------------------
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    """``opprof compare``: the form is told by its arguments (two .json files: files;
+    else a git ref and pytest's arguments). Ctrl-C: 130, the worktree removed."""
+    try:
+        return _compare(args, extra)
+    except KeyboardInterrupt:
+        print("opprof: interrupted; the temporary worktree was removed", file=sys.stderr)
+        return 130
+
+
+def _compare(args: argparse.Namespace, extra: list[str]) -> int:
+    outputs = [Output(flag, path) for flag, path in (("--json", args.json),
+                                                     ("--markdown", args.markdown)) if path]
+    for output in outputs:
+        why = problem(output)
+        if why is not None:
+            raise UsageProblem(f"{output.flag} {output.path}: {why}")
+    if args.ref.endswith(".json") or (extra and extra[0].endswith(".json")):
+        report = _files(args, extra)
+    else:
+        report = _pairs_of_processes(args, extra)
+    from .render import compare as render
+
+    print(render.text(report))
+    for output in outputs:
+        text = render.to_json(report) if output.flag == "--json" else render.markdown(report)
+        write(output.flag, output.path, text)
+        print(f"opprof: wrote {output.path}")
+    return 1 if report.count("regressed") else 0
+
+
+def _files(args: argparse.Namespace, extra: list[str]) -> Report:
+    from .render.results_json import load
+
+    if len(extra) != 1 or args.pairs is not None or args.setup is not None:
+        raise UsageProblem("two results files take no pytest arguments, --pairs or --setup: "
+                           "opprof compare BASE.json HEAD.json")
+    runs = []
+    for name in (args.ref, extra[0]):
+        if not Path(name).is_file():
+            raise UsageProblem(f"{name}: no such results file (pytest --opprof-json=PATH "
+                               "writes one)")
+        try:
+            runs.append({r.profile.nodeid: r.profile for r in load(Path(name))[1]})
+        except OpprofError as exc:
+            raise CommandError(str(exc)) from None
+    return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
+                        tolerance=args.tolerance)
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          check=False)
+
+
+def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
+    here = Path.cwd().resolve()
+    top = _git(["rev-parse", "--show-toplevel"], here)
+    if top.returncode != 0:
+        raise UsageProblem(f"{here} is not in a git repository: opprof compare REF compares "
+                           "with a commit of one (or give two results files)")
+    commit = _git(["rev-parse", "--verify", "--quiet", f"{args.ref}^{{commit}}"], here)
+    if commit.returncode != 0:
+        raise UsageProblem(f"{args.ref!r} is not a commit, branch or tag of "
+                           f"{top.stdout.strip()} (git rev-parse failed)")
+    sha = commit.stdout.strip()
+    inside = here.relative_to(Path(top.stdout.strip()).resolve())
+    pairs = args.pairs or DEFAULT_PAIRS
+    with tempfile.TemporaryDirectory(prefix="opprof-compare-") as scratch, \
+            _worktree(here, Path(scratch) / "base", sha) as tree:
+        base_dir = tree / inside
+        if not base_dir.is_dir():
+            raise UsageProblem(f"{inside} does not exist at {args.ref}: run opprof compare "
+                               "from a folder both sides have")
+        sides = {"base": base_dir, "head": here}
+        if args.setup:
+            for side, folder in sides.items():
+                _setup(args.setup, side, folder)
+        runs: dict[str, list[Run]] = {"base": [], "head": []}
+        shown = {"base": f"base ({args.ref} at {sha[:10]})", "head": "head (working tree)"}
+        for p in range(pairs):
+            # ABBA order: whatever favours the second process of a pair favours each side
+            for side in ("base", "head") if p % 2 == 0 else ("head", "base"):
+                print(f"opprof: pair {p + 1} of {pairs}: {shown[side]}", flush=True)
+                out = Path(scratch) / f"{side}-{p}.json"
+                runs[side].append(_profiled(side, sides[side], out, extra))
+    return compare_runs(runs["base"], runs["head"], mode="pairs",
+                        labels=(f"{args.ref} ({sha[:10]})", "working tree"),
+                        tolerance=args.tolerance)
+
+
+@contextlib.contextmanager
+def _worktree(repo: Path, path: Path, sha: str) -> Iterator[Path]:
+    """A detached worktree of ``sha`` at ``path``, removed (and unregistered) after,
+    whatever happens meanwhile."""
+    added = _git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
+    if added.returncode != 0:
+        raise CommandError(f"git worktree add failed: {_last_line(added.stderr)}")
+    try:
+        yield path
+    finally:
+        _git(["worktree", "remove", "--force", str(path)], repo)
+        shutil.rmtree(path, ignore_errors=True)
+        _git(["worktree", "prune"], repo)
+
+
+def _setup(command: str, side: str, folder: Path) -> None:
+    print(f"opprof: setup ({side}): {command}", flush=True)
+    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise CommandError(f"--setup failed in the {side} tree {folder} (exit code "
+                           f"{done.returncode}: {_last_line(done.stdout + done.stderr)})")
+
+
+def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run:
+    """One pytest process in ``folder`` writing ``out``; its profiles by node id."""
+    from .render.results_json import load
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "--opprof-no-gate", *pytest_args, f"--opprof-json={out}"]
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    last = _last_line(done.stdout + done.stderr)
+    if done.returncode in (2, 4):
+        raise UsageProblem(f"pytest refused the arguments at {side} ({last})")
+    if done.returncode == 5:
+        raise UsageProblem(f"pytest collected no tests at {side}: name the tests to compare")
+    if done.returncode not in (0, 1) or not out.is_file():
+        raise CommandError(f"pytest failed at {side} (exit code {done.returncode}: {last})")
+    if done.returncode == 1:
+        print(f"opprof: some tests failed at {side} ({last}); the profiles of those that "
+              "ran are compared", flush=True)
+    try:
+        return {r.profile.nodeid: r.profile for r in load(out)[1]}
+    except OpprofError as exc:
+        raise CommandError(str(exc)) from None

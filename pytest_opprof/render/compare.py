@@ -1,0 +1,119 @@
+"""``opprof compare``'s outputs: the terminal table, ``--json`` (schema
+``pytest-opprof/compare/1``: pytest_opprof/schemas/compare-1.schema.json) and
+``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
+:class:`~pytest_opprof.compare.Report`; none prints, none writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from . import display_name, duration, percent
+from .markdown import code
+
+if TYPE_CHECKING:
+    from ..compare import OpRow, Report, TestComparison
+
+SCHEMA = "pytest-opprof/compare/1"
+COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "verdict"]
+
+
+def _cells(row: OpRow) -> list[str]:
+    c = row.change
+    return [str(row.op_id), display_name(row.name), duration(c.base_ns), duration(c.head_ns),
+            percent(c.change), f"{percent(c.low)} .. {percent(c.high)}", c.verdict]
+
+
+def _how(report: Report, test: TestComparison) -> str:
+    """How the test was judged: pairs, drift, the interval's level."""
+    r = test.result
+    level = f"{1 - report.alpha:.0%} family-wise over {len(test.ops)} op(s)"
+    dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
+    drift = (f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}"
+             if r.drift_corrected else "no drift correction")
+    return f"{r.pairs} pair(s), {drift}; interval {level} ({dof})"
+
+
+def _summary(report: Report) -> str:
+    judged = sum(len(t.ops) for t in report.tests)
+    return (f"{report.count('regressed')} regressed, {report.count('improved')} improved, "
+            f"{judged - report.count('regressed') - report.count('improved')} ok of {judged} "
+            f"op(s) in {len(report.tests)} test(s); tolerance {report.tolerance:.0%}")
+
+
+def _one_side(report: Report) -> list[tuple[str, str]]:
+    """(what, where) for everything measured on one side only."""
+    found = [(f"test {t}", "base") for t in report.base_only_tests]
+    found += [(f"test {t}", "head") for t in report.head_only_tests]
+    for t in report.tests:
+        found += [(f"op {op} of {t.nodeid}", "base") for op in t.base_only_ops]
+        found += [(f"op {op} of {t.nodeid}", "head") for op in t.head_only_ops]
+    return found
+
+
+def text(report: Report) -> str:
+    """The terminal table: per test, every op with its change and verdict."""
+    lines = [f"opprof compare: base {display_name(report.base)}, head "
+             f"{display_name(report.head)}; change is head/base, drift-corrected"]
+    for test in report.tests:
+        lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
+        lines += [f"  note: {note}" for note in test.result.notes]
+        rows = [COLUMNS, *(_cells(row) for row in test.ops)]
+        widths = [max(len(r[k]) for r in rows) for k in range(len(COLUMNS))]
+        lines += ["  " + "  ".join(cell.ljust(w) if k == 1 else cell.rjust(w)
+                                   for k, (cell, w) in enumerate(zip(row, widths, strict=True)))
+                  .rstrip() for row in rows]
+    lines += [f"{where} only: {display_name(what)}" for what, where in _one_side(report)]
+    lines += ["", f"opprof compare: {_summary(report)}"]
+    return "\n".join(lines)
+
+
+def markdown(report: Report) -> str:
+    """A job summary: the counts, then a table per test (regressions first)."""
+    lines = ["## opprof compare", "",
+             f"Base {code(report.base)}, head {code(report.head)}: {_summary(report)}."]
+    order = {"regressed": 0, "improved": 1, "ok": 2}
+    for test in sorted(report.tests, key=lambda t: min(
+            (order[r.change.verdict] for r in t.ops), default=3)):
+        lines += ["", f"### {code(test.nodeid)}", "", _how(report, test) + ".", ""]
+        lines += [f"> {note}" for note in test.result.notes]
+        lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
+        for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
+            cells = _cells(row)
+            cells[1] = code(row.name)
+            cells[6] = f"**{cells[6]}**" if cells[6] != "ok" else cells[6]
+            lines.append("| " + " | ".join(cells) + " |")
+    one_side = _one_side(report)
+    if one_side:
+        lines += ["", "### On one side only", ""]
+        lines += [f"- {where}: {code(what)}" for what, where in one_side]
+    return "\n".join(lines) + "\n"
+
+
+def _number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def to_json(report: Report) -> str:
+    """The comparison as schema compare/1."""
+    data: dict[str, Any] = {
+        "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
+        "pairs": report.pairs, "tolerance": report.tolerance, "alpha": report.alpha,
+        "regressed": report.count("regressed"), "improved": report.count("improved"),
+        "base_only_tests": list(report.base_only_tests),
+        "head_only_tests": list(report.head_only_tests),
+        "tests": [{
+            "nodeid": t.nodeid, "pairs": t.result.pairs,
+            "drift_corrected": t.result.drift_corrected, "drift": list(t.result.drift),
+            "dof": _number(t.result.dof), "quantile": t.result.quantile,
+            "notes": list(t.result.notes),
+            "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
+            "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
+                     "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
+                     "change": r.change.change, "low": r.change.low, "high": r.change.high,
+                     "sd": r.change.sd, "verdict": r.change.verdict} for r in t.ops],
+        } for t in report.tests],
+    }
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"

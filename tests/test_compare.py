@@ -1,0 +1,330 @@
+"""``opprof compare``: the paired model on synthetic arrays (noise needs them: the fake
+backend is deterministic), and the command as a user runs it, in temporary git
+repositories whose tests use the fake backend."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import tempfile
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from pytest_opprof import compare, paired
+from pytest_opprof.cli import main
+from pytest_opprof.paired import judge_pairs, judge_single
+
+SCHEMA = Path(compare.__file__).parent / "schemas" / "compare-1.schema.json"
+
+
+# -- the paired model ------------------------------------------------------------------
+
+def test_t_and_gamma_functions_agree_with_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    special = pytest.importorskip("scipy.special")
+    for dof in (1, 2, 3, 6, 17, 40):
+        for t in (-2.5, 0.3, 1.7, 6.0):
+            assert paired.t_cdf(t, dof) == pytest.approx(stats.t.cdf(t, dof), abs=1e-10)
+        for p in (0.9, 0.995, 0.99999):
+            assert paired.t_quantile(p, dof) == pytest.approx(stats.t.ppf(p, dof), rel=1e-6)
+    for x in (0.1, 0.5, 1.0, 2.5, 7.0, 30.0):
+        assert paired.digamma(x) == pytest.approx(special.digamma(x), abs=1e-9)
+        assert paired.trigamma(x) == pytest.approx(special.polygamma(1, x), abs=1e-9)
+
+
+def noisy_pairs(rng, pairs=6, ops=40, drift=0.04):
+    """Base and head medians (pairs, ops): ops from 5 us to 5 ms, each with its own
+    process-to-process spread (0.5% to 4%), a machine-wide drift per process."""
+    sizes = np.log(np.geomspace(5e3, 5e6, ops))
+    spread = np.exp(rng.uniform(math.log(0.005), math.log(0.04), ops))
+
+    def side():
+        return np.exp(sizes + rng.standard_normal((pairs, ops)) * spread
+                      + rng.normal(0, drift, (pairs, 1)))
+    return side(), side()
+
+
+def test_no_change_flags_no_op_in_a_hundred_tests():
+    rng = np.random.default_rng(7)
+    flagged = 0
+    for _ in range(100):
+        result = judge_pairs(*noisy_pairs(rng))
+        flagged += any(op.verdict != "ok" for op in result.ops)
+    assert flagged <= 2  # 1% family-wise per test
+
+
+def test_a_slowdown_of_one_op_is_that_op_regressed():
+    rng = np.random.default_rng(3)
+    base, head = noisy_pairs(rng)
+    head[:, 30] *= 1.25
+    result = judge_pairs(base, head)
+    assert [i for i, op in enumerate(result.ops) if op.verdict != "ok"] == [30]
+    op = result.ops[30]
+    assert op.verdict == "regressed" and op.low > 1.05 and op.low < op.change < op.high
+    assert op.change == pytest.approx(1.25, rel=0.05)
+
+
+def test_a_speed_up_is_improved():
+    rng = np.random.default_rng(4)
+    base, head = noisy_pairs(rng)
+    head[:, 12] /= 1.3
+    assert [op.verdict for op in judge_pairs(base, head).ops].count("improved") == 1
+    assert judge_pairs(base, head).ops[12].verdict == "improved"
+
+
+def test_a_machine_wide_change_is_drift_not_a_regression():
+    rng = np.random.default_rng(5)
+    base, head = noisy_pairs(rng)
+    head *= np.array([1.3, 0.8, 1.2, 1.0, 1.5, 0.9])[:, None]
+    result = judge_pairs(base, head)
+    assert result.drift_corrected and all(op.verdict == "ok" for op in result.ops)
+    assert result.drift[4] == pytest.approx(1.5, rel=0.05)
+
+
+def test_few_ops_get_no_drift_correction_and_say_so():
+    base = np.full((4, 3), 1e5)
+    result = judge_pairs(base, base * 1.2)
+    assert not result.drift_corrected and result.drift == (1.0,) * 4
+    assert all(op.verdict == "regressed" for op in result.ops)
+    assert any("no drift correction" in note for note in result.notes)
+
+
+def test_alike_ops_pool_their_variances():
+    rng = np.random.default_rng(6)
+    base = np.exp(rng.normal(10, 0.02, (3, 30)))
+    head = np.exp(rng.normal(10, 0.02, (3, 30)))
+    result = judge_pairs(base, head)
+    assert result.dof > 2  # more than the 2 of each op's own 3 pairs
+    r = np.log(head / base)
+    own = (r - np.median(r, axis=1, keepdims=True)).std(axis=0, ddof=1)
+    sds = [op.sd for op in result.ops]
+    assert max(sds) / min(sds) < (max(own) / min(own)) / 2  # shrunk towards one spread
+
+
+def test_ops_that_differ_keep_their_own_spread():
+    rng = np.random.default_rng(8)
+    spread = np.where(np.arange(30) % 2, 0.001, 0.1)
+    base = np.exp(10 + rng.standard_normal((6, 30)) * spread)
+    head = np.exp(10 + rng.standard_normal((6, 30)) * spread)
+    sds = np.array([op.sd for op in judge_pairs(base, head).ops])
+    assert np.median(sds[::2]) > 10 * np.median(sds[1::2])
+
+
+def test_one_pair_is_conservative_and_says_why():
+    rng = np.random.default_rng(9)
+    base = [rng.normal(m, m * 0.01, 30) for m in np.geomspace(5e3, 5e6, 40)]
+    head = [x.copy() for x in base]
+    head[20] = head[20] * 1.5
+    head[25] = head[25] * 1.06  # beyond the tolerance, within what one pair can tell
+    result = judge_single(base, head)
+    assert [op.verdict for op in result.ops].count("regressed") == 1
+    assert result.ops[20].verdict == "regressed" and result.ops[25].verdict == "ok"
+    assert any("one run per side" in note for note in result.notes)
+    assert result.ops[25].sd >= paired.SINGLE_PAIR_FLOOR
+
+
+@pytest.mark.parametrize("base, head", [
+    (np.ones((3, 2)), np.ones((3, 3))), (np.ones((3, 0)), np.ones((3, 0))),
+    (np.zeros((3, 2)), np.ones((3, 2))), (np.ones((1, 4)), np.ones((1, 4)))])
+def test_the_model_refuses_what_it_cannot_judge(base, head):
+    with pytest.raises(ValueError):
+        judge_pairs(base, head)
+
+
+# -- the command, in temporary git repositories ----------------------------------------
+
+COSTS = ('COSTS = {"conv": 50_000, "relu": 8_000, "pool": 20_000, "mul": 30_000, '
+         '"softmax": 12_000, "norm": 25_000}\n')
+MODEL_TEST = """
+from costs import COSTS
+
+def test_model(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        for name, ns in COSTS.items():
+            with gpu_profiler.op(name):
+                dev.kernel(ns)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository with a fake-backend test of six ops, committed; the current
+    folder; temporary folders under ``scratch`` (to see that none is left)."""
+    for name in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+                 "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+    for role in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{role}_NAME", "opprof")
+        monkeypatch.setenv(f"GIT_{role}_EMAIL", "opprof@example.com")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    path = tmp_path / "project"
+    path.mkdir()
+    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "costs.py").write_text(COSTS)
+    (path / "test_model.py").write_text(MODEL_TEST)
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base")
+    monkeypatch.chdir(path)
+    return path
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+def assert_clean(repo: Path) -> None:
+    """The temporary worktree is gone: unregistered, and its folder removed."""
+    assert worktrees(repo) == [f"worktree {repo}"]
+    assert list(Path(tempfile.tempdir).iterdir()) == []
+
+
+def test_a_committed_slowdown_is_exactly_that_op_regressed(repo, capsys):
+    (repo / "costs.py").write_text(COSTS.replace('"mul": 30_000', '"mul": 36_000')
+                                   .replace("}", ', "extra": 5_000}'))
+    (repo / "test_new.py").write_text(MODEL_TEST.replace("test_model", "test_new"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "slower mul")
+    code = main(["compare", "HEAD~1", "--pairs", "2", "--json", "out/compare.json",
+                 "--markdown", "summary.md", "-q"])
+    out = capsys.readouterr().out
+    assert code == 1
+    data = json.loads((repo / "out" / "compare.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    (test,) = data["tests"]
+    assert {op["name"]: op["verdict"] for op in test["ops"]} == {
+        "conv": "ok", "relu": "ok", "pool": "ok", "mul": "regressed", "softmax": "ok",
+        "norm": "ok"}
+    mul = next(op for op in test["ops"] if op["name"] == "mul")
+    assert mul["change"] == pytest.approx(1.2) and mul["op_id"] == 3
+    assert data["head_only_tests"] == ["test_new.py::test_new"]
+    assert test["head_only_ops"] == ["extra"] and data["pairs"] == 2
+    assert "head only: test test_new.py::test_new" in out
+    assert "head only: op extra of test_model.py::test_model" in out
+    assert "1 regressed, 0 improved, 5 ok of 6 op(s) in 1 test(s)" in out
+    assert "| 3 | `mul` | 30 us | 36 us | +20.0% |" in (repo / "summary.md").read_text()
+    assert_clean(repo)
+
+
+def test_a_commit_against_itself_passes(repo, capsys):
+    assert main(["compare", "HEAD", "--pairs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "0 regressed, 0 improved, 6 ok of 6 op(s)" in out
+    assert "one run per side" in out
+    assert_clean(repo)
+
+
+def test_setup_runs_in_each_tree_before_the_processes(repo, capsys):
+    assert main(["compare", "HEAD", "--pairs", "1", "--setup", "pwd > setup-ran"]) == 0
+    assert (repo / "setup-ran").read_text().strip() == str(repo)
+    assert "opprof: setup (base): pwd > setup-ran" in capsys.readouterr().out
+    assert_clean(repo)
+
+
+def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, capsys):
+    """The documented way for a src-layout package: PYTHONPATH=src (relative: each
+    process imports the package of the tree it runs in)."""
+    (repo / "src" / "model").mkdir(parents=True)
+    (repo / "costs.py").rename(repo / "src" / "model" / "__init__.py")
+    (repo / "test_model.py").write_text(MODEL_TEST.replace("from costs", "from model"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "src layout")
+    init = repo / "src" / "model" / "__init__.py"
+    init.write_text(init.read_text().replace('"relu": 8_000', '"relu": 12_000'))
+    monkeypatch.setenv("PYTHONPATH", "src")
+    assert main(["compare", "HEAD", "--pairs", "1"]) == 1  # the working tree's change
+    out = capsys.readouterr().out
+    assert "1 regressed, 0 improved, 5 ok of 6 op(s)" in out
+    assert_clean(repo)
+
+
+def results_file(pytester, mul_ns: int, name: str) -> Path:
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", COSTS)
+                        .replace('"mul": 30_000', f'"mul": {mul_ns}'))
+    pytester.runpytest_inprocess(f"--opprof-json={name}", "--opprof-no-gate")
+    return pytester.path / name
+
+
+def test_two_results_files(pytester, monkeypatch, capsys):
+    monkeypatch.chdir(pytester.path)
+    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 45_000,
+                                                                        "b.json")
+    assert main(["compare", str(base), str(head), "--json", "c.json"]) == 1
+    out = capsys.readouterr().out
+    assert "one run per side" in out and "no drift correction" not in out
+    data = json.loads((pytester.path / "c.json").read_text())
+    jsonschema.validate(data, json.loads(SCHEMA.read_text()))
+    assert data["mode"] == "files" and data["regressed"] == 1
+    assert [op["name"] for op in data["tests"][0]["ops"] if op["verdict"] != "ok"] == ["mul"]
+    assert main(["compare", str(base), str(base)]) == 0
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("argv, code, says", [
+    (["compare", "no-such-ref"], 2, "'no-such-ref' is not a commit, branch or tag of"),
+    (["compare", "HEAD", "--no-such-flag"], 2,
+     "pytest refused the arguments at base (unrecognized arguments: --no-such-flag)"),
+    (["compare", "HEAD", "-k", "nothing_matches"], 2, "pytest collected no tests at base"),
+    (["compare", "HEAD", "--setup", "exit 3"], 1, "--setup failed in the base tree"),
+    (["compare", "missing.json", "b.json"], 2, "missing.json: no such results file"),
+    (["compare", "a.json", "b.json", "-k", "x"], 2, "two results files take no pytest "
+                                                    "arguments, --pairs or --setup"),
+    (["compare", "HEAD", "--json", "/dev/null"], 2, "--json /dev/null: names a device"),
+])
+def test_usage_errors_are_one_line(repo, capsys, argv, code, says):
+    assert main(argv) == code
+    assert says in one_line(capsys)
+    assert_clean(repo)
+
+
+def test_a_file_that_is_not_results_is_one_line(repo, capsys):
+    (repo / "a.json").write_text('{"schema": "something/else"}')
+    assert main(["compare", "a.json", "a.json"]) == 1
+    assert "a.json: not a results file of schema" in one_line(capsys)
+
+
+@pytest.mark.parametrize("flag, says", [
+    ("--pairs=0", "--pairs must be a whole number >= 1, not '0'"),
+    ("--pairs=x", "--pairs must be a whole number >= 1, not 'x'"),
+    ("--tolerance=-1", "--tolerance must be a fraction from 0 to 10")])
+def test_bad_flags_are_usage_errors(repo, capsys, flag, says):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "HEAD", flag])
+    assert exit_info.value.code == 2
+    assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_outside_a_git_repository_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert main(["compare", "HEAD"]) == 2
+    assert "is not in a git repository" in one_line(capsys)
+
+
+def test_ctrl_c_removes_the_worktree(repo, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compare, "_profiled", interrupted)
+    assert main(["compare", "HEAD"]) == 130
+    assert "interrupted; the temporary worktree was removed" in one_line(capsys)
+    assert_clean(repo)
