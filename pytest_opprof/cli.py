@@ -6,6 +6,7 @@
     opprof report RESULTS.json [-o report.html]
     opprof compare REF [--pairs N] [...] [PYTEST ARGS...]   (see pytest_opprof/compare.py)
     opprof compare BASE.json HEAD.json [...]
+    opprof history [TEST] [--dir DIR] [--machine-key KEY] [--json PATH] [--html PATH]
 
 Every command ends an error with one line that says what to do, and exits 0 when it
 did what was asked, 1 on a failure, 2 on a usage error (130 on Ctrl-C). The baseline
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from . import __version__, agreement, rule
+from . import __version__, agreement, history, rule
 from .baseline import (
     OUTLYING_OPS,
     STAGING_PREFIX,
@@ -124,6 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results", type=Path, help="the results JSON file")
     report.add_argument("-o", "--output", type=Path, default=Path("opprof-report.html"),
                         help="the HTML file to write (default opprof-report.html)")
+
+    history_parser = commands.add_parser(
+        "history", help="each op's time across the stored runs (pytest "
+                        "--opprof-append-baseline), and the commits where it stepped "
+                        "(needs ruptures: the 'history' extra)",
+        description="Reads the runs of each stored baseline in date order (grown by "
+                    "pytest --opprof-append-baseline, one run per commit; the last 20 kept), "
+                    "takes each run's machine drift out, finds where each op's median "
+                    "stepped (PELT from ruptures, penalised by the op's noise) and names "
+                    "the commit. Steps under the noise or the tolerance are not reported.")
+    history.add_arguments(history_parser)
+    where(history_parser)
+
     from . import compare
 
     compare.add_parser(commands)
@@ -152,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "report":
         return _guarded(lambda: report(args.results, args.output))
+    if args.command == "history":
+        return _guarded(lambda: _history(args))
     if args.command is None or action is None:  # a usage error, as argparse's own
         args.help_parser.print_help(sys.stderr)
         return 2
@@ -203,6 +219,15 @@ def _baseline(args: argparse.Namespace, extra: list[str]) -> int:
                     args.machine_key or view.settings.machine_key, args.test,
                     view.settings.tolerance)
     return prune(args.dir, args.machine_key, extra, args.apply)
+
+
+def _history(args: argparse.Namespace) -> int:
+    """``opprof history``: the store found as ``opprof baseline show`` finds it."""
+    history.require_ruptures()
+    view = pytest_view([])
+    root = args.dir or view.settings.baseline_dir
+    stores = _stores(root, args.machine_key or view.settings.machine_key)
+    return history.run(stores, root, args, args.tolerance or view.settings.tolerance)
 
 
 # -- what pytest would do: the plugin's own resolution, in this process ------------------

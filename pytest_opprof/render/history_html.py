@@ -1,0 +1,101 @@
+"""``opprof history --html``: each op's median across the stored runs, steps marked.
+
+One self-contained HTML file, drawn as the HTML report is (:mod:`.html`: matplotlib,
+inline SVG, every string from data escaped). Per test: a table of the steps, then one
+chart per op (the ops with steps first, then the slowest; at most ``TOP_OPS``): its
+median in each run against the run's short commit, the level of each segment dotted,
+and a red line where each step happened, labelled with its change.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import duration, percent
+from .html import STYLE, TOP_OPS, _h, _label, _ms, _pyplot, _svg
+
+if TYPE_CHECKING:
+    from ..history import History, OpHistory
+
+
+def op_chart(test: History, op: OpHistory) -> str:
+    """The op's medians, run by run, with its segments' levels and its steps."""
+    plt = _pyplot()
+    x = np.arange(len(op.runs))
+    fig, ax = plt.subplots(figsize=(9, 2.4))
+    ax.plot(x, _ms(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
+            label="as measured")
+    ax.plot(x, _ms(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
+            label="machine drift taken out")
+    position = {run: k for k, run in enumerate(op.runs)}
+    edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
+    for start, end in itertools.pairwise(edges):
+        level = float(np.median(op.corrected_ns[start:end]))
+        ax.hlines(level / 1e6, start - 0.4, end - 0.6, linestyles=":", color="#616161")
+    for step in op.steps:
+        at = position[step.run] - 0.5
+        ax.axvline(at, color="#b00020", linestyle="--", linewidth=1)
+        ax.annotate(_label(f"{percent(step.ratio)} at {test.label(step.run)}"), (at, 1),
+                    xycoords=("data", "axes fraction"), xytext=(3, -10),
+                    textcoords="offset points", color="#b00020", fontsize=8)
+    ax.set_xticks(x, [_label(test.label(run)) for run in op.runs], rotation=60, fontsize=7)
+    ax.set_ylabel("median (ms)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(_label(f"OP_ID{op.op_id}. {op.name}"), fontsize=10)
+    return _svg(fig)
+
+
+def step_table(test: History) -> str:
+    """Every step of the test: the machine drift's (all ops), then each op's."""
+    rows = [("", "all ops (machine drift)", step, "-", "-") for step in test.drift_steps]
+    rows += [(str(op.op_id), op.name, step, duration(step.before), duration(step.after))
+             for op in test.ops for step in op.steps]
+    if not rows:
+        return "<p>No step beyond the noise and the tolerance.</p>"
+    out = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>change</th><th>at</th>"
+           "<th>before</th><th>after</th><th>margin</th></tr></thead><tbody>"]
+    for op_id, name, step, before, after in rows:
+        css = "regressed" if step.ratio > 1 else "improved"
+        out.append(f'<tr class="{css}"><td class="num">{op_id}</td>'
+                   f"<td><code>{_h(name)}</code></td>"
+                   f'<td class="num">{percent(step.ratio)}</td>'
+                   f"<td><code>{_h(test.where(step.run))}</code></td>"
+                   f'<td class="num">{before}</td><td class="num">{after}</td>'
+                   f'<td class="num">\u00b1{(step.margin - 1) * 100:.1f}%</td></tr>')
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _drawn(test: History) -> list[OpHistory]:
+    """The ops drawn: those with steps, then the slowest (latest median), TOP_OPS in all."""
+    return sorted(test.ops, key=lambda op: (not op.steps, -op.median_ns[-1]))[:TOP_OPS]
+
+
+def _section(test: History) -> list[str]:
+    drawn = _drawn(test)
+    left = len(test.ops) - len(drawn)
+    return [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
+            f"<p>Machine <code>{_h(test.machine)}</code>: {len(test.runs)} run(s), "
+            f"{len(test.ops)} op(s)"
+            + (f"; {left} op(s) without a step, the fastest, not drawn" if left else "")
+            + ".</p>",
+            step_table(test),
+            *(f'<div class="chart">{op_chart(test, op)}</div>' for op in drawn),
+            "</section>"]
+
+
+def render_history(tests: list[History], tolerance: float) -> str:
+    """The page: every test's steps and per-op trends."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>opprof history</title>", f"<style>{STYLE}</style></head><body>",
+             "<h1>opprof history</h1>",
+             f"<p>{len(tests)} test(s). Steps found by PELT (ruptures) on each op's log "
+             f"medians; steps under the noise or the tolerance ({tolerance * 100:g}%) "
+             "are not shown.</p>"]
+    for test in tests:
+        parts += _section(test)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

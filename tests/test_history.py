@@ -1,0 +1,281 @@
+"""``opprof history``: steps found at the right run and commit, none on flat noisy
+histories, its files, and its errors as one line each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pytest_opprof.baseline import BaselineRun, BaselineStore
+from pytest_opprof.cli import main
+from pytest_opprof.history import NEEDS_RUPTURES, SCHEMA, significant_steps, sparkline
+
+from .fakes import SLOW_FACTOR
+
+NODEID = "tests/test_net.py::test_net"
+OPS = ("conv2d", "relu", "softmax")
+
+
+def stored_run(medians: dict[str, float], index: int) -> BaselineRun:
+    """A run as ``--opprof-append-baseline`` stores it, on commit ``c{index}...`` and
+    day ``index`` (ops: name -> median ns)."""
+    names = list(medians)
+    values = [round(medians[name]) for name in names]
+    ops = {"op_id": list(range(len(names))), "name": names, "occurrence": [0] * len(names),
+           "depth": [0] * len(names), "phase": [None] * len(names), "n": [3] * len(names),
+           "median_ns": [float(v) for v in values], "samples_ns": [[v] * 3 for v in values]}
+    commit = {"id": f"c{index:02d}" + "0" * 38, "time": None, "dirty": False,
+              "branch": "main"}
+    return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
+                       meta={"date": f"2026-11-{index + 1:02d}T12:00:00+00:00",
+                             "commit": commit})
+
+
+def grow(root, history: list[dict[str, float]], nodeid: str = NODEID) -> None:
+    store = BaselineStore(root, "ci-runner")
+    for index, medians in enumerate(history):
+        store.record(nodeid, stored_run(medians, index), "", append=True)
+
+
+def noisy(runs: int, seed: int, sigma: float = 0.03) -> list[dict[str, float]]:
+    """Runs of OPS around 1 ms, 200 us and 50 us with lognormal noise ``sigma``."""
+    rng = np.random.default_rng(seed)
+    base = {"conv2d": 1e6, "relu": 2e5, "softmax": 5e4}
+    return [{name: ns * float(np.exp(rng.normal(0, sigma))) for name, ns in base.items()}
+            for _ in range(runs)]
+
+
+def history(*args: str) -> tuple[int, str, str]:
+    """``opprof history ARGS`` as the console script runs it."""
+    proc = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "history", *args],
+                          capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_step_is_named_with_its_commit_date_and_size(tmp_path, capsys):
+    runs = noisy(14, seed=1)
+    for medians in runs[8:]:
+        medians["conv2d"] *= 1.25
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == (f"{NODEID} on machine 'ci-runner': 14 run(s), 2026-11-01 .. "
+                        "2026-11-14, 3 op(s)")
+    assert lines[1] == "  steps:"
+    step = lines[2].strip()
+    assert step.startswith("OP_ID0. conv2d: +2") and " at c080000 (2026-11-09): " in step
+    assert lines[3] == ("  trends, oldest run first (fewer than 5 ops: machine drift not "
+                        "taken out):")
+    assert lines[4].strip().startswith("OP_ID0. conv2d  ")  # the op with a step first
+    assert len(lines) == 7 and out.count(" at c") == 1  # relu and softmax: no step
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flat_noisy_histories_have_no_step(tmp_path, capsys, seed):
+    runs = noisy(20, seed=seed)
+    runs[5]["relu"] *= 1.6  # one run under contention is not a step
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "steps:" not in out
+    assert "  no step beyond the noise and the tolerance (5%)" in out
+
+
+def test_a_step_under_the_tolerance_is_not_reported_and_a_lower_tolerance_shows_it(
+        tmp_path, capsys):
+    runs = noisy(16, seed=3, sigma=0.002)
+    for medians in runs[8:]:
+        medians["relu"] *= 1.04
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    assert "steps:" not in capsys.readouterr().out
+    assert main(["history", "--dir", str(tmp_path), "--tolerance", "2%"]) == 0
+    assert "OP_ID1. relu: +4." in capsys.readouterr().out
+
+
+def six_ops(runs: int, seed: int, drift: float) -> list[dict[str, float]]:
+    """Runs of six ops (1% noise each) that share a machine drift of lognormal ``drift``."""
+    rng = np.random.default_rng(seed)
+    history = []
+    for _ in range(runs):
+        speed = float(np.exp(rng.normal(0, drift)))
+        history.append({f"op{k}": (k + 1) * 1e5 * speed * float(np.exp(rng.normal(0, 0.01)))
+                        for k in range(6)})
+    return history
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_op_step_is_found_through_machine_drift(tmp_path, capsys, seed):
+    runs = six_ops(16, seed=seed, drift=0.06)
+    for medians in runs[8:]:
+        medians["op2"] *= 1.15
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "  trends, oldest run first, each run's machine drift taken out:" in out
+    assert out.count(" at c") == 1 and "    OP_ID2. op2: +1" in out
+    assert " at c080000 (2026-11-09): " in out
+
+
+def test_a_step_of_every_op_is_one_step_of_all_ops(tmp_path, capsys):
+    runs = six_ops(12, seed=0, drift=0.0)
+    for medians in runs[6:]:
+        for name in medians:
+            medians[name] *= 1.3  # another machine, or a change that slowed everything
+    grow(tmp_path, runs)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" at c") == 1
+    assert "    all ops: +30." in out
+    assert "% at c060000 (2026-11-07): the machine, or a change that moved every op" in out
+    assert "    machine drift  " in out
+
+
+def test_an_improvement_and_a_later_regression_are_two_steps():
+    logs = np.log([100.0] * 6 + [80.0] * 6 + [120.0] * 6)
+    found = significant_steps(logs, sigma=1e-3, tolerance=0.05)
+    assert [(at, round(float(np.exp(after - before)), 3)) for at, before, after, _ in found] \
+        == [(6, 0.8), (12, 1.5)]
+
+
+def test_too_few_runs_say_so(tmp_path, capsys):
+    grow(tmp_path, noisy(3, seed=0))
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    assert "no step can be found in fewer than 4 runs" in capsys.readouterr().out
+
+
+def test_sparkline_draws_low_to_high_and_flat_at_mid_height():
+    assert sparkline([1.0, 1.0, 2.0, 4.0], "_-#") == "__-#"
+    assert sparkline([5.0, 5.0], "_-#") == "--"
+
+
+def test_json_holds_runs_medians_and_steps(tmp_path):
+    runs = noisy(12, seed=2)
+    for medians in runs[6:]:
+        medians["softmax"] *= 0.7
+    grow(tmp_path, runs)
+    code, out, err = history("--dir", str(tmp_path), "--json", str(tmp_path / "out/h.json"))
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"opprof: wrote {tmp_path / 'out/h.json'}"
+    data = json.loads((tmp_path / "out/h.json").read_text())
+    assert data["schema"] == SCHEMA and data["tolerance"] == 0.05 and data["unreadable"] == []
+    (test,) = data["tests"]
+    assert test["nodeid"] == NODEID and len(test["runs"]) == 12
+    assert test["runs"][6]["commit"]["branch"] == "main"
+    op = next(op for op in test["ops"] if op["name"] == "softmax")
+    assert op["runs"] == list(range(12)) and len(op["median_ns"]) == 12
+    (step,) = op["steps"]
+    assert step["run"] == 6 and step["commit_id"].startswith("c06")
+    assert step["date"].startswith("2026-11-07") and 0.6 < step["ratio"] < 0.8
+    assert all(not other["steps"] for other in test["ops"] if other is not op)
+
+
+def test_html_draws_each_op_with_its_step(tmp_path):
+    runs = noisy(10, seed=4)
+    for medians in runs[5:]:
+        medians["conv2d"] *= 1.5
+    grow(tmp_path, runs)
+    grow(tmp_path, noisy(6, seed=5), nodeid="tests/test_net.py::test_<other>")
+    code, _, err = history("--dir", str(tmp_path), "--html", str(tmp_path / "h.html"))
+    assert code == 0, err
+    page = (tmp_path / "h.html").read_text()
+    assert page.count("<svg") == 6  # one chart per op of each test
+    assert "test_&lt;other&gt;" in page and "<other>" not in page
+    assert "<td><code>c050000 (2026-11-06)</code></td>" in page
+
+
+def test_the_test_argument_narrows_to_matching_tests(tmp_path, capsys):
+    grow(tmp_path, noisy(5, seed=0))
+    grow(tmp_path, noisy(5, seed=1), nodeid="tests/test_io.py::test_read")
+    assert main(["history", "test_io", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tests/test_io.py::test_read on machine" in out and NODEID not in out
+
+
+@pytest.mark.parametrize("case", ["no folder", "no runs", "no match", "other machine"])
+def test_missing_histories_are_one_line(tmp_path, capsys, case):
+    if case != "no folder":
+        (tmp_path / "store").mkdir()
+    if case in ("no match", "other machine"):
+        grow(tmp_path / "store", noisy(5, seed=0))
+    args = {"no match": ["test_zzz"], "other machine": ["--machine-key", "gpu-9"]}.get(case, [])
+    assert main(["history", "--dir", str(tmp_path / "store"), *args]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert {"no folder": "no baseline directory here",
+            "no runs": "no stored runs (grow a history with pytest --opprof-append-baseline",
+            "no match": "no stored baseline matches 'test_zzz'",
+            "other machine": "no baselines for machine 'gpu-9'"}[case] in err
+
+
+def test_without_ruptures_it_says_what_to_install(tmp_path, capsys, monkeypatch):
+    grow(tmp_path, noisy(5, seed=0))
+    monkeypatch.setitem(sys.modules, "ruptures", None)  # not importable
+    assert main(["history", "--dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"opprof: {NEEDS_RUPTURES}\n" and captured.out == ""
+
+
+def test_an_unwritable_output_is_one_line_before_anything_is_read(tmp_path, capsys):
+    grow(tmp_path, noisy(5, seed=0))
+    (tmp_path / "file").write_text("")
+    assert main(["history", "--dir", str(tmp_path), "--html", str(tmp_path / "file/h.html")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("opprof: --html ") and captured.out == ""
+    assert "is a file, not a folder" in captured.err
+
+
+def test_a_bad_tolerance_is_a_usage_error(tmp_path):
+    code, _, err = history("--dir", str(tmp_path), "--tolerance", "lots")
+    assert code == 2 and "the tolerance must be a fraction or a percentage" in err
+
+
+def test_an_unreadable_baseline_is_listed_and_the_rest_shown(tmp_path, capsys):
+    grow(tmp_path, noisy(5, seed=0))
+    (tmp_path / "ci-runner" / "broken.json").write_text("{")
+    assert main(["history", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("unreadable: ") and f"{NODEID} on machine 'ci-runner'" in out
+
+
+# -- as a user grows it: one pytest --opprof-append-baseline per commit ------------------
+
+SUITE = SLOW_FACTOR + """
+
+def test_net(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(5):
+        for k, name in enumerate(("conv2d", "relu", "softmax")):
+            with gpu_profiler.op(name):
+                dev.kernel(int((k + 1) * 10_000 * factor(name)))
+"""
+
+
+def git(repo, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
+        pytester, monkeypatch, capsys):
+    pytester.makepyfile(test_net=SUITE)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    monkeypatch.chdir(pytester.path)
+    git(pytester.path, "init", "-q")
+    commits = []
+    for k in range(6):
+        (pytester.path / "version.txt").write_text(str(k))
+        git(pytester.path, "add", "-A")
+        git(pytester.path, "commit", "-q", "-m", f"commit {k}")
+        commits.append(git(pytester.path, "rev-parse", "HEAD"))
+        monkeypatch.setenv("SLOW", "relu:1.2" if k >= 3 else "")
+        pytester.runpytest("--opprof-append-baseline").assert_outcomes(passed=1)
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out
+    assert f"    OP_ID1. relu: +20.0% at {commits[3][:7]} (" in out
+    assert "20 us -> 24 us" in out and out.count(" at ") == 1
