@@ -173,8 +173,10 @@ class Baseline:
 
     def probe_ns(self) -> float | None:
         """The median reference-probe time of the runs that recorded one: one run whose
-        probe met a busy machine must not move the machine's speed (a mean did)."""
-        found = [r.meta.get("probe_ns") for r in self.runs]
+        probe met a busy machine must not move the machine's speed (a mean did). Runs
+        written before run conditions were recorded timed another probe (a 96x96
+        matmul, not today's 48x48): their readings are not comparable and are left out."""
+        found = [r.meta.get("probe_ns") for r in self.runs if r.meta.get("conditions")]
         values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
         return float(np.median(values)) if values else None
 

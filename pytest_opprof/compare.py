@@ -32,6 +32,7 @@ import numpy as np
 
 from .cli import CommandError, UsageProblem, _last_line
 from .errors import OpprofError
+from .options import parse_fraction
 from .outputs import Output, problem, write
 from .paired import (
     DEFAULT_ALPHA,
@@ -93,14 +94,8 @@ def _pairs(text: str) -> int:
 
 
 def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"--tolerance must be a fraction from 0 to 10 "
-                                         f"(0.05 is 5%), not {text!r}")
-    return value
+    """``0.05`` or ``5%``, as every other tolerance of pytest-opprof."""
+    return parse_fraction(text, "--tolerance")
 
 
 # -- the comparison, from runs ---------------------------------------------------------
@@ -207,7 +202,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     try:
         return _compare(args, extra)
     except KeyboardInterrupt:
-        print("opprof: interrupted; the temporary worktree was removed", file=sys.stderr)
+        removed = "" if _files_form(args, extra) else "; the temporary worktree was removed"
+        print(f"opprof: interrupted{removed}", file=sys.stderr)
         return 130
 
 
@@ -218,7 +214,7 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         why = problem(output)
         if why is not None:
             raise UsageProblem(f"{output.flag} {output.path}: {why}")
-    if args.ref.endswith(".json") or (extra and extra[0].endswith(".json")):
+    if _files_form(args, extra):
         report = _files(args, extra)
     else:
         report = _pairs_of_processes(args, extra)
@@ -230,6 +226,11 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         write(output.flag, output.path, text)
         print(f"opprof: wrote {output.path}")
     return 1 if report.count("regressed") else 0
+
+
+def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
+    """Whether the command compares two results files (else a git ref)."""
+    return str(args.ref).endswith(".json") or bool(extra and extra[0].endswith(".json"))
 
 
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
@@ -325,8 +326,11 @@ def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     last = _last_line(done.stdout + done.stderr)
-    if done.returncode in (2, 4):
+    if done.returncode == 4:
         raise UsageProblem(f"pytest refused the arguments at {side} ({last})")
+    if done.returncode == 2:
+        raise CommandError(f"pytest could not collect the tests at {side} ({last}); "
+                           "fix the error, or name tests that exist on both sides")
     if done.returncode == 5:
         raise UsageProblem(f"pytest collected no tests at {side}: name the tests to compare")
     if done.returncode not in (0, 1) or not out.is_file():

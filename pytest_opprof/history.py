@@ -9,11 +9,11 @@ test's stored baseline run by run, each run with its date and commit (see
 in date order, and finds for each op where its median stepped.
 
 How a step is found. The op's medians, one per run, are taken as logarithms (a step
-is then a ratio, whatever the op's size), less each run's machine drift (the median over
-the test's ops of their deviation from their own median, as the gate measures drift;
-only with at least :data:`DRIFT_MIN_OPS` ops), and segmented with PELT (Killick et al. 2012)
-from ``ruptures``, with the L1 cost (each segment's median: one run taken under
-contention does not make a segment of its own) and a BIC-like penalty scaled by the
+is then a ratio, whatever the op's size), less each run's machine drift (the plain
+median over the test's ops of their deviation from their own median; the gate weighs ops
+by precision; only with at least :data:`DRIFT_MIN_OPS` ops), and segmented with PELT
+(Killick et al. 2012) from ``ruptures``, with the L1 cost (each segment's median: one run
+taken under contention does not make a segment of its own) and a BIC-like penalty scaled by the
 op's noise, ``PENALTY * sigma * log(n)``, where sigma is the robust spread of one run's
 median: the MAD of successive differences over sqrt 2, which a step hardly moves.
 A step between two segments is reported only when the ratio of their medians is

@@ -343,11 +343,27 @@ def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     return float(values[order[low]])
 
 
+def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
+               config: GateConfig) -> float:
+    """One current run's own log drift, from the ops it has (a re-run may lack some);
+    the comparison's drift when it has too few."""
+    present = ~np.isnan(raw)
+    if present.sum() < config.min_ops_for_drift:
+        return drift_log
+    return _weighted_median(raw[present], weights[present])
+
+
 def _robust_var(x: np.ndarray) -> float:
     """The variance of ``x`` read from its median absolute deviation (robust to the
     few ops that really changed)."""
     spread = _MAD_SIGMA * float(np.median(np.abs(x - np.median(x))))
     return spread * spread
+
+
+#: The most the ops' excess spread widens every margin (in variance: sigma doubled).
+#: Beyond it, so many ops moved that widening would hide them all: the gate reports
+#: the test unjudged instead (gate.contention_problem), never a silent pass.
+MAX_EXCESS = 4.0
 
 
 def _excess_spread(z: np.ndarray, together: float) -> float:
@@ -359,7 +375,7 @@ def _excess_spread(z: np.ndarray, together: float) -> float:
     level = 1 - 2 * together
     seen = float(np.quantile(np.abs(z), level))
     expected = statistics.NormalDist().inv_cdf((1 + level) / 2)
-    return max(1.0, (seen / expected) ** 2)
+    return min(max(1.0, (seen / expected) ** 2), MAX_EXCESS)
 
 
 def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
@@ -399,8 +415,7 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
         var_d = var_d * _excess_spread(d / np.sqrt(var_d), config.together)
 
     # each current run's samples scaled by that run's own drift before they are pooled
-    run_drift = np.exp([_drift(c_logs[:, j] - b_mean, weights, probe_drift, config)[0]
-                        if k_ops >= config.min_ops_for_drift else drift_log
+    run_drift = np.exp([_run_drift(c_logs[:, j] - b_mean, weights, drift_log, config)
                         for j in range(c_logs.shape[1])])
     cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(stats[key][0])])
                   for key in keys]

@@ -48,6 +48,8 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
     compared = {}
     if result.comparison is not None:
         compared = {(v.name, v.occurrence): v for v in result.comparison.ops}
+    # a test refused before any comparison (its run conditions) has no op judged
+    default = "unjudged" if result.verdict == Verdict.UNJUDGED else "ok"
     budgets = {b.op_id: b for b in result.over_budget}
     kernel = has_kernel_time(profile)
     span_stats = op_stats(spans(profile))
@@ -56,7 +58,7 @@ def test_entry(record: TestRecord) -> dict[str, Any]:
     ops = []
     for s, info in zip(op_stats(gated(profile)), profile.ops, strict=True):
         v = compared.pop((info.name, info.occurrence), None)
-        verdict = word(v.verdict) if v is not None else "ok"
+        verdict = word(v.verdict) if v is not None else default
         if info.op_id in budgets:
             verdict = "over_budget"
         ops.append({

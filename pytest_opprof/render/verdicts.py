@@ -159,7 +159,7 @@ def summary_line(result: TestResult) -> str:
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
         parts[0] += " on this machine (opprof baseline update to create one)"
-    if result.verdict == Verdict.UNJUDGED:  # its reason has the drift, when that is why
+    if result.reason:  # unjudged, or failed on a budget: its reason has the drift too
         parts.append(display_name(result.reason))  # names env values the user set
     elif c is not None:
         judged = c.having(*COMPARED)
