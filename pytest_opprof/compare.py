@@ -116,6 +116,9 @@ class TestComparison:
     #: Ops (``name#occurrence``) measured on one side only: listed, never failed.
     base_only_ops: tuple[str, ...]
     head_only_ops: tuple[str, ...]
+    #: Ops measured on both sides but not in every pair (a branch some processes did not
+    #: take): listed, not judged.
+    partial_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,8 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
         ops = tuple(OpRow(sides[0][1][k][0], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))
     return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
-                          _labels(head_keys - base_keys))
+                          _labels(head_keys - base_keys),
+                          _labels((base_keys & head_keys) - in_all))
 
 
 def _labels(keys: set[Key]) -> tuple[str, ...]:

@@ -329,3 +329,28 @@ def test_ctrl_c_removes_the_worktree(repo, monkeypatch, capsys):
     assert main(["compare", "HEAD"]) == 130
     assert "interrupted; the temporary worktree was removed" in one_line(capsys)
     assert_clean(repo)
+
+
+def test_ops_not_in_every_pair_are_listed_not_dropped():
+    """An op both sides ran, but not in every process (a branch some did not take), is
+    not judged, and the table and the JSON say so."""
+    from pytest_opprof.compare import compare_runs
+    from pytest_opprof.render.compare import text, to_json
+
+    from .fakes import train_profile
+
+    def run(ops):
+        def body(profiler, dev, i):
+            for name in ops:
+                with profiler.op(name):
+                    dev.kernel(1000)
+        return {"t.py::t": train_profile(iterations=8, body=body)}
+
+    every = ["a", "b", "c", "d", "e", "f"]
+    base = [run(every), run(every), run(every)]
+    head = [run(every), run(every[:-1]), run(every)]  # f missing from the second pair
+    report = compare_runs(base, head, mode="pairs", labels=("HEAD~1", "working tree"))
+    test = report.tests[0]
+    assert [op.name for op in test.ops] == every[:-1] and test.partial_ops == ("f",)
+    assert "some pairs only: op f of t.py::t" in text(report)
+    assert json.loads(to_json(report))["tests"][0]["partial_ops"] == ["f"]

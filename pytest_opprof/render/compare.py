@@ -44,12 +44,14 @@ def _summary(report: Report) -> str:
 
 
 def _one_side(report: Report) -> list[tuple[str, str]]:
-    """(what, where) for everything measured on one side only."""
+    """(what, where) for everything not judged: measured on one side only, or on both
+    but not in every pair."""
     found = [(f"test {t}", "base") for t in report.base_only_tests]
     found += [(f"test {t}", "head") for t in report.head_only_tests]
     for t in report.tests:
         found += [(f"op {op} of {t.nodeid}", "base") for op in t.base_only_ops]
         found += [(f"op {op} of {t.nodeid}", "head") for op in t.head_only_ops]
+        found += [(f"op {op} of {t.nodeid}", "some pairs") for op in t.partial_ops]
     return found
 
 
@@ -110,6 +112,7 @@ def to_json(report: Report) -> str:
             "dof": _number(t.result.dof), "quantile": t.result.quantile,
             "notes": list(t.result.notes),
             "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
+            "partial_ops": list(t.partial_ops),
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
                      "change": r.change.change, "low": r.change.low, "high": r.change.high,

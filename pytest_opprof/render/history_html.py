@@ -76,11 +76,15 @@ def _drawn(test: History) -> list[OpHistory]:
 
 def _section(test: History) -> list[str]:
     drawn = _drawn(test)
-    left = len(test.ops) - len(drawn)
+    shown = {id(op) for op in drawn}
+    undrawn = [op for op in test.ops if id(op) not in shown]
+    stepped = sum(1 for op in undrawn if op.steps)
+    left = [f"{len(undrawn) - stepped} op(s) without a step"] if len(undrawn) > stepped else []
+    left += [f"{stepped} op(s) with steps (listed above)"] if stepped else []
     return [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
             f"<p>Machine <code>{_h(test.machine)}</code>: {len(test.runs)} run(s), "
             f"{len(test.ops)} op(s)"
-            + (f"; {left} op(s) without a step, the fastest, not drawn" if left else "")
+            + (f"; not drawn: {' and '.join(left)}" if left else "")
             + ".</p>",
             step_table(test),
             *(f'<div class="chart">{op_chart(test, op)}</div>' for op in drawn),
