@@ -190,7 +190,8 @@ class Baseline:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
         r = self.runs[run]
         ops = r.ops
-        width = max([len(values) for values in ops["samples_ns"]] + [len(r.wall_ns)])
+        width = max([len(values) for values in ops["samples_ns"]]
+                    + [len(r.wall_ns), len(r.op_time_ns)])
         samples = np.full((width, r.n_ops), np.nan)
         for k, values in enumerate(ops["samples_ns"]):
             samples[width - len(values):, k] = values

@@ -11,6 +11,7 @@ import pytest
 from pytest_opprof.baseline import (
     MAX_RUNS,
     SCHEMA,
+    Baseline,
     BaselineError,
     BaselineRun,
     BaselineStore,
@@ -353,3 +354,13 @@ def test_bounded_reads_return_the_whole_file_up_to_the_limit_and_refuse_more(tmp
                 read_bounded(path, limit)
 
     check()
+
+
+def test_a_run_whose_op_times_outnumber_its_samples_becomes_a_profile():
+    """A file the loader accepts may hold more op-time entries than samples or wall
+    times (found by hypothesis in test_reliability): it is still read as a profile."""
+    run = BaselineRun.from_profile(train_profile(), {})
+    run.ops = {key: [] for key in run.ops}
+    run.wall_ns, run.op_time_ns = [], [1000, 1000]
+    profile = Baseline("t.py::t", "m", [run]).to_profile()
+    assert profile.op_time.tolist() == [1000.0, 1000.0] and len(profile.wall) == 2
