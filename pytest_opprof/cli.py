@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "disagree are named. The runs go to a staging folder; only when all of "
                     "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
-    update.add_argument("--runs", type=_runs, default=DEFAULT_RUNS, metavar="N",
+    update.add_argument("--runs", type=whole_number("--runs"), default=DEFAULT_RUNS, metavar="N",
                         help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
 
     def where(sub: argparse.ArgumentParser) -> None:
@@ -144,14 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _runs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--runs must be a whole number >= 1, not {text!r}")
-    return value
+def whole_number(flag: str) -> Callable[[str], int]:
+    """An argparse type for ``flag``: a whole number >= 1, else one usage line."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number >= 1, not {text!r}")
+        return value
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import CommandError, UsageProblem, _last_line
+from .cli import CommandError, UsageProblem, _last_line, whole_number
 from .errors import OpprofError
 from .options import parse_fraction
 from .outputs import Output, problem, write
@@ -69,7 +69,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
     sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
-    sub.add_argument("--pairs", type=_pairs, default=None, metavar="N",
+    sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
                      help=f"pairs of processes (base, head) to run (default {DEFAULT_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
@@ -81,16 +81,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="write the comparison as JSON (schema pytest-opprof/compare/1)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                      help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
-
-
-def _pairs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--pairs must be a whole number >= 1, not {text!r}")
-    return value
 
 
 def _tolerance(text: str) -> float:

@@ -77,6 +77,7 @@ from .errors import OpprofError
 from .options import parse_fraction
 from .outputs import NEEDS_MATPLOTLIB, Output, problem, write
 from .render import display_name, duration, percent
+from .rule import MAD_SIGMA
 
 SCHEMA = "pytest-opprof/history/1"
 #: c in the penalty ``c * sigma * log(n)`` of one more change point (BIC-like).
@@ -174,7 +175,7 @@ def noise(log_medians: np.ndarray) -> float:
     if log_medians.size < 3:
         return NOISE_FLOOR
     diffs = np.diff(log_medians)
-    mad = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs))))
+    mad = MAD_SIGMA * float(np.median(np.abs(diffs - np.median(diffs))))
     return max(mad / math.sqrt(2), NOISE_FLOOR)
 
 

@@ -39,6 +39,8 @@ from typing import Literal
 
 import numpy as np
 
+from .rule import MAD_SIGMA, robust_var
+
 Verdict = Literal["regressed", "improved", "ok"]
 
 DEFAULT_TOLERANCE = 0.05
@@ -60,8 +62,6 @@ SINGLE_PAIR_FLOOR = 0.03
 #: The least variance of a log ratio: a deterministic clock (the fake backend) gives
 #: exactly zero, whose logarithm the prior cannot take.
 _VAR_FLOOR = 1e-12
-#: 1.4826 MAD is the standard deviation of normal data.
-_MAD_SCALE = 1.4826
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def judge_single(base: list[np.ndarray], head: list[np.ndarray],
     b, h = _checked(np.array([b_med]), np.array([h_med]))
     d, drift, notes = _drift_corrected(np.log(h) - np.log(b))
     sampling = np.array(b_se2) + np.array(h_se2)
-    scatter = _robust_var(d[0]) - float(np.median(sampling)) if len(base) >= 3 else 0.0
+    scatter = robust_var(d[0]) - float(np.median(sampling)) if len(base) >= 3 else 0.0
     between = max(scatter, SINGLE_PAIR_FLOOR ** 2)
     notes.append("one run per side: how ops move between processes is not seen, so each "
                  f"op is credited a spread of {math.sqrt(between):.1%} or more (opprof "
@@ -190,12 +190,8 @@ def _median_and_se2(samples: np.ndarray) -> tuple[float, float]:
     if x.size == 0:
         return math.nan, math.nan
     logs = np.log(x)
-    sigma = _MAD_SCALE * float(np.median(np.abs(logs - np.median(logs))))
+    sigma = MAD_SIGMA * float(np.median(np.abs(logs - np.median(logs))))
     return float(np.median(x)), math.pi / 2 * sigma ** 2 / x.size
-
-
-def _robust_var(x: np.ndarray) -> float:
-    return float((_MAD_SCALE * np.median(np.abs(x - np.median(x)))) ** 2)
 
 
 # -- borrowing strength: limma's prior for the variances ---------------------------------

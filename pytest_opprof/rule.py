@@ -60,7 +60,7 @@ from .verdict import Comparison, Key, OpStatus, OpVerdict
 
 #: Var(median) ~ (pi / 2) sigma^2 / n for normal samples; MAD * 1.4826 estimates sigma.
 _MEDIAN_VAR = math.pi / 2
-_MAD_SIGMA = 1.4826
+MAD_SIGMA = 1.4826
 
 #: Absolute floors per backend: perf_counter_ns plus Python dispatch jitter on the CPU,
 #: CUDA event resolution (about 0.5 us) plus launch jitter on the GPU.
@@ -140,14 +140,14 @@ def _log_median_se2(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     if (lengths == lengths[0]).all():  # the common case, and far faster than nanmedian
         logs = np.log(np.vstack(rows).astype(float))
         median = np.median(logs, axis=1)
-        sigma = _MAD_SIGMA * np.median(np.abs(logs - median[:, None]), axis=1)
+        sigma = MAD_SIGMA * np.median(np.abs(logs - median[:, None]), axis=1)
     else:
         padded = np.full((len(rows), lengths.max()), np.nan)
         for i, r in enumerate(rows):
             padded[i, :len(r)] = r
         logs = np.log(padded)
         median = np.nanmedian(logs, axis=1)
-        sigma = _MAD_SIGMA * np.nanmedian(np.abs(logs - median[:, None]), axis=1)
+        sigma = MAD_SIGMA * np.nanmedian(np.abs(logs - median[:, None]), axis=1)
     return median, _MEDIAN_VAR * sigma * sigma / lengths
 
 
@@ -353,10 +353,10 @@ def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
     return _weighted_median(raw[present], weights[present])
 
 
-def _robust_var(x: np.ndarray) -> float:
+def robust_var(x: np.ndarray) -> float:
     """The variance of ``x`` read from its median absolute deviation (robust to the
     few ops that really changed)."""
-    spread = _MAD_SIGMA * float(np.median(np.abs(x - np.median(x))))
+    spread = MAD_SIGMA * float(np.median(np.abs(x - np.median(x))))
     return spread * spread
 
 
@@ -585,7 +585,7 @@ def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
         bias = (1 - 2 / (9 * float(np.median(dof[measured])))) ** 3
         found.append(math.sqrt(float(np.median(relative)) / bias))
     if len(changes) >= config.min_ops_for_spread:
-        excess = _robust_var(changes) - float(np.median(sampling + jitter2 * between))
+        excess = robust_var(changes) - float(np.median(sampling + jitter2 * between))
         found.append(math.sqrt(max(excess, 0.0) / float(np.median(between))))
     return max(*found, config.tau_floor) if found else config.tau_prior
 

@@ -30,7 +30,14 @@ _T = TypeVar("_T")
 _MAX_INT = 2 ** 63
 
 
-class Verdict(str, Enum):
+class _Word(str, Enum):
+    """A verdict that prints as the plain word it stands for."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Verdict(_Word):
     """What the gate concluded about one profiled test."""
 
     PASSED = "passed"
@@ -42,11 +49,8 @@ class Verdict(str, Enum):
     #: run conditions): neither failed nor passed; ``TestResult.reason`` says why.
     UNJUDGED = "unjudged"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class OpStatus(str, Enum):
+class OpStatus(_Word):
     """What the rule concluded about one op against its baseline."""
 
     OK = "ok"
@@ -58,9 +62,6 @@ class OpStatus(str, Enum):
     MISSING = "missing"
     #: Too few samples to say.
     UNJUDGED = "unjudged"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: The statuses the rule compared numbers for (the others have one side only).

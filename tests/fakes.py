@@ -52,3 +52,14 @@ def factor(name):
             return float(value)
     return 1.0
 """
+
+#: A pytester test module of six ops, each as slow as SLOW asks.
+SIX_OP_NET = SLOW_FACTOR + """
+
+def test_net(gpu_profiler):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(8):
+        for k, name in enumerate(["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]):
+            with gpu_profiler.op(name):
+                dev.kernel(int((k + 1) * 10_000 * factor(name)))
+"""

@@ -11,17 +11,9 @@ import pytest
 from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
 from pytest_opprof.conditions import THREAD_VARIABLES, difference
 
-from .fakes import SLOW_FACTOR, train_profile
+from .fakes import SIX_OP_NET, train_profile
 
-OPS = SLOW_FACTOR + """
-
-def test_net(gpu_profiler):
-    dev = gpu_profiler.timer.device_model
-    for _ in gpu_profiler.iterations(8):
-        for k, name in enumerate(["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]):
-            with gpu_profiler.op(name):
-                dev.kernel(int((k + 1) * 10_000 * factor(name)))
-"""
+OPS = SIX_OP_NET
 
 NETWORK = "test_net.py::test_net"
 

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_opprof import timers
 
-from .fakes import SLOW_FACTOR
+from .fakes import SIX_OP_NET
 
 TRAIN = """
 def test_train(gpu_profiler):
@@ -287,15 +287,7 @@ def test_marker_is_registered(pytester):
 
 # ---- plugins that decorate test ids: pytest-repeat, pytest-rerunfailures, flaky --------
 
-GATED = SLOW_FACTOR + """
-
-def test_net(gpu_profiler):
-    dev = gpu_profiler.timer.device_model
-    for _ in gpu_profiler.iterations(8):
-        for k, name in enumerate(["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]):
-            with gpu_profiler.op(name):
-                dev.kernel(int((k + 1) * 10_000 * factor(name)))
-"""
+GATED = SIX_OP_NET
 
 
 @pytest.fixture
