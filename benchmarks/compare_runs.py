@@ -1,17 +1,19 @@
 """``opprof compare`` on real runs: detection, false failures and wall time.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/compare_runs.py \\
-        [--ops 10] [--self 20] [--pairs 10] [--factor 1.15] [--growth 2,4,8] [--keep DIR]
+        [--ops 10] [--self 20] [--pairs N] [--factor 1.15] [--growth 2,4,8] [--keep DIR]
 
 Builds a git repository of its own (a temporary folder, or ``--keep DIR``) holding a
 test of the many-op workload (benchmarks/manyop: 44 ops, ~5 us to ~5 ms, on the CPU
 backend), whose committed ``workload.py`` says how much extra work each op does. For
 each of ``--ops`` ops of 20 us or more (spread over their sizes), it commits a real
 slowdown of that op (``--factor``: more calls in the op's code), runs
-``opprof compare HEAD~1 --pairs N`` as a user would, and resets; then runs
-``--self`` compares of the base commit against itself. Prints markdown tables:
-detection (exactly the slowed op regressed), false failures (any op flagged in a
-self-compare), and the wall time of a compare for each ``--growth`` pairs count.
+``opprof compare HEAD~1`` as a user would (pairs sized automatically, or ``--pairs N``),
+and the same commit through the stored-baseline gate (``opprof baseline update --runs 5``
+at the base commit, once; then one gated pytest run), and resets; then runs ``--self``
+compares of the base commit against itself. Prints markdown tables: detection (exactly
+the slowed op regressed) by each, false failures (any op flagged in a self-compare),
+and the wall time of a compare for each ``--growth`` pairs count.
 
 Every figure comes from the compare's ``--json``; each compare's output is kept in the
 repository's ``runs/`` folder (``--keep`` to read them after).
@@ -36,7 +38,6 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
-from pytest_opprof.compare import DEFAULT_PAIRS  # noqa: E402
 from pytest_opprof.render import duration  # noqa: E402
 
 TEST = '''import pytest
@@ -77,7 +78,7 @@ def make_repo(repo: Path) -> None:
     (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
     (repo / "test_manyop.py").write_text(TEST)
     (repo / "workload.py").write_text(WORKLOAD)
-    (repo / ".gitignore").write_text("runs/\n__pycache__/\n")
+    (repo / ".gitignore").write_text("runs/\n__pycache__/\n.opprof/\n")
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the many-op test")
@@ -102,19 +103,39 @@ def chosen(sizes: dict[str, float], n: int) -> list[str]:
     return [sized[round(k * step)][1] for k in range(n)]
 
 
-def compare(repo: Path, ref: str, pairs: int, key: str) -> tuple[dict[str, Any], float]:
-    """``opprof compare REF --pairs N`` as a user runs it: its JSON and wall time."""
+def compare(repo: Path, ref: str, pairs: int | None, key: str) -> tuple[dict[str, Any], float]:
+    """``opprof compare REF [--pairs N]`` as a user runs it: its JSON and wall time."""
     out = repo / "runs" / f"{key}.json"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "compare", ref,
-                           "--pairs", str(pairs), "--json", str(out), "-p", "no:randomly",
-                           SELECTED], cwd=repo, env=environment(), capture_output=True,
-                          text=True, check=False)
+    sized = ["--pairs", str(pairs)] if pairs else []
+    done = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "compare", ref, *sized,
+                           "--json", str(out), "-p", "no:randomly", SELECTED], cwd=repo,
+                          env=environment(), capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     (repo / "runs" / f"{key}.log").write_text(done.stdout + done.stderr)
     if done.returncode not in (0, 1):
         raise SystemExit(f"opprof compare failed ({key}): {done.stderr.strip()}")
     return json.loads(out.read_text()), wall
+
+
+def stored_baseline(repo: Path) -> None:
+    """``opprof baseline update --runs 5`` at the base commit, as a user keeps one."""
+    done = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "baseline", "update",
+                           "--runs", "5", "-p", "no:randomly", SELECTED], cwd=repo,
+                          env=environment(), capture_output=True, text=True, check=False)
+    (repo / "runs" / "baseline.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"opprof baseline update failed: {done.stderr.strip()}")
+
+
+def gated(repo: Path, key: str) -> list[str]:
+    """One pytest run gated against the stored baseline: the ops it called regressed."""
+    out = repo / "runs" / f"{key}.json"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "-p", "no:randomly", f"--opprof-json={out}", SELECTED], cwd=repo,
+                   env=environment(), capture_output=True, check=False)
+    (test,) = json.loads(out.read_text())["tests"]
+    return [op["name"] for op in test["ops"] if op["verdict"] == "regressed"]
 
 
 def flagged(data: dict[str, Any]) -> list[str]:
@@ -130,35 +151,46 @@ def run(repo: Path, args: argparse.Namespace) -> list[str]:
     (repo / "runs").mkdir()
     sizes = medians(repo)
     base = git(repo, "rev-parse", "HEAD").strip()
-    lines = [f"### opprof compare HEAD~1 --pairs {args.pairs}: one op x{args.factor:g} "
-             "(more calls in its code)", "",
-             "| op | its median | change seen | interval | verdict | other ops flagged "
-             "| wall |", "|---|---|---|---|---|---|---|"]
-    caught, walls = 0, []
+    stored_baseline(repo)
+    how = f"--pairs {args.pairs}" if args.pairs else "(pairs sized by --detect 15%)"
+    lines = [f"### opprof compare HEAD~1 {how}: one op x{args.factor:g} (more calls in its "
+             "code); the stored-baseline gate on the same commit", "",
+             "| op | its median | pairs | change seen | interval | compare | other ops "
+             "flagged | wall | stored gate |", "|---|---|---|---|---|---|---|---|---|"]
+    caught, caught_stored, walls, pairs = 0, 0, [], []
     for name in chosen(sizes, args.ops):
         (repo / "workload.py").write_text(f"SLOW: dict[str, float] = {{{name!r}: "
                                           f"{args.factor}}}\n")
         git(repo, "commit", "-qam", f"{name} x{args.factor:g}")
         data, wall = compare(repo, "HEAD~1", args.pairs, f"inject-{name}")
+        stored = gated(repo, f"gated-{name}")
         git(repo, "reset", "-q", "--hard", base)
         op, others = change_of(data, name), [n for n in flagged(data) if n != name]
         caught += op["verdict"] == "regressed" and not others
+        caught_stored += stored == [name]
         walls.append(wall)
-        lines.append(f"| {name} | {duration(sizes[name])} | {op['change'] - 1:+.1%} | "
-                     f"{op['low'] - 1:+.1%} .. {op['high'] - 1:+.1%} | {op['verdict']} | "
-                     f"{', '.join(others) or '-'} | {wall:.0f} s |")
-    false = 0
+        pairs.append(data["pairs"])
+        lines.append(f"| {name} | {duration(sizes[name])} | {data['pairs']} | "
+                     f"{op['change'] - 1:+.1%} | {op['low'] - 1:+.1%} .. {op['high'] - 1:+.1%} "
+                     f"| {op['verdict']} | {', '.join(others) or '-'} | {wall:.0f} s | "
+                     f"{', '.join(stored) or 'ok'} |")
+    false, false_stored = 0, 0
     for k in range(args.self):
         data, wall = compare(repo, "HEAD", args.pairs, f"self-{k}")
         false += bool(flagged(data))
+        false_stored += bool(gated(repo, f"gated-self-{k}"))
         walls.append(wall)
+        pairs.append(data["pairs"])
     growth = [(p, compare(repo, "HEAD", p, f"growth-{p}")[1]) for p in args.growth]
-    lines += ["", "| compares | result |", "|---|---|",
-              f"| detection: exactly the slowed op regressed | {caught} of {args.ops} |",
+    lines += ["", "| | opprof compare | stored-baseline gate |", "|---|---|---|",
+              f"| detection: exactly the slowed op regressed | {caught} of {args.ops} | "
+              f"{caught_stored} of {args.ops} |",
               f"| false failures: a commit against itself, any op flagged | {false} of "
-              f"{args.self} |",
-              f"| wall time of a compare (median, {args.pairs} pairs) | "
-              f"{statistics.median(walls) if walls else float('nan'):.0f} s |"]
+              f"{args.self} | {false_stored} of {args.self} |",
+              f"| pairs (median, range) | {statistics.median(pairs) if pairs else 0:g} "
+              f"({min(pairs, default=0)}-{max(pairs, default=0)}) | - |",
+              f"| wall time (median) | "
+              f"{statistics.median(walls) if walls else float('nan'):.0f} s | one run |"]
     if growth:
         lines += ["", "| pairs | wall time of a self-compare |", "|---|---|"]
         lines += [f"| {p} | {wall:.0f} s |" for p, wall in growth]
@@ -170,8 +202,8 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=10, help="ops to slow, one at a time")
     parser.add_argument("--self", type=int, default=20, help="compares of a commit with "
                                                              "itself")
-    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS,
-                        help=f"pairs per compare (default {DEFAULT_PAIRS})")
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="pairs per compare (default: sized by opprof compare)")
     parser.add_argument("--factor", type=float, default=1.15, help="the slowdown")
     parser.add_argument("--growth", default="2,4,8",
                         help="pairs counts whose wall time is measured ('' for none)")
@@ -182,7 +214,7 @@ def main() -> int:
         args.growth = [int(x) for x in args.growth.split(",") if x.strip()]
     except ValueError:
         parser.error("--growth takes whole numbers, e.g. 2,4,8")
-    if args.ops < 0 or args.self < 0 or args.pairs < 1 or not 1 < args.factor <= 10:
+    if args.ops < 0 or args.self < 0 or (args.pairs or 1) < 1 or not 1 < args.factor <= 10:
         parser.error("--ops and --self 0 or more, --pairs 1 or more, --factor above 1")
     if args.keep is not None and args.keep.exists():
         parser.error(f"--keep {args.keep}: exists; name a new folder")

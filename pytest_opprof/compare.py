@@ -1,13 +1,16 @@
 """``opprof compare``: base against head, op by op, measured now on this machine.
 
-    opprof compare REF [--pairs N] [--setup CMD] [--tolerance X] [--json PATH]
-                       [--markdown PATH] [PYTEST ARGS...]
+    opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]
+                       [--tolerance X] [--json PATH] [--markdown PATH] [PYTEST ARGS...]
     opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] [--markdown PATH]
 
 The first form checks REF out in a temporary git worktree (removed afterwards, also on
 errors and Ctrl-C) and runs the selected tests there (base) and in the working tree
-(head) in pytest processes taking turns, ``--pairs`` of each, each writing its results
-file; :mod:`pytest_opprof.paired` judges each op from the pairs. A stored baseline
+(head) in pytest processes taking turns, each writing its results file;
+:mod:`pytest_opprof.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
+by default the run is sized from its first :data:`FIRST_PAIRS`: pairs are added until
+three in four ops of every test would show a ``--detect`` slowdown, at most
+``--max-pairs``. A stored baseline
 carries everything that changed since it was taken (the machine, its load, the
 process's layout); two sides measured now, alternating, share all of that.
 
@@ -41,16 +44,19 @@ from .paired import (
     PairedResult,
     judge_pairs,
     judge_single,
+    state_adjusted,
 )
+from .paired import pairs_needed as paired_pairs_needed
 from .profile import Profile
 
-#: Pairs of processes by default (20 processes, as pyperf runs). Simulated with each op's
-#: median moving between processes as measured on a 2-core runner (1.5% typical, 0.5-5%
-#: over ops, a 4% machine drift per process), 44 ops: +15% of one op caught exactly in
-#: 54% of tests with 4 pairs, 80% with 6, 91% with 8, 93% with 10; no false failure in
-#: 200 A/A tests at any count (benchmarks/compare_simulation.py). A loaded machine
-#: needs more.
-DEFAULT_PAIRS = 10
+#: Pairs run before the first sizing: enough for each op's spread to be estimated.
+FIRST_PAIRS = 6
+#: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
+MAX_PAIRS = 30
+#: An automatic run adds pairs until three in four of every test's ops would catch this
+#: slowdown (with probability paired.POWER). On a noisy 2-core runner, 16-24 pairs;
+#: a quiet machine stops at FIRST_PAIRS (benchmarks/RESULTS.md).
+DEFAULT_DETECT = 0.15
 
 #: One run's profiles, by node id.
 Run = dict[str, Profile]
@@ -70,7 +76,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
     sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
     sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
-                     help=f"pairs of processes (base, head) to run (default {DEFAULT_PAIRS})")
+                     help="pairs of processes (base, head) to run (default: as many as "
+                          f"--detect needs, from {FIRST_PAIRS} up to --max-pairs)")
+    sub.add_argument("--detect", type=_detect, default=None, metavar="X",
+                     help="the slowdown three in four ops of every test should be able to "
+                          f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
+                          f"{DEFAULT_DETECT * 100:.0f}%%)")
+    sub.add_argument("--max-pairs", type=whole_number("--max-pairs"), default=None,
+                     metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
                           "working tree) before the first process, e.g. a build in place")
@@ -86,6 +99,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _tolerance(text: str) -> float:
     """``0.05`` or ``5%``, as every other tolerance of pytest-opprof."""
     return parse_fraction(text, "--tolerance")
+
+
+def _detect(text: str) -> float:
+    return parse_fraction(text, "--detect")
 
 
 # -- the comparison, from runs ---------------------------------------------------------
@@ -123,13 +140,16 @@ class Report:
     tests: tuple[TestComparison, ...]
     base_only_tests: tuple[str, ...]
     head_only_tests: tuple[str, ...]
+    #: The slowdown the run was sized to see (--detect).
+    detect: float = DEFAULT_DETECT
 
     def count(self, verdict: str) -> int:
         return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)
 
 
 def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
-                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA) -> Report:
+                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 detect: float = DEFAULT_DETECT) -> Report:
     """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
     one side only are listed."""
     base_ids = {nodeid for run in base for nodeid in run}
@@ -141,20 +161,28 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
         if pairs:
             tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
     return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
-                  tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)))
+                  tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
+                  detect)
 
 
-def _ops(profile: Profile) -> dict[Key, tuple[int, np.ndarray]]:
-    """Each op's OP_ID and counted samples, by (name, occurrence); ops that never ran
-    in a counted iteration left out."""
-    samples = profile.gated_samples()[profile.skip:]
-    found = {}
-    for info in profile.ops:
-        column = samples[:, info.op_id]
-        column = column[np.isfinite(column) & (column > 0)]
-        if column.size:
-            found[(info.name, info.occurrence)] = (info.op_id, column)
-    return found
+def pairs_needed(report: Report) -> int:
+    """The pairs at which three in four ops of every test see ``report.detect``."""
+    return max((paired_pairs_needed(t.result, report.detect, report.tolerance)
+                for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
+
+
+def _ops(profile: Profile) -> dict[Key, int]:
+    """Each op's OP_ID by (name, occurrence); ops that never ran in a counted iteration
+    left out."""
+    samples = _counted(profile)
+    return {(info.name, info.occurrence): info.op_id for info in profile.ops
+            if np.isfinite(samples[:, info.op_id]).any()}
+
+
+def _counted(profile: Profile) -> np.ndarray:
+    """The counted iterations' samples (iterations, ops), NaN where an op did not run."""
+    samples = np.asarray(profile.gated_samples()[profile.skip:], dtype=float)
+    return np.where(samples > 0, samples, np.nan)
 
 
 def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
@@ -163,24 +191,39 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     base_keys = set().union(*(b for b, _ in sides))
     head_keys = set().union(*(h for _, h in sides))
     in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
-    keys = sorted(in_all, key=lambda k: sides[0][1][k][0])  # in the head's OP_ID order
+    keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
     ops: tuple[OpRow, ...] = ()
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
     if keys:
+        # every process's log times of the judged ops, base and head of each pair in turn
+        logs = [np.log(_counted(profile)[:, [ids[k] for k in keys]])
+                for pair, ids_of in zip(pairs, sides, strict=True)
+                for profile, ids in zip(pair, ids_of, strict=True)]
+        adjusted, _ = state_adjusted(logs)
         if len(pairs) == 1:
-            b, h = sides[0]
-            result = judge_single([b[k][1] for k in keys], [h[k][1] for k in keys],
-                                  tolerance, alpha)
+            b, h = (np.exp(x) for x in adjusted)
+            result = judge_single([_finite(b[:, j]) for j in range(len(keys))],
+                                  [_finite(h[:, j]) for j in range(len(keys))],
+                                  tolerance, alpha, shown=(np.exp(_medians(logs[0])),
+                                                           np.exp(_medians(logs[1]))))
         else:
-            medians = [[[float(np.median(side[k][1])) for k in keys] for side in pair]
-                       for pair in sides]
-            m = np.array(medians)  # (pairs, 2, ops)
-            result = judge_pairs(m[:, 0], m[:, 1], tolerance, alpha)
-        ops = tuple(OpRow(sides[0][1][k][0], k[0], k[1], c)
+            at_state = np.exp([_medians(x) for x in adjusted])  # (2 * pairs, ops)
+            raw = np.exp([_medians(x) for x in logs])
+            result = judge_pairs(at_state[0::2], at_state[1::2], tolerance, alpha,
+                                 shown=(raw[0::2], raw[1::2]))
+        ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))
     return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
                           _labels(head_keys - base_keys),
                           _labels((base_keys & head_keys) - in_all))
+
+
+def _medians(logs: np.ndarray) -> np.ndarray:
+    return np.nanmedian(logs, axis=0)
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    return x[np.isfinite(x)]
 
 
 def _labels(keys: set[Key]) -> tuple[str, ...]:
@@ -230,9 +273,10 @@ def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
     from .render.results_json import load
 
-    if len(extra) != 1 or args.pairs is not None or args.setup is not None:
-        raise UsageProblem("two results files take no pytest arguments, --pairs or --setup: "
-                           "opprof compare BASE.json HEAD.json")
+    if len(extra) != 1 or any(x is not None for x in (args.pairs, args.setup,
+                                                      args.max_pairs)):
+        raise UsageProblem("two results files take no pytest arguments, --pairs, --max-pairs "
+                           "or --setup: opprof compare BASE.json HEAD.json")
     runs = []
     for name in (args.ref, extra[0]):
         if not Path(name).is_file():
@@ -243,7 +287,17 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
         except OpprofError as exc:
             raise CommandError(str(exc)) from None
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
-                        tolerance=args.tolerance)
+                        tolerance=args.tolerance, detect=_detect_of(args))
+
+
+def _detect_of(args: argparse.Namespace) -> float:
+    """--detect, which must exceed the tolerance (a change within it is never flagged)."""
+    detect = DEFAULT_DETECT if args.detect is None else args.detect
+    if detect <= args.tolerance:
+        raise UsageProblem(f"--detect {detect:.0%} must exceed --tolerance "
+                           f"{args.tolerance:.0%}: a change within the tolerance is never "
+                           "flagged")
+    return detect
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -263,7 +317,13 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
                            f"{top.stdout.strip()} (git rev-parse failed)")
     sha = commit.stdout.strip()
     inside = here.relative_to(Path(top.stdout.strip()).resolve())
-    pairs = args.pairs or DEFAULT_PAIRS
+    if args.pairs is not None and (args.max_pairs is not None or args.detect is not None):
+        raise UsageProblem("--pairs N runs N pairs; --detect and --max-pairs size the run "
+                           "instead: give one or the other")
+    detect = _detect_of(args)
+    most = args.max_pairs or MAX_PAIRS
+    planned = args.pairs or min(FIRST_PAIRS, most)
+    labels = (f"{args.ref} ({sha[:10]})", "working tree")
     with tempfile.TemporaryDirectory(prefix="opprof-compare-") as scratch, \
             _worktree(here, Path(scratch) / "base", sha) as tree:
         base_dir = tree / inside
@@ -276,15 +336,26 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
                 _setup(args.setup, side, folder)
         runs: dict[str, list[Run]] = {"base": [], "head": []}
         shown = {"base": f"base ({args.ref} at {sha[:10]})", "head": "head (working tree)"}
-        for p in range(pairs):
+        p = 0
+        while p < planned:
             # ABBA order: whatever favours the second process of a pair favours each side
             for side in ("base", "head") if p % 2 == 0 else ("head", "base"):
-                print(f"opprof: pair {p + 1} of {pairs}: {shown[side]}", flush=True)
+                print(f"opprof: pair {p + 1} of {planned}: {shown[side]}", flush=True)
                 out = Path(scratch) / f"{side}-{p}.json"
                 runs[side].append(_profiled(side, sides[side], out, extra))
-    return compare_runs(runs["base"], runs["head"], mode="pairs",
-                        labels=(f"{args.ref} ({sha[:10]})", "working tree"),
-                        tolerance=args.tolerance)
+            p += 1
+            if p == planned and args.pairs is None and p < most:
+                needed = pairs_needed(compare_runs(runs["base"], runs["head"], mode="pairs",
+                                                   labels=labels, tolerance=args.tolerance,
+                                                   detect=detect))
+                if needed > p:
+                    planned = min(needed, most)
+                    cap = " (--max-pairs)" if needed > most else ""
+                    print(f"opprof: {p} pairs show how far the ops move between processes; "
+                          f"{needed} pairs let three in four ops of every test show a "
+                          f"{detect:.0%} slowdown: running {planned}{cap}", flush=True)
+    return compare_runs(runs["base"], runs["head"], mode="pairs", labels=labels,
+                        tolerance=args.tolerance, detect=detect)
 
 
 @contextlib.contextmanager

@@ -28,6 +28,26 @@ One pair (two results files) cannot see how an op moves between processes; the
 spread then comes from the op's own samples (the standard error of each median) and
 the test's other ops (how far the ops' changes scatter beyond that), never below
 :data:`SINGLE_PAIR_FLOOR`, with normal quantiles: conservative by design.
+
+**The machine's state, iteration by iteration** (:func:`state_adjusted`, applied to the
+samples before the medians are taken). On a shared runner the machine's speed moves
+within a process too (tonight by 10% between iterations, 14% between a process's first
+and second half), and ops do not all move alike: a compute-bound op follows the clock,
+a memory-bound or launch-bound one less (measured elasticities 0.2 to 1.9 over the
+many-op test's 44 ops). A median drift per pair assumes every op moves by the same
+factor, so what is left of each op's response shows as a spread of 7.5% between
+processes. Instead each iteration's state ``G`` is the median over the other ops of how
+far each is from its usual time, and each op's elasticity ``beta`` to it is learned
+from how the op followed ``G`` within processes (so a change between base and head,
+which is constant within a process, does not teach it); the op's samples are then taken
+at the common state, ``log t - beta G``. That halved the ops' spread between processes
+(7.5% to 3.7%, benchmarks/RESULTS.md). Where the state hardly moved within processes
+``beta`` stays near 1, the median drift's assumption (a prior worth
+:data:`ELASTICITY_PRIOR` of state movement).
+
+**Detectable** is the slowdown of an op its interval would call regressed with
+probability :data:`POWER`; :func:`pairs_needed` is how many pairs make three in four
+ops of a test see a given slowdown (``opprof compare`` sizes its run with it).
 """
 
 from __future__ import annotations
@@ -62,6 +82,17 @@ SINGLE_PAIR_FLOOR = 0.03
 #: The least variance of a log ratio: a deterministic clock (the fake backend) gives
 #: exactly zero, whose logarithm the prior cannot take.
 _VAR_FLOOR = 1e-12
+#: An op's detectable slowdown is the one its interval calls regressed this often (as
+#: the stored-baseline gate's).
+POWER = 0.8
+#: The share of a test's ops whose detectable slowdown sizes a compare (three in four:
+#: the few noisiest ops of a test do not set its cost).
+SIZING_QUANTILE = 75
+#: Elasticities are learned as if the state had also moved this much (sd of log) with
+#: elasticity 1 in every sample: where it moved far less, 1 stands.
+ELASTICITY_PRIOR = 0.01
+#: No op follows the machine's state more than this many times over.
+MAX_ELASTICITY = 3.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +109,9 @@ class OpChange:
     #: shrinkage); with one pair, the spread credited to it.
     sd: float
     verdict: Verdict
+    #: The slowdown (a fraction) this comparison would call regressed with probability
+    #: :data:`POWER`.
+    detectable: float
 
 
 @dataclass(frozen=True)
@@ -95,9 +129,12 @@ class PairedResult:
 
 
 def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_TOLERANCE,
-                alpha: float = DEFAULT_ALPHA) -> PairedResult:
+                alpha: float = DEFAULT_ALPHA,
+                shown: tuple[np.ndarray, np.ndarray] | None = None) -> PairedResult:
     """Judge every op from ``base`` and ``head``, each of shape (pairs, ops): the op's
-    median (ns) in each process. Pairs >= 2 (one pair: :func:`judge_single`)."""
+    median (ns) in each process. Pairs >= 2 (one pair: :func:`judge_single`).
+    ``shown``: the medians to report as base and head times, when ``base`` and
+    ``head`` are taken at a common state (:func:`state_adjusted`)."""
     base, head = _checked(base, head)
     pairs, n_ops = base.shape
     if pairs < 2:
@@ -109,19 +146,21 @@ def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_T
         notes.append(f"{n_ops} op(s): each op's spread is its own, over {pairs} pairs")
     q = t_quantile(1 - alpha / (2 * n_ops), dof)
     se = np.sqrt(var / pairs)
+    times = _checked(*shown) if shown is not None else (base, head)
     return PairedResult(
-        ops=_changes(_geo_mean(base), _geo_mean(head), d.mean(axis=0), se, np.sqrt(var), q,
-                     tolerance),
+        ops=_changes(_geo_mean(times[0]), _geo_mean(times[1]), d.mean(axis=0), se,
+                     np.sqrt(var), q, tolerance),
         pairs=pairs, drift=tuple(float(x) for x in np.exp(drift)),
         drift_corrected=n_ops >= MIN_OPS_FOR_DRIFT, dof=dof, quantile=q,
         notes=tuple(notes))
 
 
 def judge_single(base: list[np.ndarray], head: list[np.ndarray],
-                 tolerance: float = DEFAULT_TOLERANCE,
-                 alpha: float = DEFAULT_ALPHA) -> PairedResult:
+                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 shown: tuple[np.ndarray, np.ndarray] | None = None) -> PairedResult:
     """Judge every op from one base run and one head run: ``base[i]`` and ``head[i]``
-    are op ``i``'s samples (ns) in each. Conservative: see the module's docstring."""
+    are op ``i``'s samples (ns) in each. Conservative: see the module's docstring.
+    ``shown``: the medians to report, as :func:`judge_pairs`."""
     if len(base) != len(head) or not base:
         raise ValueError("base and head need the same ops, one or more")
     b_med, b_se2 = zip(*(_median_and_se2(x) for x in base), strict=True)
@@ -137,8 +176,9 @@ def judge_single(base: list[np.ndarray], head: list[np.ndarray],
     n_ops = len(base)
     q = statistics.NormalDist().inv_cdf(1 - alpha / (2 * n_ops))
     se = np.sqrt(sampling + between)
+    times = _checked(*(np.array([x]) for x in shown)) if shown is not None else (b, h)
     return PairedResult(
-        ops=_changes(b[0], h[0], d[0], se, se, q, tolerance), pairs=1,
+        ops=_changes(times[0][0], times[1][0], d[0], se, se, q, tolerance), pairs=1,
         drift=tuple(float(x) for x in np.exp(drift)),
         drift_corrected=n_ops >= MIN_OPS_FOR_DRIFT, dof=math.inf, quantile=q,
         notes=tuple(notes))
@@ -168,14 +208,33 @@ def _drift_corrected(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarray,
              sd: np.ndarray, q: float, tolerance: float) -> tuple[OpChange, ...]:
     bound = math.log1p(tolerance)
+    power = statistics.NormalDist().inv_cdf(POWER)
     changes = []
     for i in range(len(mean)):
         low, high = mean[i] - q * se[i], mean[i] + q * se[i]
         verdict: Verdict = "regressed" if low > bound else "improved" if high < -bound \
             else "ok"
         changes.append(OpChange(float(base[i]), float(head[i]), math.exp(mean[i]),
-                                math.exp(low), math.exp(high), float(sd[i]), verdict))
+                                math.exp(low), math.exp(high), float(sd[i]), verdict,
+                                math.expm1(bound + (q + power) * se[i])))
     return tuple(changes)
+
+
+def pairs_needed(result: PairedResult, detect: float,
+                 tolerance: float = DEFAULT_TOLERANCE) -> int:
+    """The pairs at which three in four of the result's ops (:data:`SIZING_QUANTILE`)
+    would see a slowdown of ``detect`` (a fraction above ``tolerance``) with
+    probability :data:`POWER`, at the result's spreads and quantile. Sizing on the
+    spreads alone, never on the changes, keeps the intervals' level (an internal pilot,
+    Wittes and Brittain 1990)."""
+    if not result.ops:
+        return result.pairs
+    room = math.log1p(detect) - math.log1p(tolerance)
+    if room <= 0:
+        raise ValueError("the change to detect must exceed the tolerance")
+    sd = float(np.percentile([op.sd for op in result.ops], SIZING_QUANTILE))
+    z = result.quantile + statistics.NormalDist().inv_cdf(POWER)
+    return max(2, math.ceil((z * sd / room) ** 2))
 
 
 def _geo_mean(x: np.ndarray) -> np.ndarray:
@@ -192,6 +251,62 @@ def _median_and_se2(samples: np.ndarray) -> tuple[float, float]:
     logs = np.log(x)
     sigma = MAD_SIGMA * float(np.median(np.abs(logs - np.median(logs))))
     return float(np.median(x)), math.pi / 2 * sigma ** 2 / x.size
+
+
+# -- the machine's state, iteration by iteration ------------------------------------------
+
+def state_adjusted(processes: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Every process's log times taken at the common machine state, and each op's
+    elasticity (module docstring). ``processes[k]`` is process ``k``'s log times,
+    (iterations, ops), NaN where an op did not run; the ops (columns) are the same in
+    every process. Fewer than :data:`MIN_OPS_FOR_DRIFT` ops: returned as they are."""
+    n_ops = processes[0].shape[1] if processes else 0
+    if n_ops < MIN_OPS_FOR_DRIFT:
+        return processes, np.ones(n_ops)
+    center = np.nanmedian(np.vstack(processes), axis=0)
+    states = [_others_median(x - center) for x in processes]
+    sxy, sxx, count = np.zeros(n_ops), np.zeros(n_ops), np.zeros(n_ops)
+    for x, g in zip(processes, states, strict=True):
+        both = np.isfinite(x) & np.isfinite(g)
+        # centred within the process: a change between base and head teaches nothing
+        xc, gc = _centred(x, both), _centred(g, both)
+        sxy += (xc * gc).sum(axis=0)
+        sxx += (gc * gc).sum(axis=0)
+        count += both.sum(axis=0)
+    prior = count * ELASTICITY_PRIOR ** 2
+    beta = np.clip((sxy + prior) / np.maximum(sxx + prior, _VAR_FLOOR), 0.0, MAX_ELASTICITY)
+    adjusted = []
+    for x, g in zip(processes, states, strict=True):
+        # an iteration with too few other ops to tell its state: the process's usual one
+        usual = np.nan_to_num(np.nanmedian(np.where(np.isfinite(g), g, np.nan), axis=0)
+                              if np.isfinite(g).any() else np.zeros(n_ops))
+        adjusted.append(x - beta * np.where(np.isfinite(g), g, usual))
+    return adjusted, beta
+
+
+def _centred(a: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """``a`` less its column means over ``where``; 0 elsewhere."""
+    mean = np.where(where, a, 0.0).sum(axis=0) / np.maximum(where.sum(axis=0), 1)
+    return np.where(where, a - mean, 0.0)
+
+
+def _others_median(x: np.ndarray) -> np.ndarray:
+    """For every cell of ``x`` (rows of values, NaN absent), the median of its row's
+    other finite values (NaN where the cell is absent or fewer than
+    MIN_OPS_FOR_DRIFT - 1 others are present): an op's own time must not set the state
+    it is corrected by."""
+    finite = np.isfinite(x)
+    c = finite.sum(axis=1, keepdims=True)  # finite values per row
+    order = np.argsort(np.where(finite, x, np.inf), axis=1, kind="stable")
+    ranked = np.take_along_axis(np.where(finite, x, np.inf), order, axis=1)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(x.shape[1])[None, :].repeat(len(x), 0), axis=1)
+    m = c - 1  # the others
+    j1, j2 = (m - 1) // 2, m // 2  # the middle (one when m is odd, two when even)
+    i1 = np.clip(j1 + (j1 >= rank), 0, x.shape[1] - 1)
+    i2 = np.clip(j2 + (j2 >= rank), 0, x.shape[1] - 1)
+    out = (np.take_along_axis(ranked, i1, axis=1) + np.take_along_axis(ranked, i2, axis=1)) / 2
+    return np.where(finite & (m >= MIN_OPS_FOR_DRIFT - 1), out, np.nan)
 
 
 # -- borrowing strength: limma's prior for the variances ---------------------------------

@@ -10,6 +10,9 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..paired import SIZING_QUANTILE
 from . import display_name, duration, percent
 from .markdown import code
 
@@ -17,13 +20,30 @@ if TYPE_CHECKING:
     from ..compare import OpRow, Report, TestComparison
 
 SCHEMA = "pytest-opprof/compare/1"
-COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "verdict"]
+COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "detectable", "verdict"]
 
 
 def _cells(row: OpRow) -> list[str]:
     c = row.change
     return [str(row.op_id), display_name(row.name), duration(c.base_ns), duration(c.head_ns),
-            percent(c.change), f"{percent(c.low)} .. {percent(c.high)}", c.verdict]
+            percent(c.change), f"{percent(c.low)} .. {percent(c.high)}",
+            percent(1 + c.detectable), c.verdict]
+
+
+def _sees(test: TestComparison) -> float:
+    """The slowdown three in four of the test's ops could show (paired.SIZING_QUANTILE)."""
+    return float(np.percentile([r.change.detectable for r in test.ops], SIZING_QUANTILE))
+
+
+def _blind(report: Report, test: TestComparison) -> str | None:
+    """A sentence when the test's ops could not see the slowdown the run was sized for."""
+    if not test.ops or _sees(test) <= report.detect:
+        return None
+    more = ("more pairs (--max-pairs), " if report.mode == "pairs"
+            else "opprof compare REF (pairs of processes), ")
+    return (f"three in four ops could only show slowdowns over {percent(1 + _sees(test))} "
+            f"(--detect {percent(1 + report.detect)}); {more}more iterations or a quieter "
+            "machine would help")
 
 
 def _how(report: Report, test: TestComparison) -> str:
@@ -33,7 +53,8 @@ def _how(report: Report, test: TestComparison) -> str:
     dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
     drift = (f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}"
              if r.drift_corrected else "no drift correction")
-    return f"{r.pairs} pair(s), {drift}; interval {level} ({dof})"
+    sees = f"; three in four ops can show {percent(1 + _sees(test))}" if test.ops else ""
+    return f"{r.pairs} pair(s), {drift}; interval {level} ({dof}){sees}"
 
 
 def _summary(report: Report) -> str:
@@ -62,6 +83,8 @@ def text(report: Report) -> str:
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
+        blind = _blind(report, test)
+        lines += [f"  blind: {blind}"] if blind else []
         rows = [COLUMNS, *(_cells(row) for row in test.ops)]
         widths = [max(len(r[k]) for r in rows) for k in range(len(COLUMNS))]
         lines += ["  " + "  ".join(cell.ljust(w) if k == 1 else cell.rjust(w)
@@ -81,11 +104,13 @@ def markdown(report: Report) -> str:
             (order[r.change.verdict] for r in t.ops), default=3)):
         lines += ["", f"### {code(test.nodeid)}", "", _how(report, test) + ".", ""]
         lines += [f"> {note}" for note in test.result.notes]
+        blind = _blind(report, test)
+        lines += [f"> **blind:** {blind}"] if blind else []
         lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
         for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
             cells = _cells(row)
             cells[1] = code(row.name)
-            cells[6] = f"**{cells[6]}**" if cells[6] != "ok" else cells[6]
+            cells[-1] = f"**{cells[-1]}**" if cells[-1] != "ok" else cells[-1]
             lines.append("| " + " | ".join(cells) + " |")
     one_side = _one_side(report)
     if one_side:
@@ -103,6 +128,7 @@ def to_json(report: Report) -> str:
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
         "pairs": report.pairs, "tolerance": report.tolerance, "alpha": report.alpha,
+        "detect": report.detect,
         "regressed": report.count("regressed"), "improved": report.count("improved"),
         "base_only_tests": list(report.base_only_tests),
         "head_only_tests": list(report.head_only_tests),
@@ -113,10 +139,12 @@ def to_json(report: Report) -> str:
             "notes": list(t.result.notes),
             "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
             "partial_ops": list(t.partial_ops),
+            "sees": _sees(t) if t.ops else None,
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
                      "change": r.change.change, "low": r.change.low, "high": r.change.high,
-                     "sd": r.change.sd, "verdict": r.change.verdict} for r in t.ops],
+                     "sd": r.change.sd, "detectable": r.change.detectable,
+                     "verdict": r.change.verdict} for r in t.ops],
         } for t in report.tests],
     }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
