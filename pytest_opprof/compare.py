@@ -10,9 +10,9 @@ errors and Ctrl-C) and runs the selected tests there (base) and in the working t
 :mod:`pytest_opprof.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
 by default the run is sized from its first :data:`FIRST_PAIRS`: pairs are added until
 three in four ops of every test would show a ``--detect`` slowdown, at most
-``--max-pairs``. A stored baseline
-carries everything that changed since it was taken (the machine, its load, the
-process's layout); two sides measured now, alternating, share all of that.
+``--max-pairs``. A stored baseline carries everything that changed since it was taken
+(the machine, its load, the process's layout); two sides measured now, alternating,
+share all of that.
 
 The second form compares two results files (``pytest --opprof-json``) the user made
 (on two machines, or before and after an upgrade): one pair, judged conservatively.
@@ -28,11 +28,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from . import paired
 from .cli import CommandError, UsageProblem, _last_line, whole_number
 from .errors import OpprofError
 from .options import parse_fraction
@@ -44,9 +45,9 @@ from .paired import (
     PairedResult,
     judge_pairs,
     judge_single,
+    shared_change,
     state_adjusted,
 )
-from .paired import pairs_needed as paired_pairs_needed
 from .profile import Profile
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
@@ -167,7 +168,7 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
 
 def pairs_needed(report: Report) -> int:
     """The pairs at which three in four ops of every test see ``report.detect``."""
-    return max((paired_pairs_needed(t.result, report.detect, report.tolerance)
+    return max((paired.pairs_needed(t.result, report.detect, report.tolerance)
                 for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
 
 
@@ -199,18 +200,25 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
         logs = [np.log(_counted(profile)[:, [ids[k] for k in keys]])
                 for pair, ids_of in zip(pairs, sides, strict=True)
                 for profile, ids in zip(pair, ids_of, strict=True)]
-        adjusted, _ = state_adjusted(logs)
+        state = state_adjusted(logs)
         if len(pairs) == 1:
-            b, h = (np.exp(x) for x in adjusted)
+            b, h = (np.exp(x) for x in state.logs)
             result = judge_single([_finite(b[:, j]) for j in range(len(keys))],
                                   [_finite(h[:, j]) for j in range(len(keys))],
                                   tolerance, alpha, shown=(np.exp(_medians(logs[0])),
                                                            np.exp(_medians(logs[1]))))
         else:
-            at_state = np.exp([_medians(x) for x in adjusted])  # (2 * pairs, ops)
-            raw = np.exp([_medians(x) for x in logs])
+            raw = np.exp([_medians(x) for x in logs])  # (2 * pairs, ops)
+            shared = shared_change(state.level[0::2], state.level[1::2], alpha)
+            at_state = raw if shared is not None else np.exp([_medians(x)
+                                                               for x in state.logs])
             result = judge_pairs(at_state[0::2], at_state[1::2], tolerance, alpha,
                                  shown=(raw[0::2], raw[1::2]))
+            if shared is not None:
+                result = replace(result, notes=(*result.notes, (
+                    f"every op moved by about {shared:+.1%} between the sides, more than "
+                    "the machine's swings between processes explain: a change all ops "
+                    "share; judged from plain medians, each op around it")))
         ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))
     return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),

@@ -31,19 +31,19 @@ the test's other ops (how far the ops' changes scatter beyond that), never below
 
 **The machine's state, iteration by iteration** (:func:`state_adjusted`, applied to the
 samples before the medians are taken). On a shared runner the machine's speed moves
-within a process too (tonight by 10% between iterations, 14% between a process's first
-and second half), and ops do not all move alike: a compute-bound op follows the clock,
-a memory-bound or launch-bound one less (measured elasticities 0.2 to 1.9 over the
-many-op test's 44 ops). A median drift per pair assumes every op moves by the same
-factor, so what is left of each op's response shows as a spread of 7.5% between
-processes. Instead each iteration's state ``G`` is the median over the other ops of how
-far each is from its usual time, and each op's elasticity ``beta`` to it is learned
-from how the op followed ``G`` within processes (so a change between base and head,
-which is constant within a process, does not teach it); the op's samples are then taken
-at the common state, ``log t - beta G``. That halved the ops' spread between processes
-(7.5% to 3.7%, benchmarks/RESULTS.md). Where the state hardly moved within processes
-``beta`` stays near 1, the median drift's assumption (a prior worth
-:data:`ELASTICITY_PRIOR` of state movement).
+within a process too (on our 2-core runner, 2026-12-01: 10% between iterations, 14%
+between a process's first and second half), and ops do not all move alike: a
+compute-bound op follows the clock, a memory-bound or dispatch-bound one less
+(elasticities 0.2 to 1.9 over the many-op test's 44 ops). A median drift per pair
+assumes every op moves by the same factor, so what is left of each op's response shows
+as spread between processes. Instead each iteration's state ``G`` is the median over the
+other ops of how far each is from its usual time, and each op's elasticity ``beta`` to
+it is learned from how the op followed ``G`` within processes (so a change between base
+and head, which is constant within a process, does not teach it); the op's samples are
+then taken at the common state, ``log t - beta G``. That halved the ops' spread between
+processes (benchmarks/compare_replay.py, figures in benchmarks/RESULTS.md). Where the
+state hardly moved within processes ``beta`` stays near 1, the median drift's assumption
+(a prior worth :data:`ELASTICITY_PRIOR` of state movement).
 
 **Detectable** is the slowdown of an op its interval would call regressed with
 probability :data:`POWER`; :func:`pairs_needed` is how many pairs make three in four
@@ -255,14 +255,26 @@ def _median_and_se2(samples: np.ndarray) -> tuple[float, float]:
 
 # -- the machine's state, iteration by iteration ------------------------------------------
 
-def state_adjusted(processes: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+@dataclass(frozen=True)
+class StateAdjusted:
+    """What :func:`state_adjusted` found."""
+
+    #: Each process's log times at the common state (as given: too few ops).
+    logs: list[np.ndarray]
+    #: Each op's elasticity to the machine's state.
+    beta: np.ndarray
+    #: Each process's mean state (log): how fast the machine ran it, from all its ops.
+    level: np.ndarray
+
+
+def state_adjusted(processes: list[np.ndarray]) -> StateAdjusted:
     """Every process's log times taken at the common machine state, and each op's
     elasticity (module docstring). ``processes[k]`` is process ``k``'s log times,
     (iterations, ops), NaN where an op did not run; the ops (columns) are the same in
     every process. Fewer than :data:`MIN_OPS_FOR_DRIFT` ops: returned as they are."""
     n_ops = processes[0].shape[1] if processes else 0
     if n_ops < MIN_OPS_FOR_DRIFT:
-        return processes, np.ones(n_ops)
+        return StateAdjusted(processes, np.ones(n_ops), np.zeros(len(processes)))
     center = np.nanmedian(np.vstack(processes), axis=0)
     states = [_others_median(x - center) for x in processes]
     sxy, sxx, count = np.zeros(n_ops), np.zeros(n_ops), np.zeros(n_ops)
@@ -275,13 +287,33 @@ def state_adjusted(processes: list[np.ndarray]) -> tuple[list[np.ndarray], np.nd
         count += both.sum(axis=0)
     prior = count * ELASTICITY_PRIOR ** 2
     beta = np.clip((sxy + prior) / np.maximum(sxx + prior, _VAR_FLOOR), 0.0, MAX_ELASTICITY)
-    adjusted = []
+    adjusted, level = [], []
     for x, g in zip(processes, states, strict=True):
-        # an iteration with too few other ops to tell its state: the process's usual one
-        usual = np.nan_to_num(np.nanmedian(np.where(np.isfinite(g), g, np.nan), axis=0)
-                              if np.isfinite(g).any() else np.zeros(n_ops))
+        # a cell with too few other ops to tell its state: the process's usual state
+        usual = float(np.median(g[np.isfinite(g)])) if np.isfinite(g).any() else 0.0
         adjusted.append(x - beta * np.where(np.isfinite(g), g, usual))
-    return adjusted, beta
+        level.append(float(np.mean(g[np.isfinite(g)])) if np.isfinite(g).any() else 0.0)
+    return StateAdjusted(adjusted, beta, np.array(level))
+
+
+def shared_change(base_level: np.ndarray, head_level: np.ndarray,
+                  alpha: float = DEFAULT_ALPHA) -> float | None:
+    """The change every op shares between the sides, when the machine's swings between
+    processes cannot explain it: None when they can. The state adjustment reads the
+    sides' mean state difference as the machine's, each op moving by its elasticity;
+    ABBA order makes that difference a draw around 0 whose spread the pairs show (a t
+    test, two-sided at ``alpha``). A change all ops share in code (a slower allocator,
+    an upgrade) is not the machine's: read as one, a less elastic op would look slower
+    and a more elastic one faster than it is. Then the caller judges plain medians,
+    every op around the shared change."""
+    gap = np.asarray(head_level, dtype=float) - np.asarray(base_level, dtype=float)
+    if gap.size < 2:
+        return None
+    se = float(gap.std(ddof=1)) / math.sqrt(gap.size)
+    mean = float(gap.mean())
+    if abs(mean) <= t_quantile(1 - alpha / 2, gap.size - 1) * max(se, _VAR_FLOOR):
+        return None
+    return math.expm1(mean)
 
 
 def _centred(a: np.ndarray, where: np.ndarray) -> np.ndarray:

@@ -393,7 +393,8 @@ def spread_between_processes(logs):
 
 def test_each_op_learns_how_it_follows_the_machine():
     logs, beta = stateful_processes(np.random.default_rng(3))
-    adjusted, learned = paired.state_adjusted(logs)
+    state = paired.state_adjusted(logs)
+    adjusted, learned = state.logs, state.beta
     assert learned == pytest.approx(beta, abs=0.1)
     # a median drift leaves each op's own response; the adjustment takes it out
     assert spread_between_processes(adjusted) < 0.4 * spread_between_processes(logs)
@@ -401,7 +402,8 @@ def test_each_op_learns_how_it_follows_the_machine():
 
 def test_a_change_between_the_sides_is_not_taken_for_the_machine():
     logs, _ = stateful_processes(np.random.default_rng(4), slow=(25, 1.15))
-    adjusted, learned = paired.state_adjusted(logs)
+    state = paired.state_adjusted(logs)
+    adjusted, learned = state.logs, state.beta
     medians = np.array([np.median(x, axis=0) for x in adjusted])
     change = (medians[1::2] - medians[0::2]).mean(axis=0)
     assert change[25] - np.median(change) == pytest.approx(math.log(1.15), abs=0.02)
@@ -414,13 +416,13 @@ def test_a_steady_machine_keeps_elasticity_one():
     rng = np.random.default_rng(5)
     logs = [np.log(np.geomspace(5e3, 5e6, 12)) + rng.normal(0, 0.05)
             + rng.normal(0, 1e-4, (10, 12)) for _ in range(8)]
-    assert paired.state_adjusted(logs)[1] == pytest.approx(np.ones(12), abs=0.02)
+    assert paired.state_adjusted(logs).beta == pytest.approx(np.ones(12), abs=0.02)
 
 
 def test_too_few_ops_are_not_adjusted():
     logs = [np.log(np.full((5, 4), 1000.0)) for _ in range(4)]
-    adjusted, learned = paired.state_adjusted(logs)
-    assert adjusted is logs and list(learned) == [1.0] * 4
+    state = paired.state_adjusted(logs)
+    assert state.logs is logs and list(state.beta) == [1.0] * 4
 
 
 def test_an_ops_state_is_the_median_of_the_others():
@@ -570,3 +572,38 @@ def test_the_most_pairs_is_a_limit_and_the_table_says_what_it_missed(noisy_proce
     assert "blind: three in four ops could only show slowdowns over" in out
     assert "more pairs (--max-pairs)" in out
     assert "**blind:** three in four ops" in Path("s.md").read_text()
+
+
+def test_a_change_of_every_op_is_drift_not_the_machine():
+    """Every op 30% slower at head (a change everyone shares, as a slower allocator):
+    the ops follow the machine unalike, but this is no machine state, so no op may be
+    called improved or regressed for being less or more elastic than others."""
+    rng = np.random.default_rng(13)
+    logs, _ = stateful_processes(rng, processes=20)
+    logs = [x + (math.log(1.3) if k % 2 else 0.0) for k, x in enumerate(logs)]
+    runs = profiles_from(logs)
+    report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
+    assert report.count("regressed") == report.count("improved") == 0
+    assert np.exp(np.log(report.tests[0].result.drift).mean()) == pytest.approx(1.3, abs=0.1)
+    assert "every op moved by about +3" in " ".join(report.tests[0].result.notes)
+
+
+def test_a_shared_change_still_finds_the_op_that_changed_more():
+    rng = np.random.default_rng(14)
+    logs, _ = stateful_processes(rng, processes=20, slow=(30, 1.25))
+    logs = [x + (math.log(1.3) if k % 2 else 0.0) for k, x in enumerate(logs)]
+    runs = profiles_from(logs)
+    report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
+    assert [r.name for r in report.tests[0].ops if r.change.verdict != "ok"] == ["op30"]
+
+
+def test_the_machines_own_swings_are_no_shared_change():
+    rng = np.random.default_rng(15)
+    found = 0
+    for _ in range(100):
+        gap = rng.normal(0, 0.1, 10)
+        found += paired.shared_change(np.zeros(10), gap) is not None
+    assert found <= 4  # a 1% test
+    assert paired.shared_change(np.zeros(10), 0.2 + rng.normal(0, 0.02, 10)) == \
+        pytest.approx(math.expm1(0.2), abs=0.03)
+    assert paired.shared_change(np.zeros(1), np.ones(1)) is None
