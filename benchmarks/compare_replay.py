@@ -89,7 +89,8 @@ def spreads(runs: list[Profile]) -> str:
     each process's drift taken out, median over ops), as the samples are and at the
     machine's common state; and the ops' elasticities."""
     logs = [np.log(np.where(r.samples > 0, r.samples, np.nan)[r.skip:]) for r in runs]
-    adjusted, beta = paired.state_adjusted(logs)
+    state = paired.state_adjusted(logs)
+    adjusted, beta = state.logs, state.beta
 
     def spread(xs: list[np.ndarray]) -> float:
         m = np.array([np.nanmedian(x, axis=0) for x in xs])
@@ -190,7 +191,7 @@ def main() -> int:
             print(f"| {pairs} | {model} | {false / args.trials:.3f} | "
                   f"{caught / args.trials:.2f} |")
     for quantile in (int(x) for x in args.sizing.split(",")):
-        paired.SIZING_QUANTILE = quantile  # what the sizing reads (default 75)
+        paired.SIZING_QUANTILE = quantile  # what the sizing reads (default 90)
         false = caught = done = 0
         used = []
         for t in range(args.trials):

@@ -175,18 +175,24 @@ def change_of(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(op for t in data["tests"] for op in t["ops"] if op["name"] == name)
 
 
-def run(repo: Path, args: argparse.Namespace) -> list[str]:
+def show(*lines: str) -> None:
+    """Printed as measured: a long run stopped early keeps what it saw (and every
+    compare's JSON is in runs/)."""
+    print("\n".join(lines), flush=True)
+
+
+def run(repo: Path, args: argparse.Namespace) -> None:
     make_repo(repo)
     (repo / "runs").mkdir()
     sizes = medians(repo)
     base = git(repo, "rev-parse", "HEAD").strip()
     stored_baseline(repo)
     how = f"--pairs {args.pairs}" if args.pairs else "(pairs sized by --detect 15%)"
-    lines = [f"### opprof compare HEAD~1 {how}: one op x{args.factor:g} (more calls in its "
-             "code); the stored-baseline gate on the same commit", "",
-             "| op | its median | in one process | pairs | change seen | interval | compare "
-             "| other ops flagged | wall | stored gate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    show(f"### opprof compare HEAD~1 {how}: one op x{args.factor:g} (more calls in its code); "
+         "the stored-baseline gate on the same commit", "",
+         "| op | its median | in one process | pairs | change seen | interval | compare "
+         "| other ops flagged | wall | stored gate |",
+         "|---|---|---|---|---|---|---|---|---|---|")
     caught, caught_stored, walls, pairs = 0, 0, [], []
     for name in chosen(sizes, args.ops):
         (repo / "workload.py").write_text(f"SLOW: dict[str, float] = {{{name!r}: "
@@ -200,32 +206,34 @@ def run(repo: Path, args: argparse.Namespace) -> list[str]:
         caught_stored += stored == [name]
         walls.append(wall)
         pairs.append(data["pairs"])
-        lines.append(f"| {name} | {duration(sizes[name])} | "
-                     f"x{in_process_factor(name, args.factor):.3f} | {data['pairs']} | "
-                     f"{op['change'] - 1:+.1%} | {op['low'] - 1:+.1%} .. {op['high'] - 1:+.1%} "
-                     f"| {op['verdict']} | {', '.join(others) or '-'} | {wall:.0f} s | "
-                     f"{', '.join(stored) or 'ok'} |")
+        show(f"| {name} | {duration(sizes[name])} | x{in_process_factor(name, args.factor):.3f} "
+             f"| {data['pairs']} | {op['change'] - 1:+.1%} | {op['low'] - 1:+.1%} .. "
+             f"{op['high'] - 1:+.1%} | {op['verdict']} | {', '.join(others) or '-'} | "
+             f"{wall:.0f} s | {', '.join(stored) or 'ok'} |")
+    show("", "| self-compare | pairs | ops flagged | wall | stored gate |", "|---|---|---|---|---|")
     false, false_stored = 0, 0
     for k in range(args.self):
         data, wall = compare(repo, "HEAD", args.pairs, f"self-{k}")
+        stored = gated(repo, f"gated-self-{k}")
         false += bool(flagged(data))
-        false_stored += bool(gated(repo, f"gated-self-{k}"))
+        false_stored += bool(stored)
         walls.append(wall)
         pairs.append(data["pairs"])
-    growth = [(p, compare(repo, "HEAD", p, f"growth-{p}")[1]) for p in args.growth]
-    lines += ["", "| | opprof compare | stored-baseline gate |", "|---|---|---|",
-              f"| detection: exactly the slowed op regressed | {caught} of {args.ops} | "
-              f"{caught_stored} of {args.ops} |",
-              f"| false failures: a commit against itself, any op flagged | {false} of "
-              f"{args.self} | {false_stored} of {args.self} |",
-              f"| pairs (median, range) | {statistics.median(pairs) if pairs else 0:g} "
-              f"({min(pairs, default=0)}-{max(pairs, default=0)}) | - |",
-              f"| wall time (median) | "
-              f"{statistics.median(walls) if walls else float('nan'):.0f} s | one run |"]
-    if growth:
-        lines += ["", "| pairs | wall time of a self-compare |", "|---|---|"]
-        lines += [f"| {p} | {wall:.0f} s |" for p, wall in growth]
-    return lines
+        show(f"| {k + 1} | {data['pairs']} | {', '.join(flagged(data)) or '-'} | {wall:.0f} s "
+             f"| {', '.join(stored) or 'ok'} |")
+    show("", "| | opprof compare | stored-baseline gate |", "|---|---|---|",
+         f"| detection: exactly the slowed op regressed | {caught} of {args.ops} | "
+         f"{caught_stored} of {args.ops} |",
+         f"| false failures: a commit against itself, any op flagged | {false} of "
+         f"{args.self} | {false_stored} of {args.self} |",
+         f"| pairs (median, range) | {statistics.median(pairs) if pairs else 0:g} "
+         f"({min(pairs, default=0)}-{max(pairs, default=0)}) | - |",
+         f"| wall time (median) | "
+         f"{statistics.median(walls) if walls else float('nan'):.0f} s | one run |")
+    if args.growth:
+        show("", "| pairs | wall time of a self-compare |", "|---|---|")
+        for p in args.growth:
+            show(f"| {p} | {compare(repo, 'HEAD', p, f'growth-{p}')[1]:.0f} s |")
 
 
 def main() -> int:
@@ -251,7 +259,7 @@ def main() -> int:
         parser.error(f"--keep {args.keep}: exists; name a new folder")
     scratch = Path(tempfile.mkdtemp(prefix="opprof-compare-runs-"))
     try:
-        print("\n".join(run(args.keep or scratch / "repo", args)))
+        run(args.keep or scratch / "repo", args)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

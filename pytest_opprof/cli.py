@@ -179,18 +179,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _guarded(run: Callable[[], int]) -> int:
     """Runs a command; its errors are one line on stderr: exit status 1, 2 for a usage
-    error, 130 on Ctrl-C (the store left as it was)."""
+    error, 130 on Ctrl-C or SIGTERM (the store left as it was)."""
+    with _sigterm_as_ctrl_c():
+        try:
+            return run()
+        except UsageProblem as exc:
+            print(f"opprof: {exc}", file=sys.stderr)
+            return 2
+        except (CommandError, OpprofError) as exc:
+            print(f"opprof: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("opprof: interrupted; nothing was stored or removed", file=sys.stderr)
+            return 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a cancelled CI job, a kill."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM is handled as Ctrl-C while a command runs: its child processes stopped,
+    its temporary worktree removed, the store as it was (by default SIGTERM ends Python
+    at once, cleaning nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        return run()
-    except UsageProblem as exc:
-        print(f"opprof: {exc}", file=sys.stderr)
-        return 2
-    except (CommandError, OpprofError) as exc:
-        print(f"opprof: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("opprof: interrupted; nothing was stored or removed", file=sys.stderr)
-        return 130
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def report(results: Path, output: Path) -> int:
@@ -493,15 +517,18 @@ def _commit(staging: Path, root: Path, batch: str) -> int:
 
 @contextlib.contextmanager
 def _sigint_deferred() -> Iterator[None]:
-    """Ctrl-C waits while the store is written: a commit is not left half done."""
+    """Ctrl-C and SIGTERM are ignored while the store is written: a commit is not left
+    half done."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = [(sig, signal.signal(sig, signal.SIG_IGN))
+                for sig in (signal.SIGINT, signal.SIGTERM)]
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous:
+            signal.signal(sig, handler)
 
 
 # -- show and prune ------------------------------------------------------------------------

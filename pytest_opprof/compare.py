@@ -9,7 +9,7 @@ errors and Ctrl-C) and runs the selected tests there (base) and in the working t
 (head) in pytest processes taking turns, each writing its results file;
 :mod:`pytest_opprof.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
 by default the run is sized from its first :data:`FIRST_PAIRS`: pairs are added until
-three in four ops of every test would show a ``--detect`` slowdown, at most
+nine in ten ops of every test would show a ``--detect`` slowdown, at most
 ``--max-pairs``. A stored baseline carries everything that changed since it was taken
 (the machine, its load, the process's layout); two sides measured now, alternating,
 share all of that.
@@ -54,9 +54,9 @@ from .profile import Profile
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
-#: An automatic run adds pairs until three in four of every test's ops would catch this
-#: slowdown (with probability paired.POWER). On a noisy 2-core runner, 16-24 pairs;
-#: a quiet machine stops at FIRST_PAIRS (benchmarks/RESULTS.md).
+#: An automatic run adds pairs until nine in ten of every test's ops would catch this
+#: slowdown (with probability paired.POWER). On our noisy 2-core runner 18-30 pairs
+#: (median 28); a quiet machine stops at FIRST_PAIRS (benchmarks/RESULTS.md).
 DEFAULT_DETECT = 0.15
 
 #: One run's profiles, by node id.
@@ -80,7 +80,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs)")
     sub.add_argument("--detect", type=_detect, default=None, metavar="X",
-                     help="the slowdown three in four ops of every test should be able to "
+                     help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
     sub.add_argument("--max-pairs", type=whole_number("--max-pairs"), default=None,
@@ -167,7 +167,7 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
 
 
 def pairs_needed(report: Report) -> int:
-    """The pairs at which three in four ops of every test see ``report.detect``."""
+    """The pairs at which nine in ten ops of every test see ``report.detect``."""
     return max((paired.pairs_needed(t.result, report.detect, report.tolerance)
                 for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
 
@@ -360,7 +360,7 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
                     planned = min(needed, most)
                     cap = " (--max-pairs)" if needed > most else ""
                     print(f"opprof: {p} pairs show how far the ops move between processes; "
-                          f"{needed} pairs let three in four ops of every test show a "
+                          f"{needed} pairs let nine in ten ops of every test show a "
                           f"{detect:.0%} slowdown: running {planned}{cap}", flush=True)
     return compare_runs(runs["base"], runs["head"], mode="pairs", labels=labels,
                         tolerance=args.tolerance, detect=detect)

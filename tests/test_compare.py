@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import jsonschema
@@ -339,6 +342,21 @@ def test_ctrl_c_removes_the_worktree(repo, monkeypatch, capsys):
     assert_clean(repo)
 
 
+def test_sigterm_removes_the_worktree_too(repo, monkeypatch, capsys):
+    """A cancelled CI job sends SIGTERM: the worktree goes as on Ctrl-C."""
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("SIGTERM was not handled")
+
+    monkeypatch.setattr(compare, "_profiled", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["compare", "HEAD"]) == 130
+    assert "interrupted; the temporary worktree was removed" in one_line(capsys)
+    assert_clean(repo)
+    assert signal.getsignal(signal.SIGTERM) is before  # given back
+
+
 def test_ops_not_in_every_pair_are_listed_not_dropped():
     """An op both sides ran, but not in every process (a branch some did not take), is
     not judged, and the table and the JSON say so."""
@@ -490,7 +508,7 @@ def test_pairs_needed_grow_with_the_ops_spread():
     rng = np.random.default_rng(10)
     quiet = judge_pairs(*noisy_pairs(rng, pairs=6))
     needed = paired.pairs_needed(quiet, 0.15)
-    sd = np.percentile([op.sd for op in quiet.ops], 75)
+    sd = np.percentile([op.sd for op in quiet.ops], paired.SIZING_QUANTILE)
     z = quiet.quantile + 0.8416
     assert needed == max(2, math.ceil((z * sd / (math.log(1.15) - math.log(1.05))) ** 2))
     base, head = noisy_pairs(rng, pairs=6)
@@ -549,7 +567,7 @@ def test_a_steady_machine_stops_after_the_first_pairs(noisy_processes, capsys):
     assert len(calls) == 2 * compare.FIRST_PAIRS
     data = json.loads(Path("c.json").read_text())
     assert data["pairs"] == compare.FIRST_PAIRS and data["detect"] == 0.15
-    assert "pairs let three in four ops" not in capsys.readouterr().out
+    assert "pairs let nine in ten ops" not in capsys.readouterr().out
 
 
 def test_a_noisy_machine_gets_the_pairs_its_ops_need(noisy_processes, capsys):
@@ -559,7 +577,7 @@ def test_a_noisy_machine_gets_the_pairs_its_ops_need(noisy_processes, capsys):
     data = json.loads(Path("c.json").read_text())
     assert compare.FIRST_PAIRS < data["pairs"] <= compare.MAX_PAIRS
     assert len(calls) == 2 * data["pairs"]
-    assert "pairs let three in four ops of every test show a 15% slowdown" in out
+    assert "pairs let nine in ten ops of every test show a 15% slowdown" in out
     assert data["tests"][0]["sees"] <= 0.15 and "blind:" not in out
 
 
@@ -569,9 +587,9 @@ def test_the_most_pairs_is_a_limit_and_the_table_says_what_it_missed(noisy_proce
     assert main(["compare", "HEAD", "--max-pairs", "7", "--markdown", "s.md"]) == 0
     out = capsys.readouterr().out
     assert len(calls) == 14 and "running 7 (--max-pairs)" in out
-    assert "blind: three in four ops could only show slowdowns over" in out
+    assert "blind: nine in ten ops could only show slowdowns over" in out
     assert "more pairs (--max-pairs)" in out
-    assert "**blind:** three in four ops" in Path("s.md").read_text()
+    assert "**blind:** nine in ten ops" in Path("s.md").read_text()
 
 
 def test_a_change_of_every_op_is_drift_not_the_machine():

@@ -383,9 +383,11 @@ def test_two_concurrent_updates_each_store_whole_batches(cli_project):
     assert [p.name for p in (cli_project / ".opprof").iterdir()] == [store.folder.name]
 
 
-def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project):
-    """SIGINT to the command and its pytest (a terminal's Ctrl-C) in run 2 of 5: exit
-    130, one line, no traceback, every earlier baseline byte for byte, no staging left."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project, sig):
+    """SIGINT to the command and its pytest (a terminal's Ctrl-C), or SIGTERM (a CI job
+    cancelled), in run 2 of 5: exit 130, one line, no traceback, every earlier baseline
+    byte for byte, no staging left."""
     first = _opprof("baseline", "update", "--runs", "2", "-q", "-p", "no:cacheprovider",
                     cwd=cli_project)
     assert first.wait(300) == 0
@@ -396,7 +398,7 @@ def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project):
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("opprof: baseline run 2 of 5"):
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, sig)
             break
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)

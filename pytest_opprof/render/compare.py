@@ -31,7 +31,7 @@ def _cells(row: OpRow) -> list[str]:
 
 
 def _sees(test: TestComparison) -> float:
-    """The slowdown three in four of the test's ops could show (paired.SIZING_QUANTILE)."""
+    """The slowdown nine in ten of the test's ops could show (paired.SIZING_QUANTILE)."""
     return float(np.percentile([r.change.detectable for r in test.ops], SIZING_QUANTILE))
 
 
@@ -41,7 +41,7 @@ def _blind(report: Report, test: TestComparison) -> str | None:
         return None
     more = ("more pairs (--max-pairs), " if report.mode == "pairs"
             else "opprof compare REF (pairs of processes), ")
-    return (f"three in four ops could only show slowdowns over {percent(1 + _sees(test))} "
+    return (f"nine in ten ops could only show slowdowns over {percent(1 + _sees(test))} "
             f"(--detect {percent(1 + report.detect)}); {more}more iterations or a quieter "
             "machine would help")
 
@@ -53,7 +53,7 @@ def _how(report: Report, test: TestComparison) -> str:
     dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
     drift = (f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}"
              if r.drift_corrected else "no drift correction")
-    sees = f"; three in four ops can show {percent(1 + _sees(test))}" if test.ops else ""
+    sees = f"; nine in ten ops can show {percent(1 + _sees(test))}" if test.ops else ""
     return f"{r.pairs} pair(s), {drift}; interval {level} ({dof}){sees}"
 
 
