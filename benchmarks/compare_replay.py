@@ -97,10 +97,13 @@ def spreads(runs: list[Profile]) -> str:
         m = m - m.mean(axis=0)
         return float(np.median((m - np.median(m, axis=1, keepdims=True)).std(axis=0, ddof=1)))
 
+    center = np.nanmedian(np.vstack(logs), axis=0)
+    inside = np.median([np.nanmedian(x - center, axis=1).std() for x in logs])
     return (f"each op's spread between processes (median over ops, drift taken out): "
             f"{spread(logs):.1%} from the samples as they are, {spread(adjusted):.1%} at "
-            f"the machine's common state; elasticities {beta.min():.2f} to {beta.max():.2f} "
-            f"(median {np.median(beta):.2f})")
+            f"the machine's common state; the machine's state (the median op's deviation) "
+            f"moved by {inside:.1%} between iterations of a process (median over processes); "
+            f"elasticities {beta.min():.2f} to {beta.max():.2f} (median {np.median(beta):.2f})")
 
 
 def window(runs: list[Profile], start: int, pairs: int, slow: tuple[int, float] | None):

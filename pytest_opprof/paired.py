@@ -31,19 +31,20 @@ the test's other ops (how far the ops' changes scatter beyond that), never below
 
 **The machine's state, iteration by iteration** (:func:`state_adjusted`, applied to the
 samples before the medians are taken). On a shared runner the machine's speed moves
-within a process too (on our 2-core runner, 2026-12-01: 10% between iterations, 14%
-between a process's first and second half), and ops do not all move alike: a
-compute-bound op follows the clock, a memory-bound or dispatch-bound one less
-(elasticities 0.2 to 1.9 over the many-op test's 44 ops). A median drift per pair
+within a process too (11% between iterations on our 2-core runner), and ops do not all
+move alike: a compute-bound op follows the clock, a memory-bound or dispatch-bound one
+less (elasticities 0.2 to 2 over the many-op test's 44 ops). A median drift per pair
 assumes every op moves by the same factor, so what is left of each op's response shows
 as spread between processes. Instead each iteration's state ``G`` is the median over the
 other ops of how far each is from its usual time, and each op's elasticity ``beta`` to
 it is learned from how the op followed ``G`` within processes (so a change between base
 and head, which is constant within a process, does not teach it); the op's samples are
 then taken at the common state, ``log t - beta G``. That halved the ops' spread between
-processes (benchmarks/compare_replay.py, figures in benchmarks/RESULTS.md). Where the
-state hardly moved within processes ``beta`` stays near 1, the median drift's assumption
-(a prior worth :data:`ELASTICITY_PRIOR` of state movement).
+processes (8.1% to 4.0%, benchmarks/compare_replay.py). Where the state hardly moved
+within processes ``beta`` stays near 1, the median drift's assumption (a prior worth
+:data:`ELASTICITY_PRIOR` of state movement). A gap between the sides' mean states that
+the pairs' swings cannot explain is a change every op shares, not the machine
+(:func:`shared_change`): then the caller judges plain medians.
 
 **Detectable** is the slowdown of an op its interval would call regressed with
 probability :data:`POWER`; :func:`pairs_needed` is how many pairs make nine in ten
