@@ -459,7 +459,7 @@ def test_an_ops_state_is_the_median_of_the_others():
                         else np.isnan(got[i, j]))
 
 
-def profiles_from(logs, iterations_of=None):
+def profiles_from(logs):
     """One run per process: a profile of the test t.py::t whose samples are ``logs``."""
     from dataclasses import replace
 
