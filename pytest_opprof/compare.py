@@ -227,11 +227,11 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
 
 
 def _medians(logs: np.ndarray) -> np.ndarray:
-    return np.nanmedian(logs, axis=0)
+    return np.asarray(np.nanmedian(logs, axis=0))
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
-    return x[np.isfinite(x)]
+    return np.asarray(x[np.isfinite(x)])
 
 
 def _labels(keys: set[Key]) -> tuple[str, ...]:
