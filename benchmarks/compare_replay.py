@@ -43,6 +43,11 @@ from pytest_opprof.profile import Profile  # noqa: E402
 from pytest_opprof.render.results_json import load  # noqa: E402
 
 
+def counted(profile: Profile) -> np.ndarray:
+    """A process's counted samples, as the command reads them."""
+    return compare._counted(profile)
+
+
 def record(folder: Path, processes: int) -> None:
     """The many-op test in ``processes`` pytest processes, one after another."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,8 +80,7 @@ def plain(report_runs: tuple[list, list]) -> compare.Report:
     """The model before the state adjustment: each process's medians as they are."""
     base, head = report_runs
     names = [info.name for info in base[0]["t"].ops]
-    m = [[np.nanmedian(np.where(p["t"].samples > 0, p["t"].samples, np.nan)[p["t"].skip:],
-                       axis=0) for p in side] for side in (base, head)]
+    m = [[np.nanmedian(counted(p["t"]), axis=0) for p in side] for side in (base, head)]
     result = paired.judge_pairs(np.array(m[0]), np.array(m[1]))
     rows = tuple(compare.OpRow(i, n, 0, c) for i, (n, c) in
                  enumerate(zip(names, result.ops, strict=True)))
@@ -88,7 +92,7 @@ def spreads(runs: list[Profile]) -> str:
     """How far each op's median moves between the recorded processes (sd of its log,
     each process's drift taken out, median over ops), as the samples are and at the
     machine's common state; and the ops' elasticities."""
-    logs = [np.log(np.where(r.samples > 0, r.samples, np.nan)[r.skip:]) for r in runs]
+    logs = [np.log(counted(r)) for r in runs]
     state = paired.state_adjusted(logs)
     adjusted, beta = state.logs, state.beta
 
@@ -166,8 +170,7 @@ def main() -> int:
         record(args.folder, args.record)
     runs = profiles(args.folder)
     names = [info.name for info in runs[0].ops]
-    medians = np.nanmedian([np.nanmedian(np.where(r.samples > 0, r.samples, np.nan), axis=0)
-                            for r in runs], axis=0)
+    medians = np.nanmedian([np.nanmedian(counted(r), axis=0) for r in runs], axis=0)
     big = [i for i, m in enumerate(medians) if m >= MIN_INJECT_NS]
     rng = np.random.default_rng(args.seed)
     print(f"{len(runs)} processes of the many-op test ({len(names)} ops, {len(big)} of "

@@ -56,6 +56,7 @@ from benchmarks.peer_rules import (  # noqa: E402
     pytest_benchmark_ratio,
 )
 from pytest_opprof.baseline import BaselineError, load_file  # noqa: E402
+from pytest_opprof.cli import whole_number  # noqa: E402
 from pytest_opprof.files import atomic_write  # noqa: E402
 from pytest_opprof.profile import Profile  # noqa: E402
 from pytest_opprof.render import duration, percent  # noqa: E402
@@ -614,16 +615,6 @@ def _factors(text: str) -> list[float]:
     return values
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
 def _workers(text: str) -> int:
     try:
         value = int(text)
@@ -647,22 +638,23 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     b = sub("baseline", "take the baseline, as a user would")
-    b.add_argument("--runs", type=_count, default=None,
+    b.add_argument("--runs", type=whole_number("--runs"), default=None,
                    help="pytest processes (default 5; 1 with --plain)")
     b.add_argument("--plain", action="store_true",
                    help="one run by pytest --opprof-update-baseline (the quick path)")
     b.add_argument("--suite", choices=sorted(SUITES), default="manyop")
     b.add_argument("--xdist", type=_workers, default=0, help="pytest -n N (default: serial)")
     a = sub("aa", "gated runs where nothing changed: false failures")
-    a.add_argument("--runs", type=_count, default=30)
+    a.add_argument("--runs", type=whole_number("--runs"), default=30)
     a.add_argument("--xdist", type=_workers, default=None,
                    help="pytest -n N (default: as the baseline was taken)")
     i = sub("inject", "gated runs with one op slowed by real work: detection")
-    i.add_argument("--ops", type=_count, default=10, help="ops of 20 us or more, spread over "
-                                                         "sizes (default 10)")
+    i.add_argument("--ops", type=whole_number("--ops"), default=10,
+                   help="ops of 20 us or more, spread over sizes (default 10)")
     i.add_argument("--only", default="", help="these ops (comma-separated) instead")
     i.add_argument("--factors", type=_factors, default=[1.25, 1.5])
-    i.add_argument("--repeat", type=_count, default=1, help="runs per op and factor")
+    i.add_argument("--repeat", type=whole_number("--repeat"), default=1,
+                   help="runs per op and factor")
     i.add_argument("--xdist", type=_workers, default=None,
                    help="pytest -n N (default: as the baseline was taken)")
     sub("tables", "print the tables of the runs recorded so far")
