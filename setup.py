@@ -1,8 +1,8 @@
 """The one thing pyproject.toml cannot say: the optional C extension.
 
-``pytest_opprof._cscope`` is the recording hot path in C. It is optional: where it
+``pytest_opprof.measure._cscope`` is the recording hot path in C. It is optional: where it
 cannot be compiled (no C compiler, another Python implementation) the install goes on
-and the profiler uses the pure-Python reference, ``pytest_opprof._pyscope``.
+and the profiler uses the pure-Python reference, ``pytest_opprof.measure._pyscope``.
 """
 
 import platform
@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 ext_modules = []
 if platform.python_implementation() == "CPython":
     ext_modules.append(
-        Extension("pytest_opprof._cscope", ["pytest_opprof/_cscope.c"], optional=True)
+        Extension("pytest_opprof.measure._cscope", ["pytest_opprof/measure/_cscope.c"], optional=True)
     )
 
 setup(ext_modules=ext_modules)

@@ -18,7 +18,7 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
-from pytest_opprof.baseline import MAX_RUNS, MAX_SAMPLES, MAX_TOTAL_SAMPLES, SCHEMA
+from pytest_opprof.store.baseline import MAX_RUNS, MAX_SAMPLES, MAX_TOTAL_SAMPLES, SCHEMA
 
 
 def worst_valid() -> str:
@@ -58,7 +58,7 @@ def _peak_resident_kb(reset: bool = False) -> int:
 def measure(path: str, traced: bool) -> None:
     """One load of ``path``: resident growth, or (``traced``) tracemalloc's peak, whose
     bookkeeping would inflate the resident figure."""
-    from pytest_opprof.baseline import BaselineError, load_file
+    from pytest_opprof.store.baseline import BaselineError, load_file
 
     before = _peak_resident_kb(reset=True)
     if traced:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_opprof import agreement, rule
-from pytest_opprof.baseline import load_file
-from pytest_opprof.gate import gate_config
+from pytest_opprof.judge import agreement, rule
+from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.store.baseline import load_file
 
 
 def pooled(runs: list[dict]) -> dict:

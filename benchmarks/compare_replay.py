@@ -9,7 +9,7 @@ of benchmarks/compare_runs.py) in N pytest processes one after another, as ``opp
 compare`` runs them, each writing ``DIR/pK.json``. The replay then takes windows of
 consecutive processes from DIR, the even ones of each pair the base and the odd ones the
 head (ABBA order, as the command), and judges them through
-:func:`pytest_opprof.compare.compare_runs` as the command does: A/A (nothing changed:
+:func:`pytest_opprof.commands.compare.compare_runs` as the command does: A/A (nothing changed:
 any op flagged is a false failure) and with one op of 20 us or more made ``--factor``
 slower in the head's samples (detection: exactly that op regressed). Rows: each fixed
 pairs count, judged from the samples as they are ("medians": the model before the state
@@ -38,8 +38,9 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
 
 from benchmarks.compare_runs import TEST, WORKLOAD, environment  # noqa: E402
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
-from pytest_opprof import compare, paired  # noqa: E402
-from pytest_opprof.profile import Profile  # noqa: E402
+from pytest_opprof.commands import compare
+from pytest_opprof.judge import paired  # noqa: E402
+from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render.results_json import load  # noqa: E402
 
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the repository's packages come first
     sys.path.insert(0, str(ROOT))
 
-from pytest_opprof.paired import judge_pairs  # noqa: E402
+from pytest_opprof.judge.paired import judge_pairs  # noqa: E402
 
 
 def rates(pairs: int, trials: int, ops: int, spread: float, factor: float,

@@ -59,10 +59,10 @@ if __package__ in (None, ""):  # run as a script: the repository's packages come
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.peer_rules import asv_flags, pytest_benchmark_fails
-from pytest_opprof.gate import gate_config
-from pytest_opprof.options import DEFAULT_TOLERANCE
-from pytest_opprof.rule import GateConfig, compare_with_rerun
-from pytest_opprof.verdict import OpStatus
+from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.judge.rule import GateConfig, compare_with_rerun
+from pytest_opprof.model.verdict import OpStatus
+from pytest_opprof.run.options import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,7 @@ def main() -> int:
     quiet = NoiseModel(offset_median=0.015, offset_spread=0.0, offset_abs_ns=0.0,
                        later_offset=0.0, episode_chance=0.0)
     single = rule_opprof(confirm=False)
-    # baselines spanning an hour or more are inflated less (pytest_opprof/gate.py)
+    # baselines spanning an hour or more are inflated less (pytest_opprof/judge/gate.py)
     history_rule = rule_opprof(replace(cpu_config(),
                                        spread_inflation=GateConfig().history_inflation))
     rows = [

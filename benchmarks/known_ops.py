@@ -60,7 +60,7 @@ def op_sequence(ops: dict[str, Callable[[], object]], per_iteration: int) -> lis
 def profile_sequence(sequence: list, iterations: int = 1, skip: int = 0):
     """Runs the (scope, op) pairs once per iteration and nothing else; the profile."""
     from pytest_opprof import Profiler
-    from pytest_opprof.timers import CpuTimer
+    from pytest_opprof.measure.timers import CpuTimer
 
     profiler = Profiler(CpuTimer(), skip=skip)
     for _ in profiler.iterations(iterations):

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pytest_opprof.rule import GateConfig  # noqa: E402
+from pytest_opprof.judge.rule import GateConfig  # noqa: E402
 
 
 def ops_of(path: str) -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """How far the reference probe strays, each reading in a fresh process as a session
 takes it: the old probe (one burst of 21 passes, a 96x96 matmul) against the current
-one (pytest_opprof.probe: 5 rounds 10 ms apart, a 48x48 matmul on one BLAS thread).
+one (pytest_opprof.measure.probe: 5 rounds 10 ms apart, a 48x48 matmul on one BLAS thread).
 
     python benchmarks/probe_stability.py [PROCESSES]
 
@@ -24,7 +24,7 @@ for _ in range(23):
     times.append(time.perf_counter_ns() - start)
 print(float(np.median(times[2:])))
 """
-NEW = "import numpy; from pytest_opprof.probe import reference_probe; " \
+NEW = "import numpy; from pytest_opprof.measure.probe import reference_probe; " \
       "print(reference_probe(numpy))"
 
 

@@ -21,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pytest_opprof.baseline import load_file  # noqa: E402
-from pytest_opprof.gate import gate_config, judge  # noqa: E402
+from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
+from pytest_opprof.model.verdict import Verdict  # noqa: E402
 from pytest_opprof.render.results_json import load  # noqa: E402
-from pytest_opprof.verdict import Verdict  # noqa: E402
+from pytest_opprof.store.baseline import load_file  # noqa: E402
 
 
 def failed_ops(path: Path, config) -> tuple[set[str], bool]:

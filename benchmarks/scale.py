@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest_opprof
 from pytest_opprof import Profiler
-from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
-from pytest_opprof.gate import gate_config, judge
+from pytest_opprof.judge.gate import gate_config, judge
+from pytest_opprof.measure.timers import CpuTimer
 from pytest_opprof.render.text import render
-from pytest_opprof.timers import CpuTimer
+from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
 
 def measure(n_ops: int) -> list[str]:

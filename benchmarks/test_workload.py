@@ -15,8 +15,9 @@ import cProfile
 import pytest
 
 from example_suite.workloads.resnet import Momentum, ResNet, ResNetConfig, synthetic_batch
-from pytest_opprof import Profiler, profiler
-from pytest_opprof.timers import CpuTimer
+from pytest_opprof import Profiler
+from pytest_opprof.measure import profiler
+from pytest_opprof.measure.timers import CpuTimer
 
 from .conftest import record
 

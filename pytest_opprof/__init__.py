@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
 from .errors import OpprofError
 
 if TYPE_CHECKING:
-    from .profile import OpInfo, Profile
-    from .profiler import OpScope, PhaseScope, Profiler, is_recording, op
-
-__version__ = "0.1.0"
+    from .measure.profiler import OpScope, PhaseScope, Profiler, is_recording, op
+    from .model.profile import OpInfo, Profile
 
 _PROFILE_NAMES = ("OpInfo", "Profile")
 _PROFILER_NAMES = ("OpScope", "PhaseScope", "Profiler", "is_recording", "op")
@@ -27,9 +26,9 @@ _PROFILER_NAMES = ("OpScope", "PhaseScope", "Profiler", "is_recording", "op")
 def __getattr__(name: str) -> Any:
     """``pytest_opprof.op`` loads the profiler then, once (the name is cached here)."""
     if name in _PROFILE_NAMES:
-        from . import profile as module
+        from .model import profile as module
     elif name in _PROFILER_NAMES:
-        from . import profiler as module  # type: ignore[no-redef]
+        from .measure import profiler as module  # type: ignore[no-redef]
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(module, name)

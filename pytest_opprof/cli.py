@@ -35,8 +35,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from . import __version__, agreement, history, rule
-from .baseline import (
+from ._version import __version__
+from .commands import history
+from .errors import OpprofError
+from .judge import agreement, rule
+from .judge.gate import gate_config
+from .judge.rule import GateConfig
+from .model.conditions import describe as describe_conditions
+from .render import display_name, duration
+from .render.text import _stat_table, paddle_table, singa_ops, wall_line
+from .render.verdicts import BLIND
+from .run.options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
+from .store.baseline import (
     OUTLYING_OPS,
     STAGING_PREFIX,
     Baseline,
@@ -45,15 +55,7 @@ from .baseline import (
     BaselineStore,
     obstacle,
 )
-from .conditions import describe as describe_conditions
-from .errors import OpprofError
-from .files import safe_name
-from .gate import gate_config
-from .options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
-from .render import display_name, duration
-from .render.text import _stat_table, paddle_table, singa_ops, wall_line
-from .render.verdicts import BLIND
-from .rule import GateConfig
+from .store.files import safe_name
 
 DEFAULT_RUNS = 5
 
@@ -138,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_arguments(history_parser)
     where(history_parser)
 
-    from . import compare
+    from .commands import compare
 
     compare.add_parser(commands)
     return parser
@@ -162,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     action = getattr(args, "action", None)
     if args.command == "compare":
-        from . import compare
+        from .commands import compare
 
         return _guarded(lambda: compare.run(args, extra))
     if extra and action not in ("update", "prune"):
@@ -218,9 +220,9 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 
 def report(results: Path, output: Path) -> int:
-    from .outputs import Output, problem, write
     from .render.html import render_tests
     from .render.results_json import load
+    from .run.outputs import Output, problem, write
 
     why = problem(Output("-o", output))
     if why is not None:

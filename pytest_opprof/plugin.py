@@ -5,7 +5,7 @@ nothing else. It prints, probes the backend, pins devices and imports numpy, the
 profiler, the gate and the renderers only when an ``--opprof-*`` option or an
 ``opprof_*`` ini value is given (then at configure, with the header lines), or when a
 test first uses the ``gpu_profiler`` fixture. State lives in
-:class:`~pytest_opprof.session.OpprofSession`.
+:class:`~pytest_opprof.run.session.OpprofSession`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .errors import OpprofError
-from .options import MARKER_HELP, Settings, add_options, refuse_conflicts, requested
+from .run.options import MARKER_HELP, Settings, add_options, refuse_conflicts, requested
 
 if TYPE_CHECKING:
-    from .profiler import Profiler
-    from .session import OpprofSession
+    from .measure.profiler import Profiler
+    from .run.session import OpprofSession
 
 SESSION = pytest.StashKey["OpprofSession"]()
 #: Set by this plugin's pytest_configure: a config that never ran it (xdist's tests
@@ -48,7 +48,7 @@ def session(config: pytest.Config) -> OpprofSession:
     """The run's session, made on first need (an option given, or the fixture used)."""
     found = config.stash.get(SESSION, None)
     if found is None:
-        from .session import OpprofSession
+        from .run.session import OpprofSession
 
         found = OpprofSession(config, Settings.from_pytest_config(config))
         config.stash[SESSION] = found

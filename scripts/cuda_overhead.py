@@ -28,7 +28,7 @@ ITERATIONS, OPS = 50, 200
 
 def overhead_table(cupy) -> list[str]:
     from pytest_opprof import Profiler, op
-    from pytest_opprof.timers.cuda import CudaTimer, CupyEvents
+    from pytest_opprof.measure.timers.cuda import CudaTimer, CupyEvents
 
     x = cupy.ones(16, dtype=cupy.float32)
     stream = cupy.cuda.get_current_stream()
@@ -87,7 +87,7 @@ def accuracy_table(cupy) -> list[str]:
     from cupyx.profiler import benchmark
 
     from pytest_opprof import Profiler, op
-    from pytest_opprof.timers.cuda import CudaTimer, CupyEvents
+    from pytest_opprof.measure.timers.cuda import CudaTimer, CupyEvents
 
     rows = ["Per-op GPU time, opprof (CUDA events, 30 ops per iteration, 20 counted "
             "iterations) against cupyx.profiler.benchmark (n_repeat=200):", "",

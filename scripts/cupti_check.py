@@ -263,13 +263,13 @@ class Check:
     def overhead(self) -> None:
         """Host cost per op of each way of timing it, in this process."""
         from pytest_opprof import Profiler, op
-        from pytest_opprof.timers.cuda import CudaTimer
+        from pytest_opprof.measure.timers.cuda import CudaTimer
 
         iterations, ops = (10, 100) if self.dry_run else (50, 200)
         if self.dry_run:
-            from pytest_opprof.timers.cupti import KernelTracer
-            from pytest_opprof.timers.fake import FakeDevice
-            from pytest_opprof.timers.fake_cupti import FakeCupti
+            from pytest_opprof.measure.timers.cupti import KernelTracer
+            from pytest_opprof.measure.timers.fake import FakeDevice
+            from pytest_opprof.measure.timers.fake_cupti import FakeCupti
 
             dev = FakeDevice()
             launch: Callable[[], Any] = lambda: dev.kernel(1000)  # noqa: E731
@@ -286,8 +286,8 @@ class Check:
         else:
             import cupy
 
-            from pytest_opprof.timers.cuda import CupyEvents
-            from pytest_opprof.timers.cupti import cuda_tracer
+            from pytest_opprof.measure.timers.cuda import CupyEvents
+            from pytest_opprof.measure.timers.cupti import cuda_tracer
 
             x = cupy.ones(16, dtype=cupy.float32)
             launch = lambda: x.__imul__(1.0)  # noqa: E731
@@ -346,7 +346,7 @@ class Check:
         from cupyx.profiler import benchmark
 
         from pytest_opprof import Profiler, op
-        from pytest_opprof.timers.cuda import CudaTimer, CupyEvents
+        from pytest_opprof.measure.timers.cuda import CudaTimer, CupyEvents
 
         self.say("", "## Kernel time against cupyx.profiler.benchmark (n_repeat=200)", "",
                  "| kernel | size | cupyx median (us) | opprof kernel median (us) | difference |",

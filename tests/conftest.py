@@ -6,7 +6,7 @@ import os
 import numpy  # noqa: F401
 import pytest
 
-from pytest_opprof import _pyscope
+from pytest_opprof.measure import _pyscope
 
 # The plugin imports numpy only when a run profiles. pytester's in-process runs drop
 # the modules imported inside them, and numpy cannot be loaded twice in one process:
@@ -28,7 +28,7 @@ pytest_plugins = ["pytester"]
 def load_cscope():
     """The C hot path; CI sets OPPROF_REQUIRE_CSCOPE=1 so that a failed build fails."""
     try:
-        return importlib.import_module("pytest_opprof._cscope")
+        return importlib.import_module("pytest_opprof.measure._cscope")
     except ImportError as exc:
         if os.environ.get("OPPROF_REQUIRE_CSCOPE") == "1":
             pytest.fail(f"the C extension was not built: {exc}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_opprof import Profile, Profiler
-from pytest_opprof.timers import FakeDevice, FakeTimer
+from pytest_opprof.measure.timers import FakeDevice, FakeTimer
 
 
 def fake_profiler(skip: int = 1, **device: int) -> tuple[Profiler, FakeDevice]:

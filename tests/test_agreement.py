@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_opprof.agreement import check
-from pytest_opprof.rule import GateConfig
+from pytest_opprof.judge.agreement import check
+from pytest_opprof.judge.rule import GateConfig
 
 OPS = 40
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof.baseline import (
+from pytest_opprof.store.baseline import (
     MAX_RUNS,
     SCHEMA,
     Baseline,
@@ -210,7 +210,7 @@ def test_every_count_is_bounded_before_any_array_is_built(tmp_path, monkeypatch,
                                                           says):
     """A file under the size cap could hold one op of 65 million samples (10 GB of
     arrays): runs, ops, samples per op and samples in all are each refused in one line."""
-    import pytest_opprof.baseline as module
+    import pytest_opprof.store.baseline as module
 
     if limit == "MAX_TOTAL_SAMPLES":  # 4 million samples would make a slow test
         monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 200)
@@ -223,7 +223,7 @@ def test_every_count_is_bounded_before_any_array_is_built(tmp_path, monkeypatch,
 
 def test_a_file_of_more_values_than_a_baseline_holds_is_refused_before_parsing(tmp_path,
                                                                                monkeypatch):
-    import pytest_opprof.baseline as module
+    import pytest_opprof.store.baseline as module
 
     store, path = _stored_text(tmp_path, _set("runs.0.wall_ns", [1] * 1001))
     monkeypatch.setattr(module, "MAX_VALUES", 1000)
@@ -234,7 +234,7 @@ def test_a_file_of_more_values_than_a_baseline_holds_is_refused_before_parsing(t
 
 def test_the_writer_keeps_within_what_the_reader_accepts(tmp_path, monkeypatch):
     """Appends past the total drop the oldest runs: what is written is always readable."""
-    import pytest_opprof.baseline as module
+    import pytest_opprof.store.baseline as module
 
     monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 60)  # a run of train_profile: 18
     store = BaselineStore(tmp_path, "m")
@@ -244,7 +244,7 @@ def test_the_writer_keeps_within_what_the_reader_accepts(tmp_path, monkeypatch):
 
 
 def test_a_test_of_more_ops_than_a_baseline_holds_is_one_line(tmp_path, monkeypatch):
-    import pytest_opprof.baseline as module
+    import pytest_opprof.store.baseline as module
 
     monkeypatch.setattr(module, "MAX_OPS", 3)
     with pytest.raises(BaselineError, match=r"t\.py::x: 4 ops; a baseline holds at most 3"):
@@ -319,7 +319,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 
 
 def test_a_baseline_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypatch):
-    import pytest_opprof.baseline as module
+    import pytest_opprof.store.baseline as module
 
     store = BaselineStore(tmp_path, "m")
     store.record(NODEID, run_of(), "b")
@@ -338,7 +338,7 @@ def test_bounded_reads_return_the_whole_file_up_to_the_limit_and_refuse_more(tmp
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from pytest_opprof.files import FileTooLarge, read_bounded
+    from pytest_opprof.store.files import FileTooLarge, read_bounded
 
     path = tmp_path / "f"
 

@@ -7,10 +7,11 @@ import sys
 
 import pytest
 
-from pytest_opprof import __version__, rule
-from pytest_opprof.baseline import load_file
+from pytest_opprof import __version__
 from pytest_opprof.cli import main
-from pytest_opprof.gate import gate_config
+from pytest_opprof.judge import rule
+from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.store.baseline import load_file
 
 
 def test_version(capsys):
@@ -355,7 +356,7 @@ def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, c
 def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
     """An op whose stored runs disagree 10x is caught only thousands of percent slower:
     show says '>+1000%' rather than a figure that no longer tells more."""
-    from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
+    from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
     def run(r: int) -> BaselineRun:
         """Eight ops of 1 ms moving 2-4% between runs; op8 10x slower in run 1."""

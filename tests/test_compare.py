@@ -17,11 +17,13 @@ import jsonschema
 import numpy as np
 import pytest
 
-from pytest_opprof import compare, paired
+import pytest_opprof
 from pytest_opprof.cli import main
-from pytest_opprof.paired import judge_pairs, judge_single
+from pytest_opprof.commands import compare
+from pytest_opprof.judge import paired
+from pytest_opprof.judge.paired import judge_pairs, judge_single
 
-SCHEMA = Path(compare.__file__).parent / "schemas" / "compare-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
 
 
 # -- the paired model ------------------------------------------------------------------
@@ -360,7 +362,7 @@ def test_sigterm_removes_the_worktree_too(repo, monkeypatch, capsys):
 def test_ops_not_in_every_pair_are_listed_not_dropped():
     """An op both sides ran, but not in every process (a branch some did not take), is
     not judged, and the table and the JSON say so."""
-    from pytest_opprof.compare import compare_runs
+    from pytest_opprof.commands.compare import compare_runs
     from pytest_opprof.render.compare import text, to_json
 
     from .fakes import train_profile

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pytest_opprof.baseline import Baseline, BaselineRun, BaselineStore
-from pytest_opprof.conditions import THREAD_VARIABLES, difference
+from pytest_opprof.model.conditions import THREAD_VARIABLES, difference
+from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
 from .fakes import SIX_OP_NET, train_profile
 
@@ -171,7 +171,7 @@ def test_difference_names_the_first_difference_and_counts_the_rest():
     ({str(k): 1 for k in range(100)}, "meta conditions holds 100 entries"),
 ])
 def test_stored_conditions_are_checked_in_one_line(tmp_path, conditions, says):
-    from pytest_opprof.baseline import BaselineError
+    from pytest_opprof.store.baseline import BaselineError
 
     store = BaselineStore(tmp_path, "m")
     store.record("t.py::t", BaselineRun.from_profile(train_profile(), {}), "b")
@@ -239,8 +239,8 @@ def test_an_absurd_drift_of_the_ops_leaves_the_test_unjudged(suite, monkeypatch)
 
 
 def test_a_drift_within_bounds_is_still_corrected():
-    from pytest_opprof.gate import drift_problem
-    from pytest_opprof.verdict import Comparison
+    from pytest_opprof.judge.gate import drift_problem
+    from pytest_opprof.model.verdict import Comparison
 
     for drift, source in ((2.9, "probe"), (1 / 2.9, "ops"), (1000.0, "none")):
         assert drift_problem(Comparison((), drift, source, 1)) is None
@@ -254,7 +254,7 @@ def test_the_probe_is_the_median_of_rounds_spread_out(monkeypatch):
     """One round that meets a busy machine (16 ms for a 30 us probe) moves nothing."""
     import numpy as np
 
-    from pytest_opprof import probe
+    from pytest_opprof.measure import probe
 
     rounds = iter([16e6, 30e3, 31e3, 29e3, 30e3])
     slept = []

@@ -11,10 +11,10 @@ import pytest
 
 from pytest_opprof import Profile, Profiler
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.profile import KERNEL, MEMCPY, MEMSET, Activities
-from pytest_opprof.timers import BackendUnavailable, FakeDevice, FakeTimer, start_tracer
-from pytest_opprof.timers.cupti import CuptiUnavailable, KernelTracer, import_cupti
-from pytest_opprof.timers.fake_cupti import ENV, FAILURES, FakeCupti
+from pytest_opprof.measure.timers import BackendUnavailable, FakeDevice, FakeTimer, start_tracer
+from pytest_opprof.measure.timers.cupti import CuptiUnavailable, KernelTracer, import_cupti
+from pytest_opprof.measure.timers.fake_cupti import ENV, FAILURES, FakeCupti
+from pytest_opprof.model.profile import KERNEL, MEMCPY, MEMSET, Activities
 
 from .fakes import SLOW_FACTOR
 
@@ -325,7 +325,7 @@ def test_a_profile_with_an_unknown_measure_or_negative_counts_is_refused():
 
 
 def test_an_activity_table_larger_than_the_bound_is_refused(monkeypatch):
-    from pytest_opprof import profile as profile_module
+    from pytest_opprof.model import profile as profile_module
 
     monkeypatch.setattr(profile_module, "MAX_ACTIVITIES", 3)
     data = Activities.empty().to_dict()
@@ -572,7 +572,7 @@ def test_a_wrong_measure_is_one_line(suite, args, ini, message):
 
 def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypatch):
     """A re-run must not fall back to events where the first run had kernel time."""
-    from pytest_opprof import rerun
+    from pytest_opprof.run import rerun
 
     config = suite.parseconfig("--opprof-backend=fake")
     args = rerun.command(config, "test_suite.py::test_net", backend="fake", skip=1,

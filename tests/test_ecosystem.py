@@ -83,7 +83,7 @@ def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypat
 
 
 def test_workers_take_cuda_devices_round_robin():
-    from pytest_opprof.timers.cuda import worker_device
+    from pytest_opprof.measure.timers.cuda import worker_device
 
     assert [worker_device(n, 3) for n in range(5)] == [0, 1, 2, 0, 1]  # gw3 -> device 0
     assert worker_device(1, 1) is None  # one device: left alone
@@ -261,7 +261,7 @@ def test_a_symlinked_output_is_written_through_and_stays_a_link(suite):
 
 def test_a_write_failing_at_the_end_is_one_error_naming_its_flag(tmp_path):
     from pytest_opprof.errors import OpprofError
-    from pytest_opprof.outputs import write
+    from pytest_opprof.run.outputs import write
 
     (tmp_path / "taken").write_text("x")
     with pytest.raises(OpprofError, match=r"^--opprof-json=.*taken/r.json: cannot write \("):
@@ -361,8 +361,8 @@ def test_opprof_report_escapes_markup_from_a_results_file(tmp_path):
     import sys
     from html.parser import HTMLParser
 
+    from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render.results_json import render
-    from pytest_opprof.runinfo import RunInfo
 
     from .test_render import gated, named_profile
 
@@ -463,7 +463,7 @@ def test_any_output_path_is_a_reason_or_none_never_an_exception(shapes, flag):
     reason or None, and where it gives None the writer does write."""
     import tempfile
 
-    from pytest_opprof.outputs import Output, problem, write
+    from pytest_opprof.run.outputs import Output, problem, write
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_opprof import options
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.plugin import SESSION, pytest_testnodedown
+from pytest_opprof.run import options
 
 PLAIN = "def test_plain():\n    assert True\n"
 PROFILED = """
@@ -79,8 +79,9 @@ def pytest_unconfigure(config):
 """
 #: What pytest imports of ours in a session that profiles nothing: the plugin, its
 #: options, the error type and the backend names. No numpy, no profiler, gate or renderer.
-INERT_MODULES = ["pytest_opprof", "pytest_opprof.errors", "pytest_opprof.options",
-                 "pytest_opprof.plugin", "pytest_opprof.timers"]
+INERT_MODULES = ["pytest_opprof", "pytest_opprof._version", "pytest_opprof.errors",
+                 "pytest_opprof.measure", "pytest_opprof.measure.timers", "pytest_opprof.plugin",
+                 "pytest_opprof.run", "pytest_opprof.run.options"]
 
 
 def test_unused_plugin_prints_nothing_and_imports_only_its_options(pytester):
@@ -136,7 +137,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
     pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-backend=fake") \
         .assert_outcomes(passed=1)
     modules = (pytester.path / "modules.txt").read_text().split()
-    assert not {"pytest_opprof.gate", "pytest_opprof.render.verdicts"} & set(modules)
+    assert not {"pytest_opprof.judge.gate", "pytest_opprof.render.verdicts"} & set(modules)
 
 
 # ---- conflicting flags (class: contradictory flag pairs) -------------------------------

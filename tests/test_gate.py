@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_opprof.baseline import SCHEMA
+from pytest_opprof.store.baseline import SCHEMA
 
 from .fakes import SLOW_FACTOR
 
@@ -336,8 +336,8 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     beyond that of the second."""
     import datetime
 
-    from pytest_opprof.baseline import Baseline, BaselineRun
-    from pytest_opprof.gate import gate_config, judge
+    from pytest_opprof.judge.gate import gate_config, judge
+    from pytest_opprof.store.baseline import Baseline, BaselineRun
 
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     runs = [BaselineRun.from_profile(
@@ -403,9 +403,9 @@ def test_a_class_of_ops_slower_together_leaves_the_test_unjudged(slowed, unjudge
     ResNet step's 65 ops 1.9-2.9x, the rest within 10%); a change slows what it touches.
     Past a tenth of the ops (and at least 3) beyond the test's typical margin, the test
     is not judged, in one line; fewer are judged one by one."""
-    from pytest_opprof.gate import contention_problem
-    from pytest_opprof.rule import GateConfig
-    from pytest_opprof.verdict import Comparison, OpStatus, OpVerdict
+    from pytest_opprof.judge.gate import contention_problem
+    from pytest_opprof.judge.rule import GateConfig
+    from pytest_opprof.model.verdict import Comparison, OpStatus, OpVerdict
 
     ops = tuple(OpVerdict(f"op{k}", 0, k, OpStatus.OK, corrected_ratio=1.0 + 0.01 * (k % 3),
                           margin=1.2) for k in range(30 - slowed))

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_opprof.baseline import BaselineRun, BaselineStore
 from pytest_opprof.cli import main
-from pytest_opprof.history import NEEDS_RUPTURES, SCHEMA, significant_steps, sparkline
+from pytest_opprof.commands.history import NEEDS_RUPTURES, SCHEMA, significant_steps, sparkline
+from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
 from .fakes import SLOW_FACTOR
 

@@ -14,8 +14,8 @@ PACKAGE = Path(pytest_opprof.__file__).parent
 
 #: Modules whose imports inside functions count too: an import deferred for start-up
 #: time is still a dependency, and a cycle there is a layering mistake.
-LAYERED = ("pytest_opprof.verdict", "pytest_opprof.rule", "pytest_opprof.gate",
-           "pytest_opprof.records", "pytest_opprof.stats", "pytest_opprof.session",
+LAYERED = ("pytest_opprof.model.verdict", "pytest_opprof.judge.rule", "pytest_opprof.judge.gate",
+           "pytest_opprof.model.records", "pytest_opprof.stats.summary", "pytest_opprof.run.session",
            "pytest_opprof.render")
 
 
@@ -116,9 +116,9 @@ def test_the_verdict_record_render_and_session_layers_have_no_cycle_even_deferre
 
 def test_records_import_no_renderer_and_verdicts_import_nothing_of_the_gate():
     edges = graph(LAYERED)
-    assert not {n for n in edges["pytest_opprof.records"] if n.startswith(
-        ("pytest_opprof.render", "pytest_opprof.session"))}
-    assert edges["pytest_opprof.verdict"] <= {"pytest_opprof.errors"}
+    assert not {n for n in edges["pytest_opprof.model.records"] if n.startswith(
+        ("pytest_opprof.render", "pytest_opprof.run.session"))}
+    assert edges["pytest_opprof.model.verdict"] <= {"pytest_opprof.errors"}
 
 
 @pytest.mark.parametrize("edges", [

@@ -14,15 +14,15 @@ import pytest
 
 import pytest_opprof
 from pytest_opprof import Profile, Profiler
-from pytest_opprof.records import TestRecord
+from pytest_opprof.measure.timers import FakeDevice, FakeTimer
+from pytest_opprof.measure.timers.cupti import KernelTracer
+from pytest_opprof.measure.timers.fake_cupti import FakeCupti
+from pytest_opprof.model.records import TestRecord
+from pytest_opprof.model.runinfo import RunInfo
 from pytest_opprof.render import html, markdown, results_json, text, trace
 from pytest_opprof.render.kernels import NAME_WIDTH, abbreviate, kernel_stats
 from pytest_opprof.render.results_json import Reported
 from pytest_opprof.render.results_json import test_entry as entry_of
-from pytest_opprof.runinfo import RunInfo
-from pytest_opprof.timers import FakeDevice, FakeTimer
-from pytest_opprof.timers.cupti import KernelTracer
-from pytest_opprof.timers.fake_cupti import FakeCupti
 
 from .fakes import train_profile
 

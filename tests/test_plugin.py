@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_opprof import timers
+from pytest_opprof.measure import timers
 
 from .fakes import SIX_OP_NET
 
@@ -389,7 +389,7 @@ def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
 
 
 def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
-    from pytest_opprof import rerun
+    from pytest_opprof.run import rerun
 
     pytester.makeconftest(SIZED_CONFTEST)
     pytester.makepyfile(test_a="def test_a():\n    pass\n")

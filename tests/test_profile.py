@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_opprof import OpprofError, Profile
-from pytest_opprof.profile import MAX_CELLS, MAX_ITERATIONS, MAX_OPS
+from pytest_opprof.model.profile import MAX_CELLS, MAX_ITERATIONS, MAX_OPS
 
 from .fakes import train_profile
 

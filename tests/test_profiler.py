@@ -8,7 +8,7 @@ import pytest
 
 import pytest_opprof
 from pytest_opprof import OpprofError, Profile, is_recording
-from pytest_opprof import profiler as profiler_module
+from pytest_opprof.measure import profiler as profiler_module
 
 from .fakes import fake_profiler, train_profile
 

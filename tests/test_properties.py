@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pytest_opprof.baseline import SCHEMA, BaselineError, BaselineRun, parse
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.options import parse_duration_ns, parse_fraction
-from pytest_opprof.profile import Profile
-from pytest_opprof.rule import GateConfig, compare
+from pytest_opprof.judge.rule import GateConfig, compare
+from pytest_opprof.model.profile import Profile
+from pytest_opprof.run.options import parse_duration_ns, parse_fraction
+from pytest_opprof.store.baseline import SCHEMA, BaselineError, BaselineRun, parse
 
 from .fakes import train_profile
 
@@ -218,7 +218,7 @@ def test_any_input_loads_as_results_or_worker_records_or_is_an_opprof_error(valu
     import tempfile
     from pathlib import Path
 
-    from pytest_opprof.records import loads
+    from pytest_opprof.model.records import loads
     from pytest_opprof.render.results_json import load
 
     text = value if isinstance(value, str) else json.dumps(value)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from pytest_opprof.rule import GateConfig, compare, mann_whitney, normal_sf
+from pytest_opprof.judge.rule import GateConfig, compare, mann_whitney, normal_sf
 
 
 def make_runs(rng, medians, runs, n=20, noise=0.02, run_spread=0.005, scale=None):
@@ -261,7 +261,7 @@ def test_a_class_of_ops_moving_together_is_the_machine_not_a_regression(rng):
     """A contended machine: a third of a test's ops (its BLAS-heavy ones) 2-4x slower at
     once, the rest unmoved, so the drift stays near 1 (seen in real -n 2 runs under
     load). The gate leaves that test unjudged; one op slowed alone is still caught."""
-    from pytest_opprof.gate import contention_problem
+    from pytest_opprof.judge.gate import contention_problem
 
     spreads = np.full(len(SPAN), 0.03)
     baseline = real_like_runs(rng, SPAN, 5, spreads)
@@ -295,7 +295,7 @@ def test_many_ops_slower_at_once_are_not_hidden_by_widened_margins(ops, slowed, 
 def test_a_rerun_that_lacks_ops_is_judged_with_the_ops_it_has(rng):
     """A confirmation re-run may miss ops (a branch not taken): the ops it has are
     judged on both runs, the others on the first, with no error."""
-    from pytest_opprof.rule import compare_with_rerun
+    from pytest_opprof.judge.rule import compare_with_rerun
 
     baseline = make_runs(rng, MEDIANS, runs=5)
     current = {k: v[0] for k, v in make_runs(rng, MEDIANS, runs=1, scale={3: 2.0}).items()}

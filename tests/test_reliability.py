@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof.baseline import (
+from pytest_opprof.store.baseline import (
     MAX_FILE_BYTES,
     BaselineError,
     BaselineRun,
@@ -489,8 +489,8 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
 
     from hypothesis import HealthCheck, given, settings
 
-    from pytest_opprof.baseline import SCHEMA, load_file
     from pytest_opprof.cli import prune, show
+    from pytest_opprof.store.baseline import SCHEMA, load_file
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_stored_file())

@@ -132,8 +132,8 @@ def named_profile(name: str, phase: str = "forward"):
 def gated(profile, verdicts=("regressed", "new")):
     """The profile's record with a failing result: its ops judged ``verdicts``, plus a
     missing op and an op over its budget, all named as in the profile."""
-    from pytest_opprof.records import TestRecord
-    from pytest_opprof.verdict import (
+    from pytest_opprof.model.records import TestRecord
+    from pytest_opprof.model.verdict import (
         BudgetVerdict,
         Comparison,
         OpStatus,
@@ -159,8 +159,8 @@ def gated(profile, verdicts=("regressed", "new")):
 
 
 def every_text_surface(name: str) -> dict[str, str]:
+    from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import html, markdown, text, verdicts
-    from pytest_opprof.runinfo import RunInfo
 
     profile = named_profile(name, phase=name)
     profile.nodeid = f"test_x.py::test_x[{name}]"
@@ -222,8 +222,8 @@ def outside_code_spans(markdown: str) -> str:
 
 @pytest.mark.parametrize("name", ["<img src=x>", "`<b>`", "``x|y``", "[a](http://x) | `"])
 def test_markdown_shows_markup_in_names_as_code(name):
+    from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import markdown
-    from pytest_opprof.runinfo import RunInfo
 
     page = markdown.render([gated(named_profile(name))], RunInfo("m", "fake", "d"))
     assert tags(outside_code_spans(page)) == [] and "http" not in outside_code_spans(page)
@@ -248,7 +248,7 @@ def test_html_charts_take_any_name(tmp_path):
         "import json, sys\n"
         "from tests.test_render import gated, named_profile\n"
         "from pytest_opprof.render import html\n"
-        "from pytest_opprof.runinfo import RunInfo\n"
+        "from pytest_opprof.model.runinfo import RunInfo\n"
         "for name in json.loads(sys.argv[1]):\n"
         "    record = gated(named_profile(name, phase=name))\n"
         "    page = html.render([record], RunInfo(name, 'fake', 'd'))\n"
@@ -265,9 +265,9 @@ def test_html_charts_take_any_name(tmp_path):
 
 
 def test_html_has_a_table_of_numbers_per_test():
+    from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import html
     from pytest_opprof.render.results_json import Reported, test_entry
-    from pytest_opprof.runinfo import RunInfo
 
     record = gated(named_profile("relu_grad"))
     page = html.render_tests([Reported(test_entry(record), record.profile)],
@@ -301,7 +301,7 @@ def test_strict_ops_failures_say_new_and_missing_not_regressed():
 
 
 def test_run_info_round_trips_through_a_results_file_and_tolerates_junk():
-    from pytest_opprof.runinfo import RunInfo
+    from pytest_opprof.model.runinfo import RunInfo
 
     info = RunInfo("m", "cpu", "d", versions={"python": "3.11"}, commit={"id": "abc"},
                    date="2026-11-30T20:00:00+00:00", benchmark_machine_info={"node": "n"})

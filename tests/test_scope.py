@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_opprof import OpprofError, _pyscope
+from pytest_opprof import OpprofError
+from pytest_opprof.measure import _pyscope
 
 
 class Sink:
@@ -186,13 +187,13 @@ def test_op_returns_the_cached_scope_and_leaves_the_rest_to_make(scope_impl):
         assert [scope_impl.op(x) for x in ("new", 3, [1])] == ["made"] * 3
         assert made == ["new", 3, [1]]
     finally:
-        from pytest_opprof import profiler
+        from pytest_opprof.measure import profiler
 
         scope_impl.configure_op(profiler._scopes, profiler._make_op)
 
 
 def test_the_profiler_records_through_the_c_module_where_it_was_built():
-    from pytest_opprof import profiler
+    from pytest_opprof.measure import profiler
 
     from .conftest import load_cscope
 
@@ -203,7 +204,7 @@ def test_the_profiler_records_through_the_c_module_where_it_was_built():
 def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypatch):
     """OPPROF_PURE_PYTHON=1 (also the fallback where the C module cannot be built)."""
     pytester.makepyfile(check="""
-        from pytest_opprof import _pyscope, profiler
+        from pytest_opprof.measure import _pyscope, profiler
 
         def test_reference_in_use():
             assert profiler._impl is _pyscope and profiler.op is _pyscope.op

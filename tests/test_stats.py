@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_opprof.stats import op_stats, op_type_stats, phase_times, wall_summary
+from pytest_opprof.stats.summary import op_stats, op_type_stats, phase_times, wall_summary
 
 from .fakes import fake_profiler, train_profile
 

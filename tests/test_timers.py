@@ -7,9 +7,15 @@ import time
 import numpy as np
 import pytest
 
-from pytest_opprof import timers
-from pytest_opprof.timers import BackendUnavailable, CpuTimer, FakeDevice, FakeTimer, make_timer
-from pytest_opprof.timers.fake import EventNotReady
+from pytest_opprof.measure import timers
+from pytest_opprof.measure.timers import (
+    BackendUnavailable,
+    CpuTimer,
+    FakeDevice,
+    FakeTimer,
+    make_timer,
+)
+from pytest_opprof.measure.timers.fake import EventNotReady
 
 from .fakes import fake_profiler
 
@@ -99,7 +105,7 @@ def test_unknown_backend():
 
 
 def test_importing_the_plugin_does_not_import_cupy():
-    code = ("import sys, pytest_opprof.plugin, pytest_opprof.timers.cuda; "
+    code = ("import sys, pytest_opprof.plugin, pytest_opprof.measure.timers.cuda; "
             "print('cupy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

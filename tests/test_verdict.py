@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import pytest_opprof
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.gate import gate_config, judge
-from pytest_opprof.records import TestRecord, dumps, loads
-from pytest_opprof.rule import compare
-from pytest_opprof.verdict import (
+from pytest_opprof.judge.gate import gate_config, judge
+from pytest_opprof.judge.rule import compare
+from pytest_opprof.model.records import TestRecord, dumps, loads
+from pytest_opprof.model.verdict import (
     BudgetVerdict,
     Comparison,
     OpStatus,
@@ -179,16 +179,18 @@ def test_at_fault_groups_ops_by_what_happened_to_them():
     assert [v.name for v in groups[OpStatus.REGRESSED]] == ["relu", "mul"]
 
 
+PACKAGE = Path(pytest_opprof.__file__).parent
 #: Modules that judge or record: no verdict word may appear there as a bare string.
-#: (session.py is left out: "failed" there is pytest's outcome, not a verdict.)
-TYPED_MODULES = ("verdict.py", "rule.py", "gate.py", "records.py", "stats.py", "render/verdicts.py")
+#: (run/session.py is left out: "failed" there is pytest's outcome, not a verdict.)
+TYPED_MODULES = sorted(str(p.relative_to(PACKAGE)) for folder in ("model", "stats", "judge")
+                       for p in (PACKAGE / folder).glob("*.py")) + ["render/verdicts.py"]
 
 
 @pytest.mark.parametrize("module", TYPED_MODULES)
 def test_no_bare_verdict_strings(module):
     """A verdict spelt as a string escapes the type checker and the enums' one list."""
     words = {v.value for v in Verdict} | {s.value for s in OpStatus}
-    source = Path(pytest_opprof.__file__).parent / module
+    source = PACKAGE / module
     tree = ast.parse(source.read_text(encoding="utf-8"))
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Constant) and node.value in words

@@ -23,8 +23,8 @@ if __package__ in (None, ""):  # run as a script: the repository's packages come
 from benchmarks.gate_runs import MIN_INJECT_NS
 from benchmarks.manyop.ops import NAMES, ManyOp
 from pytest_opprof import Profiler
+from pytest_opprof.measure.timers import CpuTimer
 from pytest_opprof.render import duration
-from pytest_opprof.timers import CpuTimer
 
 
 def achieved(factors: list[float], rounds: int) -> dict[str, list[float]]:

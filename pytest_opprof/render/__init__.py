@@ -1,56 +1,13 @@
 """Renderers: each takes plain data and returns a string; none prints, none writes.
 
 Every surface is ``render(records, run_info) -> str`` (the Chrome trace: one string per
-record); :mod:`pytest_opprof.outputs` writes them. The words every surface shares live
-here, once: how a name from user code is shown, a duration, a percentage.
+record); :mod:`pytest_opprof.run.outputs` writes them. The words every surface shares
+(how a name from user code is shown, a duration, a percentage) live in
+:mod:`pytest_opprof.model.words`, once, and are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-import unicodedata
+from ..model.words import display_name, duration, percent, word
 
-#: Characters a name is never shown with raw: controls (newline, escape), format
-#: characters (bidirectional overrides), lone surrogates, line and paragraph separators.
-#: Any of them could forge a line of a report or make a file unwritable as UTF-8.
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def _escaped(char: str) -> str:
-    """Python's escape of one hidden character: ``\\n``, ``\\x1b``, ``\\u202e``."""
-    return repr(char)[1:-1]
-
-
-def display_name(name: str) -> str:
-    """``name`` (an op name or test id from user code) safe to print on one line.
-
-    Characters that could forge a line or a terminal sequence are shown as Python
-    escapes (``\\n``, ``\\x1b``, ``\\u202e``, ``\\ud800``); everything else, backslashes
-    and non-ASCII letters included, is shown as it is. Pure and cheap for plain names.
-    """
-    if name.isprintable() and name.isascii():
-        return name
-    return "".join(_escaped(c) if unicodedata.category(c) in _HIDDEN else c for c in name)
-
-
-def duration(ns: float | None) -> str:
-    """812 ns, 25.1 us, 3.42 ms, 1.25 s; ``-`` for no value."""
-    if ns is None or not math.isfinite(ns):
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def percent(ratio: float | None) -> str:
-    """A ratio as a change: 1.85 -> ``+85.0%``; ``-`` for no value."""
-    if ratio is None or not math.isfinite(ratio):
-        return "-"
-    return f"{(ratio - 1) * 100:+.1f}%"
-
-
-def word(verdict: object) -> str:
-    """A verdict as the plain word it stands for (``regressed``), whether it is a string
-    or a ``str``-valued enum member (whose ``format`` would give ``Verdict.REGRESSED``)."""
-    return str(getattr(verdict, "value", verdict))
+__all__ = ["display_name", "duration", "percent", "word"]

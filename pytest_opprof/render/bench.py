@@ -12,8 +12,8 @@ from typing import Any
 
 from pytest_benchmark.stats import Stats
 
-from ..stats import counted_samples
-from ..verdict import TestResult
+from ..model.verdict import TestResult
+from ..stats.summary import counted_samples
 from . import word
 
 

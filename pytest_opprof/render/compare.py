@@ -1,7 +1,7 @@
 """``opprof compare``'s outputs: the terminal table, ``--json`` (schema
 ``pytest-opprof/compare/1``: pytest_opprof/schemas/compare-1.schema.json) and
 ``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
-:class:`~pytest_opprof.compare.Report`; none prints, none writes.
+:class:`~pytest_opprof.commands.compare.Report`; none prints, none writes.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..paired import SIZING_QUANTILE
+from ..judge.paired import SIZING_QUANTILE
 from . import display_name, duration, percent
 from .markdown import code
 
 if TYPE_CHECKING:
-    from ..compare import OpRow, Report, TestComparison
+    from ..commands.compare import OpRow, Report, TestComparison
 
 SCHEMA = "pytest-opprof/compare/1"
 COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "detectable", "verdict"]

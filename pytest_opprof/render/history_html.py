@@ -18,7 +18,7 @@ from . import duration, percent
 from .html import STYLE, TOP_OPS, _h, _label, _ms, _pyplot, _svg
 
 if TYPE_CHECKING:
-    from ..history import History, OpHistory
+    from ..commands.history import History, OpHistory
 
 
 def op_chart(test: History, op: OpHistory) -> str:

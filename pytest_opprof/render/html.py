@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import OpprofError
-from ..outputs import NEEDS_MATPLOTLIB
-from ..runinfo import RunInfo
+from ..model.runinfo import RunInfo
+from ..run.outputs import NEEDS_MATPLOTLIB
 from . import display_name, duration, percent
 from .kernels import kernel_stats, measure_word
 from .results_json import Reported, test_entry
 
 if TYPE_CHECKING:
-    from ..records import TestRecord
+    from ..model.records import TestRecord
 
 TOP_OPS = 25
 MOVED = 4

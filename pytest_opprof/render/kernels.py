@@ -1,7 +1,7 @@
 """Kernel time in the reports: which measure an op's figures are, and the GPU activities
 (kernels, memcpy, memset) grouped by name, per op or for the whole test.
 
-Pure functions of a :class:`~pytest_opprof.profile.Profile`, over its counted
+Pure functions of a :class:`~pytest_opprof.model.profile.Profile`, over its counted
 iterations only, like every other figure. The renderers (text, results JSON, HTML,
 Markdown, trace) take their kernel figures from here, so each surface says the same.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..profile import ACTIVITY_KINDS, Profile
+from ..model.profile import ACTIVITY_KINDS, Profile
 from . import display_name
 
 #: How each measure is named in a report.
@@ -47,7 +47,7 @@ def op_name(profile: Profile, name: str) -> str:
 
 def measured(profile: Profile, which: str) -> Profile:
     """``profile`` with ``samples`` holding ``which`` measure (``kernel`` or ``events``)
-    and no kernel time beside it, so that every statistic of :mod:`pytest_opprof.stats`
+    and no kernel time beside it, so that every statistic of :mod:`pytest_opprof.stats.summary`
     reads that measure, whatever it reads by default."""
     samples = profile.samples
     if which == "kernel" and profile.kernel_samples is not None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..runinfo import RunInfo
+from ..model.runinfo import RunInfo
 from . import display_name, duration, percent
 from .kernels import measure_word
 from .results_json import test_entry
 
 if TYPE_CHECKING:
-    from ..records import TestRecord
+    from ..model.records import TestRecord
 
 SECTIONS = (("regressed", "Regressions"), ("improved", "Improvements"), ("new", "New ops"),
             ("missing", "Missing ops"), ("over_budget", "Over budget"))

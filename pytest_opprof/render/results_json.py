@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import OpprofError
-from ..files import read_bounded
-from ..profile import Profile
-from ..runinfo import RunInfo
-from ..stats import op_stats
-from ..verdict import OpStatus, OpVerdict, TestResult, Verdict
+from ..model.profile import Profile
+from ..model.runinfo import RunInfo
+from ..model.verdict import OpStatus, OpVerdict, TestResult, Verdict
+from ..stats.summary import op_stats
+from ..store.files import read_bounded
 from . import word
 from .kernels import KernelStats, counts_per_iteration, gated, has_kernel_time, kernels_by_op, spans
 
 if TYPE_CHECKING:
-    from ..records import TestRecord
+    from ..model.records import TestRecord
 
 SCHEMA = "pytest-opprof/results/1"
 #: A results file larger than this is refused unread (a profile of 1,000 ops over
@@ -143,7 +143,7 @@ def load(path: Path) -> tuple[RunInfo, list[Reported]]:
 def _reported(test: dict[str, Any]) -> Reported:
     """One test of a results file: its entry made again from the typed ``result`` the
     file carries (validated), or, in a file without one, the entry as the file has it."""
-    from ..records import TestRecord
+    from ..model.records import TestRecord
 
     profile = Profile.from_dict(test.get("profile"))
     result = test.get("result")

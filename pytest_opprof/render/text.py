@@ -13,8 +13,8 @@ and torch.profiler's kernel table); long kernel names are cut to a width with ``
 
 from __future__ import annotations
 
-from ..profile import Profile
-from ..stats import op_stats, op_type_stats, phase_times, wall_summary
+from ..model.profile import Profile
+from ..stats.summary import op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
 from .kernels import (
     abbreviate,

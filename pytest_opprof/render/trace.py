@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..files import safe_name
-from ..profile import ACTIVITY_KINDS, Profile
+from ..model.profile import ACTIVITY_KINDS, Profile
+from ..store.files import safe_name
 
 if TYPE_CHECKING:
-    from ..records import TestRecord
+    from ..model.records import TestRecord
 
 CPU_TID = 1
 GPU_TID0 = 100

@@ -7,7 +7,7 @@ import shlex
 import statistics
 from collections.abc import Iterable, Sequence
 
-from ..verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from . import display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time, kernels_by_op
 

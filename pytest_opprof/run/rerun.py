@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .errors import OpprofError
-from .profile import Profile
+from ..errors import OpprofError
+from ..model.profile import Profile
 
 if TYPE_CHECKING:
-    from .verdict import OpVerdict
+    from ..model.verdict import OpVerdict
 
 #: Flags left out of the re-run: they write (or empty) the user's files, change which
 #: tests run or how, or stop for a person. A flag is dropped with its value.
@@ -105,8 +105,8 @@ def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
 
 def reason(suspects: Sequence[OpVerdict]) -> str:
     """``relu (OP_ID 3) +40.0%, conv2d (OP_ID 0) +12.5%``: what looks regressed."""
-    from .render import percent
-    from .render.verdicts import op_name
+    from ..render import percent
+    from ..render.verdicts import op_name
 
     return ", ".join(f"{op_name(v)} {percent(v.corrected_ratio)}" for v in suspects)
 

@@ -13,12 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .baseline import Baseline
-from .profile import Profile
-from .render import percent
-from .rule import FLOOR_NS, GateConfig, compare_with_rerun
-from .stats import counted_samples
-from .verdict import (
+from ..model.profile import Profile
+from ..model.verdict import (
     COMPARED,
     BudgetVerdict,
     Comparison,
@@ -28,6 +24,10 @@ from .verdict import (
     TestResult,
     Verdict,
 )
+from ..model.words import percent
+from ..stats.summary import counted_samples
+from ..store.baseline import Baseline
+from .rule import FLOOR_NS, GateConfig, compare_with_rerun
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
 #: measured spread needs less inflation (GateConfig.history_inflation).

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from .errors import OpprofError
+from ..errors import OpprofError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -23,7 +23,7 @@ BACKENDS = ("auto", "cpu", "cuda", "fake")
 MEASURE_CHOICES = ("auto", "kernel", "events")
 
 def __getattr__(name: str) -> Any:
-    """``from pytest_opprof.timers import CpuTimer`` loads the cpu backend then."""
+    """``from pytest_opprof.measure.timers import CpuTimer`` loads the cpu backend then."""
     if name == "Timer":
         from . import base as module
     elif name == "CpuTimer":

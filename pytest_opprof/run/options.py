@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from .errors import OpprofError
-from .timers import BACKENDS, MEASURE_CHOICES
+from ..errors import OpprofError
+from ..measure.timers import BACKENDS, MEASURE_CHOICES
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.

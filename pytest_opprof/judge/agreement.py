@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.verdict import Key
 from .rule import GateConfig
-from .verdict import Key
 
 #: A run is out on an op beyond this many expected sds from the op's other runs ...
 SIGMAS = 6.0

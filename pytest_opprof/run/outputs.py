@@ -4,7 +4,7 @@
 Each path is checked when the session starts (:func:`check`), so that a bad path or a
 missing matplotlib is one line before any test runs, not a failure after the whole
 run. At the end, :func:`write_all` renders and writes each file the same way:
-folders made, :func:`~pytest_opprof.files.atomic_write` (the umask honoured, a symbolic
+folders made, :func:`~pytest_opprof.store.files.atomic_write` (the umask honoured, a symbolic
 link written through, a special file refused), and an error is one line naming the flag.
 """
 
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import OpprofError
-from .files import atomic_write, output_problem
+from ..errors import OpprofError
+from ..store.files import atomic_write, output_problem
 
 if TYPE_CHECKING:
+    from ..model.records import TestRecord
+    from ..model.runinfo import RunInfo
     from .options import Settings
-    from .records import TestRecord
-    from .runinfo import RunInfo
 
 NEEDS_MATPLOTLIB = "the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
 #: Where no output may go: devices and process files (``/dev/stdout``, ``/proc/self/fd/1``)
@@ -82,7 +82,7 @@ def write(flag: str, path: Path, text: str) -> None:
 
 def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:
     """Render and write every output the run asks for."""
-    from .render import html, markdown, results_json, trace
+    from ..render import html, markdown, results_json, trace
 
     outputs = wanted(settings)
     if any(o.flag == "--opprof-json" for o in outputs):

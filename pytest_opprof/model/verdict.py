@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import OpprofError
+from ..errors import OpprofError
 
 if TYPE_CHECKING:
     from .profile import Profile

@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from . import conditions as run_conditions
-from .errors import OpprofError
+from ..errors import OpprofError
+from ..model import conditions as run_conditions
+from ..model.profile import OpInfo, Profile
+from ..model.verdict import Key
+from ..stats.summary import counted_samples
 from .files import FileTooLarge, atomic_write, read_bounded, safe_name
-from .profile import OpInfo, Profile
-from .stats import counted_samples
-from .verdict import Key
 
 SCHEMA = "pytest-opprof/baseline/2"
 #: Samples kept per op per run (and of the wall and op times per run).

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import __version__
+from .._version import __version__
 
 
 @dataclass(frozen=True)

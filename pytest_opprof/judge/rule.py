@@ -56,7 +56,7 @@ from typing import cast
 
 import numpy as np
 
-from .verdict import Comparison, Key, OpStatus, OpVerdict
+from ..model.verdict import Comparison, Key, OpStatus, OpVerdict
 
 #: Var(median) ~ (pi / 2) sigma^2 / n for normal samples; MAD * 1.4826 estimates sigma.
 _MEDIAN_VAR = math.pi / 2

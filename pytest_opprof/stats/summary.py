@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .profile import Profile
+from ..model.profile import Profile
 
 _BACKWARD_OP = re.compile(r"backward|_grad$")
 

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .render import display_name
+from .words import display_name
 
 #: The environment variables that set how many threads numpy's BLAS (OpenBLAS, MKL,
 #: BLIS, Accelerate) and OpenMP-using libraries start: each is a run condition.

@@ -5,7 +5,7 @@
 
 ``pytest --opprof-append-baseline`` (on the main branch, once per commit) grows each
 test's stored baseline run by run, each run with its date and commit (see
-:mod:`pytest_opprof.baseline`; the last 20 are kept). This command reads those runs,
+:mod:`pytest_opprof.store.baseline`; the last 20 are kept). This command reads those runs,
 in date order, and finds for each op where its median stepped.
 
 How a step is found. The op's medians, one per run, are taken as logarithms (a step
@@ -72,12 +72,12 @@ from typing import Any
 
 import numpy as np
 
-from .baseline import Baseline, BaselineError, BaselineRun, BaselineStore
-from .errors import OpprofError
-from .options import parse_fraction
-from .outputs import NEEDS_MATPLOTLIB, Output, problem, write
-from .render import display_name, duration, percent
-from .rule import MAD_SIGMA
+from ..errors import OpprofError
+from ..judge.rule import MAD_SIGMA
+from ..render import display_name, duration, percent
+from ..run.options import parse_fraction
+from ..run.outputs import NEEDS_MATPLOTLIB, Output, problem, write
+from ..store.baseline import Baseline, BaselineError, BaselineRun, BaselineStore
 
 SCHEMA = "pytest-opprof/history/1"
 #: c in the penalty ``c * sigma * log(n)`` of one more change point (BIC-like).
@@ -419,7 +419,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "gate's, opprof_tolerance)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH",
                         help="also write the history as JSON (fields: pydoc "
-                             "pytest_opprof.history)")
+                             "pytest_opprof.commands.history)")
     parser.add_argument("--html", type=Path, default=None, metavar="PATH",
                         help="also draw each op's trend with its steps as a self-contained "
                              "HTML file (needs matplotlib: the 'report' extra)")
@@ -472,7 +472,7 @@ def run(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
         write("--json", args.json, to_json(tests, tolerance, unreadable))
         print(f"opprof: wrote {args.json}")
     if args.html is not None:
-        from .render.history_html import render_history
+        from ..render.history_html import render_history
 
         write("--html", args.html, render_history(tests, tolerance))
         print(f"opprof: wrote {args.html}")

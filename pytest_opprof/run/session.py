@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import conditions as run_conditions
-from .errors import OpprofError
+from ..errors import OpprofError
+from ..measure.profiler import Profiler
+from ..measure.timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
+from ..model import conditions as run_conditions
+from ..model.profile import Profile
 from .options import Settings, TestSettings, test_settings
-from .profile import Profile
-from .profiler import Profiler
-from .timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
 
 if TYPE_CHECKING:
-    from .baseline import Baseline, BaselineStore
-    from .records import TestRecord
-    from .runinfo import RunInfo
-    from .verdict import OpVerdict, TestResult
+    from ..model.records import TestRecord
+    from ..model.runinfo import RunInfo
+    from ..model.verdict import OpVerdict, TestResult
+    from ..store.baseline import Baseline, BaselineStore
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 #: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
@@ -64,7 +64,7 @@ def make_session_timer(backend: str, worker: int | None) -> Timer:
     try:
         kind = resolve_backend(backend)
         if kind == "cuda" and worker is not None:
-            from .timers.cuda import pin_worker
+            from ..measure.timers.cuda import pin_worker
 
             pin_worker(worker)
         return build_timer(kind)
@@ -107,7 +107,7 @@ class OpprofSession:
 
     @cached_property
     def store(self) -> BaselineStore:
-        from .baseline import BaselineStore
+        from ..store.baseline import BaselineStore
 
         return BaselineStore(self.settings.baseline_dir, self.machine)
 
@@ -157,9 +157,9 @@ class OpprofSession:
         profile, per_test = started[0].profile, started[1]
         if profile is None or profile.counted == 0:
             return
-        from .baseline import BaselineError
-        from .render.verdicts import failure_text, summary_line
-        from .verdict import TestResult, Verdict
+        from ..model.verdict import TestResult, Verdict
+        from ..render.verdicts import failure_text, summary_line
+        from ..store.baseline import BaselineError
 
         self._write_profile(profile, report)
         not_gated = TestResult(item.nodeid, Verdict.NOT_GATED, self.machine, profile)
@@ -190,7 +190,7 @@ class OpprofSession:
         """``--opprof-profile-out``: the profile of a passing test, for the re-run."""
         if self.settings.profile_out is None or not report.passed:
             return
-        from .files import atomic_write
+        from ..store.files import atomic_write
 
         try:
             atomic_write(self.settings.profile_out, profile.to_json())
@@ -202,7 +202,7 @@ class OpprofSession:
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
         """The verdict and each regressed op as test properties (``record_property``'s
         mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
-        from .render.verdicts import op_line
+        from ..render.verdicts import op_line
 
         # plain str values: xdist's serializer takes no str subclass (an enum)
         properties = [("opprof_verdict", result.verdict.value)]
@@ -218,13 +218,13 @@ class OpprofSession:
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
         if benchmark is None:
             return
-        from .render.bench import extra_info
+        from ..render.bench import extra_info
 
         benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
                  rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> TestResult:
-        from .gate import gate_config, judge
+        from ..judge.gate import gate_config, judge
 
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances,
                              profile.measure)
@@ -246,8 +246,8 @@ class OpprofSession:
         """Store the test's run as a baseline run; called only for a test within its
         budgets (an op over its budget keeps the old baseline). Repetitions of one test
         (pytest-repeat) share its baseline key and one batch."""
-        from .baseline import BaselineRun
-        from .verdict import Verdict
+        from ..model.verdict import Verdict
+        from ..store.baseline import BaselineRun
 
         run = BaselineRun.from_profile(result.profile, self.run_meta)
         key = self.baseline_keys.get(result.nodeid)
@@ -270,7 +270,7 @@ class OpprofSession:
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
     def probe_ns(self) -> float:
-        from .probe import reference_probe
+        from ..measure.probe import reference_probe
 
         return reference_probe(self.xp)
 
@@ -286,7 +286,7 @@ class OpprofSession:
     def run_info(self) -> RunInfo:
         """Where and when this run happened: asked of the system once, when a file or a
         baseline first needs it (git takes a moment)."""
-        from .runinfo import RunInfo
+        from ..model.runinfo import RunInfo
 
         return RunInfo.collect(self.machine, self.backend, self.device)
 
@@ -315,7 +315,7 @@ class OpprofSession:
     def records(self) -> list[TestRecord]:
         """Every profiled test of the run, this process's and the workers', once each.
         Made once at the end (the files and the terminal report both read them)."""
-        from .records import TestRecord
+        from ..model.records import TestRecord
 
         key = (len(self.profiles), len(self.results), len(self.remote))
         if self._records is None or self._records[0] != key:
@@ -328,13 +328,13 @@ class OpprofSession:
 
     def worker_output(self) -> None:
         """On an xdist worker: hand this worker's records to the controller."""
-        from .records import WORKER_KEY, dumps
+        from ..model.records import WORKER_KEY, dumps
 
         self.config.workeroutput[WORKER_KEY] = dumps(self.records())  # type: ignore[attr-defined]
 
     def add_worker_output(self, workeroutput: dict[str, Any]) -> None:
         """On the controller: a finished worker's records."""
-        from .records import WORKER_KEY, loads
+        from ..model.records import WORKER_KEY, loads
 
         text = workeroutput.get(WORKER_KEY)
         if text is not None:
@@ -345,9 +345,9 @@ class OpprofSession:
         line per test and the run's counts."""
         if self.is_worker or not (self.profiles or self.remote):
             return  # nothing was profiled: nothing to say, nothing to import
-        from .render import display_name
-        from .render.text import render
-        from .render.verdicts import blind_line, counts_line, summary_line, verdict_table
+        from ..render import display_name
+        from ..render.text import render
+        from ..render.verdicts import blind_line, counts_line, summary_line, verdict_table
 
         records = self.records()
         verbosity = self.settings.verbosity

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import OpprofError
+from ..errors import OpprofError
 from .profile import Profile
 from .verdict import TestResult
 

@@ -7,7 +7,7 @@
 The first form checks REF out in a temporary git worktree (removed afterwards, also on
 errors and Ctrl-C) and runs the selected tests there (base) and in the working tree
 (head) in pytest processes taking turns, each writing its results file;
-:mod:`pytest_opprof.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
+:mod:`pytest_opprof.judge.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
 by default the run is sized from its first :data:`FIRST_PAIRS`: pairs are added until
 nine in ten ops of every test would show a ``--detect`` slowdown, at most
 ``--max-pairs``. A stored baseline carries everything that changed since it was taken
@@ -33,12 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import paired
-from .cli import CommandError, UsageProblem, _last_line, whole_number
-from .errors import OpprofError
-from .options import parse_fraction
-from .outputs import Output, problem, write
-from .paired import (
+from ..cli import CommandError, UsageProblem, _last_line, whole_number
+from ..errors import OpprofError
+from ..judge import paired
+from ..judge.paired import (
     DEFAULT_ALPHA,
     DEFAULT_TOLERANCE,
     OpChange,
@@ -48,7 +46,9 @@ from .paired import (
     shared_change,
     state_adjusted,
 )
-from .profile import Profile
+from ..model.profile import Profile
+from ..run.options import parse_fraction
+from ..run.outputs import Output, problem, write
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
 FIRST_PAIRS = 6
@@ -263,7 +263,7 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         report = _files(args, extra)
     else:
         report = _pairs_of_processes(args, extra)
-    from .render import compare as render
+    from ..render import compare as render
 
     print(render.text(report))
     for output in outputs:
@@ -279,7 +279,7 @@ def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
 
 
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
-    from .render.results_json import load
+    from ..render.results_json import load
 
     if len(extra) != 1 or any(x is not None for x in (args.pairs, args.setup,
                                                       args.max_pairs)):
@@ -392,7 +392,7 @@ def _setup(command: str, side: str, folder: Path) -> None:
 
 def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run:
     """One pytest process in ``folder`` writing ``out``; its profiles by node id."""
-    from .render.results_json import load
+    from ..render.results_json import load
 
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "--opprof-no-gate", *pytest_args, f"--opprof-json={out}"]

@@ -1,0 +1,630 @@
+"""The Profiler: ops, phases and iterations, recorded into a Profile.
+
+Recording is kept off the hot path. While an iteration runs, the active
+*sink* is a tuple ``(names, marks, mark, phases, hooks...)``: entering an op appends its
+name and a mark, leaving it appends a mark and ``None`` (``_cscope.c`` does
+that in C, ``_pyscope.py`` is its pure-Python reference). Pairing enters with
+exits, nesting, phases and graph matching happen once per iteration, after the
+iteration's one synchronisation, and are skipped when an iteration repeats the
+previous one's op sequence; the arithmetic waits for the end of the test.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import numpy as np
+
+from ..errors import OpprofError
+from ..model.profile import (
+    MAX_ACTIVITIES,
+    MAX_ACTIVITY_NAMES,
+    MAX_ITERATIONS,
+    MAX_NAME_LENGTH,
+    Activities,
+    OpInfo,
+    Profile,
+    check_name,
+)
+from . import _pyscope
+from .timers import Timer
+from .timers.base import Times
+
+if TYPE_CHECKING:
+    from .timers.cupti import RawActivities
+
+
+def _load_impl() -> ModuleType:
+    """The C hot path when it was built, unless OPPROF_PURE_PYTHON=1 asks for the reference."""
+    if os.environ.get("OPPROF_PURE_PYTHON", "") not in ("", "0"):
+        return _pyscope
+    try:
+        from . import _cscope
+    except ImportError:
+        return _pyscope
+    return _cscope
+
+
+#: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
+_impl: ModuleType = _load_impl()
+if TYPE_CHECKING:  # both modules have one API; _cscope.pyi states it
+    from ._cscope import OpScope as OpScope
+else:
+    OpScope = _impl.OpScope
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: How many op names get a cached, faster scope of their own (each costs a class, about
+#: 2 kB); names beyond it get a plain scope per call, so a million names cost nothing kept.
+MAX_CACHED_OPS = 2048
+
+
+class PhaseScope:
+    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it.
+
+    Phases are rare (a few per iteration), so they stay in Python: entering or
+    leaving one appends (name or None, ops recorded so far, mark) to the sink's
+    phase list. Like ops, only in the thread that runs the iterations.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> PhaseScope:
+        if _impl.recording_here():
+            sink = _impl.get_sink()
+            sink[3].append((self.name, len(sink[0]), sink[2]()))
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if _impl.recording_here():
+            sink = _impl.get_sink()
+            sink[3].append((None, len(sink[0]), sink[2]()))
+
+    def __repr__(self) -> str:
+        return f"phase({self.name!r})"
+
+
+#: The cached scope of each op name seen (at most MAX_CACHED_OPS): they keep no
+#: state, so one serves every call.
+_scopes: dict[str, OpScope] = {}
+
+
+def _make_op(name: Any) -> Any:
+    """op()'s slow path: a new name gets its scope (cached while there is room); a callable
+    is a bare decorator, named after the function."""
+    if callable(name) and not isinstance(name, str):
+        return OpScope(check_name("op", getattr(name, "__name__", name)))(name)
+    name = check_name("op", name)
+    if type(name) is not str or len(_scopes) >= MAX_CACHED_OPS:
+        return OpScope(name)  # op() looks up exact str only: a subclass is never found
+    scope = _scopes[name] = _impl.new_scope(name)
+    return scope
+
+
+_impl.configure_op(_scopes, _make_op)
+if TYPE_CHECKING:
+    from ._cscope import op as op
+else:
+    #: ``op(name)``: time a block or a function as a named op (see ``_pyscope.op``).
+    op = _impl.op
+
+
+def is_recording() -> bool:
+    """Whether a profiler is recording an iteration in this process."""
+    return _impl.get_sink() is not None
+
+
+class Profiler:
+    """Times every named op of every iteration of a workload.
+
+    Use :meth:`iterations` for the loop, :meth:`op` and :meth:`phase` inside
+    it, :meth:`instrument` to time every call of a module, and :attr:`profile`
+    for what was measured.
+    """
+
+    def __init__(self, timer: Timer, *, skip: int = 1, iterations: int = 20,
+                 nodeid: str = "") -> None:
+        self.timer = timer
+        self.skip = skip
+        self.default_iterations = iterations
+        self.nodeid = nodeid
+        self._graph = _GraphBuilder()
+        self._started = False
+        self._profile: Profile | None = None
+        self._sink: tuple[Any, ...] | None = None
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of the active backend: cupy on CUDA, else numpy."""
+        return self.timer.xp
+
+    if TYPE_CHECKING:  # staticmethod() would keep only the first overload of op
+        @overload
+        @staticmethod
+        def op(name: str) -> OpScope: ...
+        @overload
+        @staticmethod
+        def op(name: _F) -> _F: ...
+        @staticmethod
+        def op(name: Any) -> Any:
+            return op(name)
+    else:
+        #: A named op, as a context manager or a decorator; ops may nest (the same object
+        #: as :func:`pytest_opprof.op`: no second call on the hot path).
+        op = staticmethod(op)
+
+    def phase(self, name: str) -> PhaseScope:
+        """A named phase grouping the ops run inside it (``forward``, ``backward``)."""
+        return PhaseScope(check_name("phase", name))
+
+    def instrument(self, obj: Any, names: Iterable[str] | None = None) -> Any:
+        """A proxy of ``obj`` whose callables are timed as ops named after the
+        attribute (``instrument(numpy).matmul(a, b)`` is the op ``matmul``).
+        ``names`` limits it to those attributes. ``obj`` itself is not changed."""
+        from .instrument import InstrumentedProxy
+
+        return InstrumentedProxy(obj, None if names is None else frozenset(names))
+
+    def iterations(self, n: int | None = None) -> Iterator[int]:
+        """Yield ``n`` times; each pass is one iteration of the graph.
+
+        Without ``n``: the marker's ``iterations``, else the ini
+        ``opprof_iterations``, else 20. The first ``skip`` iterations are
+        recorded but left out of every figure.
+        """
+        if n is None:
+            n = self.default_iterations
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
+            raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
+                              f"from 1 to {MAX_ITERATIONS}")
+        if n <= self.skip:
+            raise OpprofError(
+                f"iterations({n}) with skip={self.skip} leaves no iteration to count: "
+                f"run more than {self.skip} iterations or lower --opprof-skip"
+            )
+        if self._started:
+            raise OpprofError("iterations() was already run in this test: profile one loop "
+                              "per test (split the test or parametrize it)")
+        if _impl.get_sink() is not None:
+            raise OpprofError("another profiler is recording: iterations() loops cannot nest")
+        self._started = True
+        return self._run(n)
+
+    def _run(self, n: int) -> Iterator[int]:
+        timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink
+        try:
+            for i in range(n):
+                names: list[str | None] = []
+                phases: list[PhaseEvent] = []
+                timer.begin_iteration()
+                marks = [mark()]
+                self._sink = (names, marks, mark, phases, timer.enter_hook, timer.exit_hook)
+                set_sink(self._sink)
+                yield i
+                marks.append(mark())
+                set_sink(None)
+                timer.end_iteration()
+                self._graph.add(names, marks, phases, timer)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop recording (an abandoned loop ends here at the latest).
+
+        Only this profiler's own sink is cleared: a loop abandoned by an earlier
+        test and garbage-collected later must not stop a later test's recording.
+        """
+        if self._sink is not None and _impl.get_sink() is self._sink:
+            _impl.set_sink(None)
+
+    @property
+    def profile(self) -> Profile | None:
+        """What was measured, as plain data; None before the first iteration ends."""
+        if not self._graph.rows:
+            return None
+        if self._profile is None or self._profile.iterations != len(self._graph.rows):
+            self._profile = self._graph.build(self.nodeid, self.timer, self.skip)
+        return self._profile
+
+
+#: A phase boundary as recorded: (name on entry or None on exit, ops so far, mark).
+PhaseEvent = tuple[str | None, int, Any]
+#: The same without the mark: what decides an iteration's layout.
+PhaseKey = tuple[str | None, int]
+IntArray = np.ndarray
+
+
+class _Iteration:
+    """One iteration as recorded: its layout and its marks, resolved to times but not
+    yet turned into durations (that happens for all iterations at once in build())."""
+
+    __slots__ = ("host", "kernel", "layout", "phase_times", "streams", "times")
+
+    def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
+                 streams: Sequence[int] | None, kernel: _Kernels | None = None) -> None:
+        self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
+        self.streams = streams
+        self.kernel = kernel
+
+
+class _Kernels:
+    """One iteration's GPU activities linked to its ops (kernel measure): per kept op of
+    the layout, the inclusive sum of durations and the count; per activity, its op."""
+
+    __slots__ = ("counts", "op_ids", "raw", "sums")
+
+    def __init__(self, raw: RawActivities, layout: _Layout) -> None:
+        self.raw = raw
+        entry = raw.entry
+        n_entries = len(layout.entry_ops)
+        valid = (entry >= 0) & (entry < n_entries)
+        self.op_ids = np.full(len(raw), -1, dtype=np.int64)
+        self.op_ids[valid] = layout.entry_ops[entry[valid]]
+        durations = raw.end_ns - raw.start_ns
+        # exclusive sums per op entry, then inclusive ones: an op's descendants are the
+        # entries right after it, up to its last one (entries are in pre-order)
+        per_entry = np.bincount(entry[valid], weights=durations[valid], minlength=n_entries)
+        count = np.bincount(entry[valid], minlength=n_entries)
+        sums = np.concatenate(([0.0], np.cumsum(per_entry)))
+        counts = np.concatenate(([0], np.cumsum(count)))
+        first, last = layout.first, layout.last
+        self.sums = sums[last + 1] - sums[first]
+        self.counts = counts[last + 1] - counts[first]
+
+
+class _Layout:
+    """How an iteration's event sequence maps to OP_IDs; reused while it repeats."""
+
+    __slots__ = ("enters", "entry_ops", "exits", "first", "ids", "last", "phase_enters",
+                 "phase_exits", "phase_ids", "top", "unbalanced")
+
+    def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
+                 phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
+                 unbalanced: int, entry_ops: IntArray | None = None,
+                 first: IntArray | None = None, last: IntArray | None = None) -> None:
+        self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
+        self.phase_enters, self.phase_exits = phase_enters, phase_exits
+        self.phase_ids, self.unbalanced = phase_ids, unbalanced
+        empty = np.zeros(0, dtype=np.intp)
+        #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
+        self.entry_ops = empty if entry_ops is None else entry_ops
+        #: Per kept op (as ``ids``): its entry index and that of its last descendant.
+        self.first = empty if first is None else first
+        self.last = empty if last is None else last
+
+
+class _GraphBuilder:
+    """Matches each iteration's ops to OP_IDs by (name, occurrence) and keeps the rows."""
+
+    def __init__(self) -> None:
+        self.ops: list[OpInfo] = []
+        self.op_keys: dict[tuple[str, int], int] = {}
+        self.phases: dict[str, int] = {}
+        self.rows: list[_Iteration] = []
+        self.unbalanced = 0
+        self._last: tuple[list[str | None], list[PhaseKey]] | None = None
+        self._layout: _Layout | None = None
+
+    def add(self, names: list[str | None], marks: list[Any], phase_events: list[PhaseEvent],
+            timer: Timer) -> None:
+        """Called once per iteration, after its sync: kept cheap, the arithmetic waits."""
+        phase_key = [(p[0], p[1]) for p in phase_events]
+        layout = self._layout
+        if layout is None or self._last != (names, phase_key):
+            layout = self._layout = self._match(names, phase_key)
+            self._last = (names, phase_key)
+        times, host = timer.resolve(marks)
+        phase_times = timer.resolve([p[2] for p in phase_events])[0] if phase_events else ()
+        self.unbalanced += layout.unbalanced
+        raw = timer.activities()
+        kernel = None if raw is None else _Kernels(raw, layout)
+        self.rows.append(_Iteration(layout, times, host, phase_times, timer.streams(marks),
+                                    kernel))
+
+    def _match(self, names: list[str | None], phase_key: list[PhaseKey]) -> _Layout:
+        enters, exits, depths, unbalanced = _pair_ops(names)
+        op_phases = self._phase_of_each(enters, phase_key)
+        seen: dict[str, int] = {}
+        ids: list[int] = []
+        keep: list[int] = []
+        for j, k in enumerate(enters):
+            name = names[k]
+            if exits[j] < 0 or name is None:
+                continue
+            occurrence = seen.get(name, 0)
+            seen[name] = occurrence + 1
+            op_id = self.op_keys.get((name, occurrence))
+            if op_id is None:
+                op_id = self.op_keys[(name, occurrence)] = len(self.ops)
+                self.ops.append(OpInfo(op_id, name, occurrence, depths[j], op_phases[j]))
+            ids.append(op_id)
+            keep.append(j)
+
+        p_enters, p_exits, p_ids, p_unbalanced = self._pair_phases(phase_key)
+        entry_ops = np.full(len(enters), -1, dtype=np.intp)
+        entry_ops[keep] = ids
+        all_enters = np.array(enters, dtype=np.intp)
+        kept_exits = np.array([exits[j] for j in keep], dtype=np.intp)
+        return _Layout(
+            entry_ops=entry_ops, first=np.array(keep, dtype=np.intp),
+            last=np.searchsorted(all_enters, kept_exits) - 1,
+            enters=np.array([enters[j] for j in keep], dtype=np.intp),
+            exits=np.array([exits[j] for j in keep], dtype=np.intp),
+            ids=np.array(ids, dtype=np.intp),
+            top=np.array([depths[j] == 0 for j in keep], dtype=bool),
+            phase_enters=p_enters, phase_exits=p_exits, phase_ids=p_ids,
+            unbalanced=unbalanced + p_unbalanced,
+        )
+
+    @staticmethod
+    def _phase_of_each(enters: list[int], phase_key: list[PhaseKey]) -> list[str | None]:
+        """The innermost phase open when each op started."""
+        result: list[str | None] = []
+        open_phases: list[str] = []
+        i = 0
+        for k in enters:
+            while i < len(phase_key) and phase_key[i][1] <= k:
+                name = phase_key[i][0]
+                if name is not None:
+                    open_phases.append(name)
+                elif open_phases:
+                    open_phases.pop()
+                i += 1
+            result.append(open_phases[-1] if open_phases else None)
+        return result
+
+    def _pair_phases(self, phase_key: list[PhaseKey]
+                     ) -> tuple[IntArray, IntArray, IntArray, int]:
+        enters: list[int] = []
+        exits: list[int] = []
+        ids: list[int] = []
+        stack: list[tuple[int, str]] = []
+        unbalanced = 0
+        for i, (name, _) in enumerate(phase_key):
+            if name is not None:
+                stack.append((i, name))
+            elif stack:
+                start, opened = stack.pop()
+                enters.append(start)
+                exits.append(i)
+                ids.append(self.phases.setdefault(opened, len(self.phases)))
+            else:
+                unbalanced += 1
+        return (np.array(enters, dtype=np.intp), np.array(exits, dtype=np.intp),
+                np.array(ids, dtype=np.intp), unbalanced + len(stack))
+
+    def build(self, nodeid: str, timer: Timer, skip: int) -> Profile:
+        """Every iteration's durations at once, one NumPy step per distinct layout."""
+        m = _Matrices(len(self.rows), len(self.ops), len(self.phases),
+                      has_host=self.rows[0].host is not None,
+                      has_streams=self.rows[-1].streams is not None)
+        groups: dict[int, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            groups.setdefault(id(row.layout), []).append(i)
+        for members in groups.values():
+            m.fill(self.rows, members)
+        profile = Profile(
+            nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
+            ops=list(self.ops), samples=m.samples, phase_samples=m.phase_samples,
+            phases=list(self.phases), host_samples=m.host, wall=m.wall, op_time=m.op_time,
+            unbalanced=self.unbalanced, starts=m.starts, host_starts=m.host_starts,
+            phase_starts=m.phase_starts,
+            iteration_starts=m.iteration_starts - m.iteration_starts[0],
+            op_streams=m.op_streams, measure=timer.measure,
+        )
+        if timer.measure == "kernel":
+            if self.ops:
+                _add_kernels(profile, self.rows)
+            else:
+                _zero_instrumentation(profile, self.rows)
+        return profile
+
+
+def activity_name(name: str) -> str:
+    """A kernel's name as an op or activity name: never empty, at most MAX_NAME_LENGTH
+    characters (C++ template names can be longer; the end is cut)."""
+    if not name:
+        return "[kernel]"
+    return name if len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH - 3] + "..."
+
+
+def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activities, int]:
+    """Every iteration's activities as one table (at most MAX_ACTIVITIES rows, later
+    ones dropped) and how many were dropped."""
+    names: dict[str, int] = {}
+    parts: list[tuple[int, _Kernels, np.ndarray, np.ndarray]] = []
+    room = MAX_ACTIVITIES
+    dropped = 0
+    for i, row in enumerate(rows):
+        k = row.kernel
+        if k is None or not len(k.raw):
+            continue
+        n = min(len(k.raw), room)
+        dropped += len(k.raw) - n
+        room -= n
+        if not n:
+            continue
+        ids = np.array([names.setdefault(activity_name(x), len(names))
+                        for x in k.raw.names[:n]], dtype=np.int64)
+        parts.append((i, k, ids, op_ids[i][:n]))
+    if len(names) > MAX_ACTIVITY_NAMES:  # beyond it a profile would not read back
+        return Activities.empty(), dropped + sum(len(p[2]) for p in parts)
+    if not parts:
+        return Activities.empty(), dropped
+
+    def column(get: Callable[[tuple[int, _Kernels, np.ndarray, np.ndarray]], np.ndarray],
+               dtype: type) -> np.ndarray:
+        return np.concatenate([np.asarray(get(p), dtype=dtype) for p in parts])
+
+    return Activities(
+        iteration=column(lambda p: np.full(len(p[2]), p[0]), np.int64),
+        op_id=column(lambda p: p[3], np.int64),
+        name_id=column(lambda p: p[2], np.int64),
+        kind=column(lambda p: p[1].raw.kind[:len(p[2])], np.int64),
+        stream=column(lambda p: p[1].raw.stream[:len(p[2])], np.int64),
+        start_ns=column(lambda p: p[1].raw.start_ns[:len(p[2])], float),
+        end_ns=column(lambda p: p[1].raw.end_ns[:len(p[2])], float),
+        names=list(names),
+    ), dropped
+
+
+def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
+    """Named ops: each op's inclusive kernel time and count, NaN where it did not run."""
+    shape = profile.samples.shape
+    sums, counts = np.full(shape, np.nan), np.full(shape, np.nan)
+    for i, row in enumerate(rows):
+        if row.kernel is not None:
+            sums[i, row.layout.ids] = row.kernel.sums
+            counts[i, row.layout.ids] = row.kernel.counts
+    profile.kernel_samples, profile.kernel_counts = sums, counts
+    op_ids = [np.zeros(0, np.int64) if r.kernel is None else r.kernel.op_ids for r in rows]
+    profile.activities, dropped = _activities(rows, op_ids)
+    if dropped:
+        profile.meta["activities_dropped"] = dropped
+
+
+def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
+    """A test that named no op: one op per activity name, in launch order, matched across
+    iterations by (name, occurrence) as named ops are; its time is the activity's."""
+    keys: dict[tuple[str, int], int] = {}
+    ops: list[OpInfo] = []
+    per_row: list[np.ndarray] = []
+    for row in rows:
+        seen: dict[str, int] = {}
+        row_ids: list[int] = []
+        names = [] if row.kernel is None else row.kernel.raw.names
+        for raw_name in names:
+            name = activity_name(raw_name)
+            occurrence = seen.get(name, 0)
+            seen[name] = occurrence + 1
+            op_id = keys.get((name, occurrence))
+            if op_id is None:
+                if len(ops) >= MAX_OPS_ZERO:
+                    row_ids.append(-1)
+                    continue
+                op_id = keys[(name, occurrence)] = len(ops)
+                ops.append(OpInfo(op_id, name, occurrence, 0, None))
+            row_ids.append(op_id)
+        per_row.append(np.array(row_ids, dtype=np.int64))
+    if not ops:
+        return
+    shape = (len(rows), len(ops))
+    sums, counts, starts = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    streams = [0] * len(ops)
+    for i, (row, op_ids) in enumerate(zip(rows, per_row, strict=True)):
+        if row.kernel is None or not len(op_ids):
+            continue
+        raw, ok, ids = row.kernel.raw, op_ids >= 0, np.asarray(op_ids, dtype=np.int64)
+        durations = (raw.end_ns - raw.start_ns)[ok]
+        row_sums = np.zeros(len(ops))
+        np.add.at(row_sums, ids[ok], durations)
+        ran = np.zeros(len(ops), dtype=bool)
+        ran[ids[ok]] = True
+        sums[i, ran] = row_sums[ran]
+        counts[i, ran] = np.bincount(ids[ok], minlength=len(ops))[ran]
+        order = np.arange(len(ids))[ok][::-1]  # first occurrence written last
+        starts[i, ids[order]] = raw.start_ns[order]
+        for op_id, stream in zip(ids[ok].tolist(), raw.stream[ok].tolist(), strict=True):
+            streams[op_id] = int(stream)
+    profile.ops = ops
+    profile.samples = sums.copy()
+    profile.kernel_samples, profile.kernel_counts = sums, counts
+    profile.starts = starts
+    profile.host_samples = profile.host_starts = None
+    profile.op_streams = streams
+    profile.op_time = np.nan_to_num(sums).sum(axis=1)
+    profile.activities, dropped = _activities(rows, per_row)
+    profile.meta["zero_instrumentation"] = True
+    if dropped:
+        profile.meta["activities_dropped"] = dropped
+
+
+#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
+MAX_OPS_ZERO = 10_000
+
+
+def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int], int]:
+    """Pairs enters with exits: each op's event index of entry and exit (-1: never
+    exited) and its depth, and the count of unbalanced events. An exit with nothing
+    open, or an op still open at the end of the iteration, cannot be timed."""
+    enters: list[int] = []
+    exits: list[int] = []
+    depths: list[int] = []
+    stack: list[int] = []
+    unbalanced = 0
+    for k, name in enumerate(names):
+        if name is None:
+            if stack:
+                exits[stack.pop()] = k
+            else:
+                unbalanced += 1
+        else:
+            stack.append(len(enters))
+            enters.append(k)
+            exits.append(-1)
+            depths.append(len(stack) - 1)
+    return enters, exits, depths, unbalanced + len(stack)
+
+
+class _Matrices:
+    """The arrays of a Profile being built, NaN where nothing ran."""
+
+    def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
+                 has_streams: bool) -> None:
+        self.samples = np.full((n_iter, n_ops), np.nan)
+        self.starts = np.full((n_iter, n_ops), np.nan)
+        self.host = np.full((n_iter, n_ops), np.nan) if has_host else None
+        self.host_starts = np.full((n_iter, n_ops), np.nan) if has_host else None
+        self.phase_samples = np.full((n_iter, n_phases), np.nan)
+        self.phase_starts = np.full((n_iter, n_phases), np.nan)
+        self.wall = np.zeros(n_iter)
+        self.op_time = np.zeros(n_iter)
+        self.iteration_starts = np.zeros(n_iter)
+        self.op_streams: list[int] | None = [0] * n_ops if has_streams else None
+
+    def fill(self, all_rows: list[_Iteration], members: list[int]) -> None:
+        """The rows of ``members``, iterations that share one layout."""
+        layout = all_rows[members[0]].layout
+        rows = np.array(members)[:, None]
+        # marks[0] opens the iteration, so event k of `names` is mark k + 1
+        times = np.array([all_rows[i].times for i in members], dtype=np.int64)
+        durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
+        self.samples[rows, layout.ids] = durations
+        self.starts[rows, layout.ids] = times[:, layout.enters + 1] - times[:, :1]
+        self.wall[members] = times[:, -1] - times[:, 0]
+        self.op_time[members] = durations[:, layout.top].sum(axis=1)
+        self.iteration_starts[members] = times[:, 0]
+        if self.host is not None and self.host_starts is not None:
+            h = np.array([all_rows[i].host for i in members], dtype=np.int64)
+            self.host[rows, layout.ids] = h[:, layout.exits + 1] - h[:, layout.enters + 1]
+            self.host_starts[rows, layout.ids] = h[:, layout.enters + 1] - h[:, :1]
+            self.iteration_starts[members] = h[:, 0]  # iterations are placed by the host clock
+        last = all_rows[members[-1]].streams
+        if self.op_streams is not None and last is not None:
+            for op_id, k in zip(layout.ids.tolist(), layout.enters.tolist(), strict=True):
+                self.op_streams[op_id] = int(last[k + 1])
+        if len(layout.phase_ids):
+            self._fill_phases(all_rows, members, layout, rows, times)
+
+    def _fill_phases(self, all_rows: list[_Iteration], members: list[int], layout: _Layout,
+                     rows: IntArray, times: IntArray) -> None:
+        p = np.array([all_rows[i].phase_times for i in members], dtype=np.int64)
+        spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
+        # a phase entered several times in one iteration adds up
+        n_phases = self.phase_samples.shape[1]
+        sums = np.zeros((len(members), n_phases))
+        np.add.at(sums, (slice(None), layout.phase_ids), spans)  # type: ignore[arg-type]
+        present = np.zeros(n_phases, dtype=bool)
+        present[layout.phase_ids] = True
+        self.phase_samples[rows, np.flatnonzero(present)] = sums[:, present]
+        # each phase's first entry (reversed, so the first one is written last)
+        entered = p[:, layout.phase_enters] - times[:, :1]
+        order = np.arange(len(layout.phase_ids))[::-1]
+        self.phase_starts[rows, layout.phase_ids[order]] = entered[:, order]

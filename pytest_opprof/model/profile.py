@@ -1,0 +1,407 @@
+"""The Profile: what one profiled test measured, as plain data.
+
+Times are nanoseconds. ``samples[i, k]`` is the inclusive time of OP_ID k in
+iteration i, NaN where that op did not run in that iteration. Every iteration
+is kept, the skipped ones too (they are the first ``skip`` rows); statistics
+use :attr:`Profile.counted` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import OpprofError
+
+SCHEMA = "pytest-opprof/profile/1"
+
+#: Bounds on what a profile read back may hold (a profile the profiler makes stays well
+#: inside them): iterations, OP_IDs, phases, and cells of one (iterations, ops) matrix
+#: (2**24 float64 cells are 128 MiB).
+MAX_ITERATIONS = 1_000_000
+MAX_OPS = 100_000
+MAX_PHASES = 10_000
+MAX_CELLS = 2**24
+#: The longest op or phase name, in characters: a name is a label, not a payload.
+MAX_NAME_LENGTH = 1024
+#: The most GPU activities (kernels, copies, memsets) one profile keeps, and the most
+#: distinct activity names.
+MAX_ACTIVITIES = 2**22
+MAX_ACTIVITY_NAMES = 100_000
+#: What an op's time is: "events" (CUDA event spans, or host time on the CPU) or "kernel"
+#: (the summed durations of the GPU activities it launched, from CUPTI).
+MEASURES = ("events", "kernel")
+#: Activity kinds: the ``kind`` column of :class:`Activities`.
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One node of the graph: the ``occurrence``-th op called ``name`` in an iteration."""
+
+    op_id: int
+    name: str
+    occurrence: int
+    #: Nesting depth when first seen (0: not inside another op).
+    depth: int
+    #: The innermost phase it ran in when first seen, if any.
+    phase: str | None
+
+
+_ACTIVITY_INT_COLUMNS = ("iteration", "op_id", "name_id", "kind", "stream")
+_ACTIVITY_TIME_COLUMNS = ("start_ns", "end_ns")
+
+
+@dataclass(frozen=True, eq=False)
+class Activities:
+    """Every GPU activity (kernel, memcpy, memset) of a profile's iterations, skipped ones
+    included, as equal-length columns in launch order within each iteration.
+
+    ``op_id`` is the innermost op that launched it (-1: outside any op); ``name_id``
+    indexes :attr:`names`; ``kind`` is :data:`KERNEL`, :data:`MEMCPY` or :data:`MEMSET`;
+    ``start_ns``/``end_ns`` are on the device timeline, from the start of their iteration
+    (the same origin as :attr:`Profile.starts`).
+    """
+
+    iteration: np.ndarray
+    op_id: np.ndarray
+    name_id: np.ndarray
+    kind: np.ndarray
+    stream: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    names: list[str]
+
+    @property
+    def activity_names(self) -> list[str]:
+        return self.names
+
+    def __len__(self) -> int:
+        return int(self.iteration.shape[0])
+
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return np.asarray(self.end_ns - self.start_ns)
+
+    @classmethod
+    def empty(cls) -> Activities:
+        ints = {key: np.zeros(0, dtype=np.int64) for key in _ACTIVITY_INT_COLUMNS}
+        return cls(**ints, start_ns=np.zeros(0), end_ns=np.zeros(0), names=[])
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"names": list(self.names)}
+        for key in _ACTIVITY_INT_COLUMNS:
+            data[key] = [int(x) for x in getattr(self, key).tolist()]
+        for key in _ACTIVITY_TIME_COLUMNS:
+            data[key] = [round(x) for x in getattr(self, key).tolist()]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, *, iterations: int = MAX_ITERATIONS,
+                  ops: int = MAX_OPS) -> Activities:
+        """Checked as a profile is: every column a list of the same length (at most
+        :data:`MAX_ACTIVITIES`), every index within what it indexes."""
+        if not isinstance(data, dict):
+            raise TypeError(f"activities is a {type(data).__name__}, not an object")
+        names = data["names"]
+        _bounded_len(names, "activities.names", MAX_ACTIVITY_NAMES)
+        names = [check_name("activity", n) for n in names]
+        n = _bounded_len(data["iteration"], "activities.iteration", MAX_ACTIVITIES)
+        columns: dict[str, np.ndarray] = {}
+        limits = {"iteration": (0, iterations - 1), "op_id": (-1, ops - 1),
+                  "name_id": (0, len(names) - 1), "kind": (0, len(ACTIVITY_KINDS) - 1),
+                  "stream": (-(2**63), 2**63 - 1)}
+        for key in (*_ACTIVITY_INT_COLUMNS, *_ACTIVITY_TIME_COLUMNS):
+            values = data[key]
+            if _bounded_len(values, f"activities.{key}", MAX_ACTIVITIES) != n:
+                raise ValueError(f"activities.{key} has {len(values)} entries for {n} "
+                                 "activities")
+            if key in limits:
+                lo, hi = limits[key]
+                if any(isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi
+                       for v in values):
+                    raise ValueError(f"activities.{key} must hold whole numbers from {lo} "
+                                     f"to {hi}")
+                columns[key] = np.array(values, dtype=np.int64).reshape(n)
+            else:
+                if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+                    raise ValueError(f"activities.{key} must hold numbers")
+                a = np.array(values, dtype=float).reshape(n)
+                if not np.isfinite(a).all():
+                    raise ValueError(f"activities.{key} holds a time that is not finite")
+                columns[key] = a
+        return cls(names=names, **columns)
+
+
+@dataclass
+class Profile:
+    nodeid: str
+    backend: str
+    device: str
+    skip: int
+    ops: list[OpInfo]
+    #: (iterations, ops) inclusive op times, NaN where the op did not run.
+    samples: np.ndarray
+    #: (iterations, phases) phase times, NaN where the phase did not run.
+    phase_samples: np.ndarray
+    phases: list[str]
+    #: (iterations,) from the iteration's first mark to its last.
+    wall: np.ndarray
+    #: (iterations,) time inside top-level ops (nested ops are not counted twice).
+    op_time: np.ndarray
+    #: CPU dispatch time of each op on the CUDA backend; None where the timeline is the host's.
+    host_samples: np.ndarray | None = None
+    #: Op exits with no open op and ops still open when their iteration ended.
+    unbalanced: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    # Where things happened, for timelines (the trace); None where not known (a profile
+    # rebuilt from a baseline). All ns; starts are from the start of their iteration.
+    #: (iterations, ops) when each op started, on the primary timeline (the device's on CUDA).
+    starts: np.ndarray | None = None
+    #: (iterations, ops) when each op was dispatched by the host (CUDA only).
+    host_starts: np.ndarray | None = None
+    #: (iterations, phases) when each phase was first entered.
+    phase_starts: np.ndarray | None = None
+    #: (iterations,) when each iteration started on the host, from the first one's start.
+    iteration_starts: np.ndarray | None = None
+    #: The CUDA stream each op ran on (CUDA only).
+    op_streams: list[int] | None = None
+    #: What the gate and the reports take as an op's time: "events" (``samples``) or
+    #: "kernel" (``kernel_samples``; the event span stays in ``samples``).
+    measure: str | None = None
+    #: (iterations, ops) summed ns of the GPU activities launched inside each op, nested
+    #: ops included; NaN where the op did not run, 0.0 where it launched nothing.
+    kernel_samples: np.ndarray | None = None
+    #: (iterations, ops) how many activities each op launched, nested ops included.
+    kernel_counts: np.ndarray | None = None
+    #: Every activity of every iteration (kernel measure only).
+    activities: Activities | None = None
+
+    @property
+    def iterations(self) -> int:
+        return int(self.wall.shape[0])
+
+    @property
+    def counted(self) -> int:
+        """Iterations that count: all but the first ``skip``."""
+        return max(self.iterations - self.skip, 0)
+
+    def gated_samples(self) -> np.ndarray:
+        """The op times the gate and the reports use: kernel time where it was measured,
+        else the event spans (or host times)."""
+        return self.kernel_samples if self.kernel_samples is not None else self.samples
+
+    @property
+    def activity_names(self) -> list[str]:
+        return [] if self.activities is None else self.activities.names
+
+    # -- JSON --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "nodeid": self.nodeid,
+            "backend": self.backend,
+            "device": self.device,
+            "skip": self.skip,
+            "ops": [
+                {"op_id": o.op_id, "name": o.name, "occurrence": o.occurrence,
+                 "depth": o.depth, "phase": o.phase}
+                for o in self.ops
+            ],
+            "phases": list(self.phases),
+            "samples_ns": _matrix_to_json(self.samples),
+            "phase_samples_ns": _matrix_to_json(self.phase_samples),
+            "host_samples_ns": None if self.host_samples is None
+            else _matrix_to_json(self.host_samples),
+            "wall_ns": _matrix_to_json(self.wall),
+            "op_time_ns": _matrix_to_json(self.op_time),
+            "unbalanced": self.unbalanced,
+            "meta": self.meta,
+            **{key: None if value is None else _matrix_to_json(value)
+               for key, value in (("starts_ns", self.starts),
+                                  ("host_starts_ns", self.host_starts),
+                                  ("phase_starts_ns", self.phase_starts),
+                                  ("iteration_starts_ns", self.iteration_starts))},
+            "op_streams": self.op_streams,
+            "measure": self.measure,
+            "kernel_samples_ns": None if self.kernel_samples is None
+            else _matrix_to_json(self.kernel_samples),
+            "kernel_counts": None if self.kernel_counts is None
+            else _matrix_to_json(self.kernel_counts),
+            "activities": None if self.activities is None else self.activities.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Profile:
+        """The profile a results file or an xdist worker wrote. Every size is checked
+        against the others and against the MAX_* bounds before an array is built."""
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise OpprofError(f"not a profile of schema {SCHEMA!r}")
+        try:
+            return _Reader(data).profile(cls)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise OpprofError(f"malformed profile: {type(exc).__name__}: {exc}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Profile:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OpprofError(f"profile is not JSON: {exc}") from None
+        except RecursionError:
+            raise OpprofError("profile is not JSON: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise OpprofError(f"profile is not JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _matrix_to_json(a: np.ndarray) -> list[Any]:
+    """Whole nanoseconds, ``null`` for NaN."""
+    if a.ndim == 1:
+        return [None if math.isnan(x) else round(x) for x in a.tolist()]
+    return [_matrix_to_json(row) for row in a]
+
+
+class _Reader:
+    """Builds a Profile from its dict, checking each field's type, range and shape.
+
+    The shapes follow from three counts: iterations (``wall_ns``), ops and phases;
+    every matrix must match them, so no renderer meets an array of another shape.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.n_iter = _bounded_len(data["wall_ns"], "wall_ns", MAX_ITERATIONS)
+        self.n_ops = _bounded_len(data["ops"], "ops", MAX_OPS)
+        self.n_phases = _bounded_len(data["phases"], "phases", MAX_PHASES)
+        for rows, cols in ((self.n_iter, self.n_ops), (self.n_iter, self.n_phases)):
+            if rows * cols > MAX_CELLS:
+                raise ValueError(f"{rows} iterations of {cols} values each: more than "
+                                 f"{MAX_CELLS} in one matrix")
+
+    def matrix(self, key: str, cols: int | None) -> np.ndarray:
+        """The matrix at ``key``: (iterations, cols), or (iterations,) when cols is None."""
+        shape = (self.n_iter,) if cols is None else (self.n_iter, cols)
+        return _matrix_from_json(self.data[key], shape, key)
+
+    def optional(self, key: str, cols: int | None) -> np.ndarray | None:
+        return None if self.data.get(key) is None else self.matrix(key, cols)
+
+    def ops(self) -> list[OpInfo]:
+        ops = []
+        for k, o in enumerate(self.data["ops"]):
+            op_id = _bounded_int(o["op_id"], "op_id", MAX_OPS)
+            if op_id != k:
+                raise ValueError(f"op {k} has op_id {op_id}: ops are listed by OP_ID")
+            phase = o["phase"]
+            if phase is not None:
+                phase = check_name("phase", phase)
+            ops.append(OpInfo(op_id, check_name("op", o["name"]),
+                              _bounded_int(o["occurrence"], "occurrence", MAX_OPS),
+                              _bounded_int(o["depth"], "depth", MAX_OPS), phase))
+        return ops
+
+    def streams(self) -> list[int] | None:
+        streams = self.data.get("op_streams")
+        if streams is None:
+            return None
+        if _bounded_len(streams, "op_streams", MAX_OPS) != self.n_ops:
+            raise ValueError(f"op_streams has {len(streams)} entries for {self.n_ops} ops")
+        return [int(x) for x in streams]
+
+    def profile(self, cls: type[Profile]) -> Profile:
+        data = self.data
+        return cls(
+            nodeid=str(data["nodeid"]), backend=str(data["backend"]),
+            device=str(data["device"]), skip=_bounded_int(data["skip"], "skip", MAX_ITERATIONS),
+            ops=self.ops(), samples=self.matrix("samples_ns", self.n_ops),
+            phase_samples=self.matrix("phase_samples_ns", self.n_phases),
+            phases=[check_name("phase", p) for p in data["phases"]],
+            wall=self.matrix("wall_ns", None), op_time=self.matrix("op_time_ns", None),
+            host_samples=self.optional("host_samples_ns", self.n_ops),
+            unbalanced=_bounded_int(data.get("unbalanced", 0), "unbalanced", 2**62),
+            meta=dict(data.get("meta") or {}),
+            starts=self.optional("starts_ns", self.n_ops),
+            host_starts=self.optional("host_starts_ns", self.n_ops),
+            phase_starts=self.optional("phase_starts_ns", self.n_phases),
+            iteration_starts=self.optional("iteration_starts_ns", None),
+            op_streams=self.streams(),
+            measure=self.measure(),
+            kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
+            kernel_counts=self.counts(),
+            activities=None if data.get("activities") is None else Activities.from_dict(
+                data["activities"], iterations=self.n_iter, ops=self.n_ops),
+        )
+
+    def measure(self) -> str | None:
+        value = self.data.get("measure")
+        if value is not None and value not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
+                             f"got {_short_repr(value)}")
+        return None if value is None else str(value)
+
+    def counts(self) -> np.ndarray | None:
+        counts = self.optional("kernel_counts", self.n_ops)
+        if counts is not None and (counts[~np.isnan(counts)] < 0).any():
+            raise ValueError("kernel_counts holds a negative count")
+        return counts
+
+
+def check_name(kind: str, name: object) -> str:
+    """Any non-empty str up to MAX_NAME_LENGTH characters is an op or phase name; control
+    characters and lone surrogates are kept (renderers show them escaped)."""
+    if isinstance(name, str) and 0 < len(name) <= MAX_NAME_LENGTH:
+        return name
+    if not isinstance(name, str):
+        got = f"{_short_repr(name)} of type {type(name).__name__}"
+    else:
+        got = f"{len(name)} characters: {_short_repr(name)}" if name else "an empty string"
+    raise OpprofError(f"{kind} name must be a non-empty string of at most "
+                      f"{MAX_NAME_LENGTH} characters, got {got}")
+
+
+def _short_repr(value: object) -> str:
+    """repr() cut to a readable length: an error line names the input, it does not dump it."""
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the error it is part of
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounded_len(value: Any, key: str, limit: int) -> int:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{key} is a {type(value).__name__}, not a list")
+    if len(value) > limit:
+        raise ValueError(f"{key} has {len(value)} entries, more than {limit}")
+    return len(value)
+
+
+def _bounded_int(value: Any, key: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise ValueError(f"{key} must be a whole number from 0 to {limit}, "
+                         f"got {_short_repr(value)}")
+    return value
+
+
+def _matrix_from_json(rows: Any, shape: tuple[int, ...], key: str) -> np.ndarray:
+    """``rows`` as a float array of exactly ``shape`` (``null`` becomes NaN); the shape is
+    checked on the lists, before NumPy builds anything."""
+    _bounded_len(rows, key, shape[0])
+    if len(rows) != shape[0]:
+        raise ValueError(f"{key} has {len(rows)} rows for {shape[0]} iterations")
+    if len(shape) == 2 and any(
+            not isinstance(row, (list, tuple)) or len(row) != shape[1] for row in rows):
+        raise ValueError(f"{key}: every row must hold {shape[1]} values")
+    a = np.array(rows, dtype=float).reshape(shape)
+    if np.isinf(a).any():
+        raise ValueError(f"{key} holds an infinite time")
+    return a
