@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
 
 from benchmarks.compare_runs import TEST, WORKLOAD, environment  # noqa: E402
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
-from pytest_opprof.commands import compare
+from pytest_opprof.commands import compare  # noqa: E402
 from pytest_opprof.judge import paired  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render.results_json import load  # noqa: E402

@@ -49,8 +49,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: the repository's packages come first
     sys.path.insert(0, str(ROOT))
 
-from pytest_opprof.stats.summary import counted_samples  # noqa: E402
-
 from benchmarks.manyop.ops import NAMES as MANYOP_NAMES  # noqa: E402
 from benchmarks.peer_rules import (  # noqa: E402
     PYTEST_BENCHMARK_THRESHOLD,
@@ -60,6 +58,7 @@ from benchmarks.peer_rules import (  # noqa: E402
 from pytest_opprof.cli import whole_number  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render import duration, percent  # noqa: E402
+from pytest_opprof.stats.summary import counted_samples  # noqa: E402
 from pytest_opprof.store.baseline import BaselineError, load_file  # noqa: E402
 from pytest_opprof.store.files import atomic_write  # noqa: E402
 

@@ -10,6 +10,6 @@ import warnings
 
 from .model import profile as _moved
 
-warnings.warn("pytest_opprof.profile moved to pytest_opprof.model.profile; the old path goes in 0.3",
-              DeprecationWarning, stacklevel=2)
+warnings.warn("pytest_opprof.profile moved to pytest_opprof.model.profile; "
+              "the old path goes in 0.3", DeprecationWarning, stacklevel=2)
 sys.modules[__name__] = _moved

@@ -10,6 +10,6 @@ import warnings
 
 from .measure import profiler as _moved
 
-warnings.warn("pytest_opprof.profiler moved to pytest_opprof.measure.profiler; the old path goes in 0.3",
-              DeprecationWarning, stacklevel=2)
+warnings.warn("pytest_opprof.profiler moved to pytest_opprof.measure.profiler; "
+              "the old path goes in 0.3", DeprecationWarning, stacklevel=2)
 sys.modules[__name__] = _moved

@@ -14,9 +14,9 @@ PACKAGE = Path(pytest_opprof.__file__).parent
 
 #: Modules whose imports inside functions count too: an import deferred for start-up
 #: time is still a dependency, and a cycle there is a layering mistake.
-LAYERED = ("pytest_opprof.model.verdict", "pytest_opprof.judge.rule", "pytest_opprof.judge.gate",
-           "pytest_opprof.model.records", "pytest_opprof.stats.summary", "pytest_opprof.run.session",
-           "pytest_opprof.render")
+LAYERED = ("pytest_opprof.model.verdict", "pytest_opprof.judge.rule",
+           "pytest_opprof.judge.gate", "pytest_opprof.model.records",
+           "pytest_opprof.stats.summary", "pytest_opprof.run.session", "pytest_opprof.render")
 
 
 def module_name(path: Path) -> str:
