@@ -9,7 +9,7 @@ of benchmarks/compare_runs.py) in N pytest processes one after another, as ``opp
 compare`` runs them, each writing ``DIR/pK.json``. The replay then takes windows of
 consecutive processes from DIR, the even ones of each pair the base and the odd ones the
 head (ABBA order, as the command), and judges them through
-:func:`pytest_opprof.commands.compare.compare_runs` as the command does: A/A (nothing changed:
+:func:`pytest_opprof.commands.comparison.compare_runs` as the command does: A/A (nothing changed:
 any op flagged is a false failure) and with one op of 20 us or more made ``--factor``
 slower in the head's samples (detection: exactly that op regressed). Rows: each fixed
 pairs count, judged from the samples as they are ("medians": the model before the state
@@ -39,14 +39,15 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
 from benchmarks.compare_runs import TEST, WORKLOAD, environment  # noqa: E402
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
 from pytest_opprof.commands import compare  # noqa: E402
-from pytest_opprof.judge import paired  # noqa: E402
+from pytest_opprof.judge import comparison, paired  # noqa: E402
+from pytest_opprof.model import comparison as data  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render.results_json import load  # noqa: E402
 
 
 def counted(profile: Profile) -> np.ndarray:
     """A process's counted samples, as the command reads them."""
-    return compare._counted(profile)
+    return comparison._counted(profile)
 
 
 def record(folder: Path, processes: int) -> None:
@@ -77,16 +78,17 @@ def profiles(folder: Path) -> list[Profile]:
     return found
 
 
-def plain(report_runs: tuple[list, list]) -> compare.Report:
+def plain(report_runs: tuple[list, list]) -> data.Report:
     """The model before the state adjustment: each process's medians as they are."""
     base, head = report_runs
     names = [info.name for info in base[0]["t"].ops]
     m = [[np.nanmedian(counted(p["t"]), axis=0) for p in side] for side in (base, head)]
     result = paired.judge_pairs(np.array(m[0]), np.array(m[1]))
-    rows = tuple(compare.OpRow(i, n, 0, c) for i, (n, c) in
+    rows = tuple(data.OpRow(i, n, 0, c) for i, (n, c) in
                  enumerate(zip(names, result.ops, strict=True)))
-    return compare.Report("pairs", "a", "b", 0.05, 0.01, len(base),
-                          (compare.TestComparison("t", result, rows, (), ()),), (), ())
+    return data.Report("pairs", "a", "b", 0.05, 0.01, len(base),
+                        (data.TestComparison("t", result, rows, (), ()),), (), (),
+                        comparison.DEFAULT_DETECT)
 
 
 def spreads(runs: list[Profile]) -> str:
@@ -126,11 +128,11 @@ def window(runs: list[Profile], start: int, pairs: int, slow: tuple[int, float] 
     return base, head
 
 
-def verdicts(report: compare.Report) -> dict[str, str]:
+def verdicts(report: data.Report) -> dict[str, str]:
     return {r.name: r.change.verdict for r in report.tests[0].ops}
 
 
-def outcome(report: compare.Report, slowed: str | None) -> bool:
+def outcome(report: data.Report, slowed: str | None) -> bool:
     """A/A: whether any op was flagged; injected: whether exactly ``slowed`` regressed."""
     flagged = {n for n, v in verdicts(report).items() if v != "ok"}
     return bool(flagged) if slowed is None else flagged == {slowed} and \
@@ -138,16 +140,16 @@ def outcome(report: compare.Report, slowed: str | None) -> bool:
 
 
 def automatic(runs: list[Profile], start: int, slow: tuple[int, float] | None,
-              detect: float) -> tuple[compare.Report, int] | None:
+              detect: float) -> tuple[data.Report, int] | None:
     """As the command sizes its run: FIRST_PAIRS, then what pairs_needed says, up to
     MAX_PAIRS; None when the recorded processes run out first."""
     planned = compare.FIRST_PAIRS
     while True:
         if start + 2 * planned > len(runs):
             return None
-        report = compare.compare_runs(*window(runs, start, planned, slow), mode="pairs",
+        report = comparison.compare_runs(*window(runs, start, planned, slow), mode="pairs",
                                       labels=("a", "b"), detect=detect)
-        needed = min(compare.pairs_needed(report), compare.MAX_PAIRS)
+        needed = min(comparison.pairs_needed(report), compare.MAX_PAIRS)
         if needed <= planned:
             return report, planned
         planned = needed
@@ -161,7 +163,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--factor", type=float, default=1.15)
     parser.add_argument("--pairs", default="8,12,16,20")
-    parser.add_argument("--detect", type=float, default=compare.DEFAULT_DETECT)
+    parser.add_argument("--detect", type=float, default=comparison.DEFAULT_DETECT)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizing", default=str(paired.SIZING_QUANTILE),
                         help="percentiles of the ops' spread the automatic run is sized on, "
@@ -191,7 +193,7 @@ def main() -> int:
                 sides = window(runs, start, pairs, slow)
                 slowed = None if slow is None else names[op]
                 for model, report in (("medians", plain(sides)),
-                                      ("at the machine's state", compare.compare_runs(
+                                      ("at the machine's state", comparison.compare_runs(
                                           *sides, mode="pairs", labels=("a", "b")))):
                     counts[model][slow is not None] += outcome(report, slowed)
         for model, (false, caught) in counts.items():

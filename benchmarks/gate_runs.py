@@ -55,10 +55,9 @@ from benchmarks.peer_rules import (  # noqa: E402
     asv_flags,
     pytest_benchmark_ratio,
 )
-from pytest_opprof.cli import whole_number  # noqa: E402
+from pytest_opprof.commands.common import whole_number  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render import duration, percent  # noqa: E402
-from pytest_opprof.stats.summary import counted_samples  # noqa: E402
 from pytest_opprof.store.baseline import BaselineError, load_file  # noqa: E402
 from pytest_opprof.store.files import atomic_write  # noqa: E402
 
@@ -228,7 +227,7 @@ def _test_outcome(test: dict[str, Any]) -> dict[str, Any]:
     """What one test of a results file says: the gate's verdicts (from the JSON), each
     op's median and within-run spread (for ``fit``), and the peers' verdicts."""
     profile = Profile.from_dict(test["profile"])
-    samples = counted_samples(profile)
+    samples = profile.counted_samples()
     keys = [f"{o.name}#{o.occurrence}" for o in profile.ops]
     result = test.get("result") or {}
     comparison = result.get("comparison") or {}

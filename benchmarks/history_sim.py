@@ -20,7 +20,7 @@ import argparse
 
 import numpy as np
 
-from pytest_opprof.commands.history import op_history, run_drift
+from pytest_opprof.judge.changepoints import op_history, run_drift
 
 RUNS = 20
 OPS = 40

@@ -37,8 +37,9 @@ import pytest
 
 from ._version import __version__
 from .commands import history
+from .commands.common import CommandError, UsageProblem, last_line, whole_number
 from .errors import OpprofError
-from .judge import agreement, rule
+from .judge import agreement, changepoints, rule
 from .judge.gate import gate_config
 from .judge.rule import GateConfig
 from .model.conditions import describe as describe_conditions
@@ -58,14 +59,6 @@ from .store.baseline import (
 from .store.files import safe_name
 
 DEFAULT_RUNS = 5
-
-
-class CommandError(Exception):
-    """Ends the command with its message and exit status 1."""
-
-
-class UsageProblem(CommandError):
-    """Ends the command with its message and exit status 2: the arguments are wrong."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,17 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def whole_number(flag: str) -> Callable[[str], int]:
-    """An argparse type for ``flag``: a whole number >= 1, else one usage line."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a whole number >= 1, not {text!r}")
-        return value
-    return parse
+
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -252,7 +235,7 @@ def _baseline(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     """``opprof history``: the store found as ``opprof baseline show`` finds it."""
-    history.require_ruptures()
+    changepoints.require_ruptures()
     view = pytest_view([])
     root = args.dir or view.settings.baseline_dir
     stores = _stores(root, args.machine_key or view.settings.machine_key)
@@ -329,7 +312,7 @@ def _in_process(args: list[str], resolver: _Resolver) -> int:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = pytest.main(args, plugins=[resolver])
     if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
-        raise UsageProblem(f"pytest refused the arguments: {_last_line(err.getvalue())}")
+        raise UsageProblem(f"pytest refused the arguments: {last_line(err.getvalue())}")
     return int(code)
 
 
@@ -341,13 +324,7 @@ def pytest_view(pytest_args: list[str]) -> PytestView:
     return resolver.view
 
 
-def _last_line(text: str) -> str:
-    """What pytest said was wrong: its argparse "error:" line, else its last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
-    if errors:
-        return errors[-1]
-    return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+
 
 
 # -- update ------------------------------------------------------------------------------
@@ -370,7 +347,7 @@ def _run_pytest(args: list[str]) -> tuple[int, str]:
         except BaseException:
             proc.kill()
             raise
-    return proc.returncode, _last_line("".join(tail))
+    return proc.returncode, last_line("".join(tail))
 
 
 def update(runs: int, pytest_args: list[str]) -> int:

@@ -210,7 +210,7 @@ def test_every_count_is_bounded_before_any_array_is_built(tmp_path, monkeypatch,
                                                           says):
     """A file under the size cap could hold one op of 65 million samples (10 GB of
     arrays): runs, ops, samples per op and samples in all are each refused in one line."""
-    import pytest_opprof.store.baseline as module
+    import pytest_opprof.model.baseline as module
 
     if limit == "MAX_TOTAL_SAMPLES":  # 4 million samples would make a slow test
         monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 200)
@@ -223,7 +223,7 @@ def test_every_count_is_bounded_before_any_array_is_built(tmp_path, monkeypatch,
 
 def test_a_file_of_more_values_than_a_baseline_holds_is_refused_before_parsing(tmp_path,
                                                                                monkeypatch):
-    import pytest_opprof.store.baseline as module
+    import pytest_opprof.model.baseline as module
 
     store, path = _stored_text(tmp_path, _set("runs.0.wall_ns", [1] * 1001))
     monkeypatch.setattr(module, "MAX_VALUES", 1000)
@@ -234,7 +234,7 @@ def test_a_file_of_more_values_than_a_baseline_holds_is_refused_before_parsing(t
 
 def test_the_writer_keeps_within_what_the_reader_accepts(tmp_path, monkeypatch):
     """Appends past the total drop the oldest runs: what is written is always readable."""
-    import pytest_opprof.store.baseline as module
+    import pytest_opprof.model.baseline as module
 
     monkeypatch.setattr(module, "MAX_TOTAL_SAMPLES", 60)  # a run of train_profile: 18
     store = BaselineStore(tmp_path, "m")

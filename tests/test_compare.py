@@ -20,7 +20,7 @@ import pytest
 import pytest_opprof
 from pytest_opprof.cli import main
 from pytest_opprof.commands import compare
-from pytest_opprof.judge import paired
+from pytest_opprof.judge import comparison, paired
 from pytest_opprof.judge.paired import judge_pairs, judge_single
 
 SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
@@ -362,7 +362,7 @@ def test_sigterm_removes_the_worktree_too(repo, monkeypatch, capsys):
 def test_ops_not_in_every_pair_are_listed_not_dropped():
     """An op both sides ran, but not in every process (a branch some did not take), is
     not judged, and the table and the JSON say so."""
-    from pytest_opprof.commands.compare import compare_runs
+    from pytest_opprof.judge.comparison import compare_runs
     from pytest_opprof.render.compare import text, to_json
 
     from .fakes import train_profile
@@ -482,7 +482,7 @@ def test_the_adjustment_finds_what_a_median_drift_misses():
     that op regressed; judged from plain medians the ops' spread hides it."""
     logs, _ = stateful_processes(np.random.default_rng(8), slow=(36, 1.15), between=0.15)
     runs = profiles_from(logs)
-    report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
+    report = comparison.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
     assert [(r.name, r.change.verdict) for r in report.tests[0].ops
             if r.change.verdict != "ok"] == [("op36", "regressed")]
     row = report.tests[0].ops[36]
@@ -498,7 +498,7 @@ def test_no_false_failures_on_a_moving_machine():
     for _ in range(20):
         logs, _ = stateful_processes(rng, processes=12)
         runs = profiles_from(logs)
-        report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs",
+        report = comparison.compare_runs(runs[0::2], runs[1::2], mode="pairs",
                                       labels=("a", "b"))
         flagged += report.count("regressed") + report.count("improved") > 0
     assert flagged <= 1  # 1% family-wise per test
@@ -602,7 +602,7 @@ def test_a_change_of_every_op_is_drift_not_the_machine():
     logs, _ = stateful_processes(rng, processes=20)
     logs = [x + (math.log(1.3) if k % 2 else 0.0) for k, x in enumerate(logs)]
     runs = profiles_from(logs)
-    report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
+    report = comparison.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
     assert report.count("regressed") == report.count("improved") == 0
     assert np.exp(np.log(report.tests[0].result.drift).mean()) == pytest.approx(1.3, abs=0.1)
     assert "every op moved by about +3" in " ".join(report.tests[0].result.notes)
@@ -613,7 +613,7 @@ def test_a_shared_change_still_finds_the_op_that_changed_more():
     logs, _ = stateful_processes(rng, processes=20, slow=(30, 1.25))
     logs = [x + (math.log(1.3) if k % 2 else 0.0) for k, x in enumerate(logs)]
     runs = profiles_from(logs)
-    report = compare.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
+    report = comparison.compare_runs(runs[0::2], runs[1::2], mode="pairs", labels=("a", "b"))
     assert [r.name for r in report.tests[0].ops if r.change.verdict != "ok"] == ["op30"]
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from pytest_opprof.cli import main
-from pytest_opprof.commands.history import NEEDS_RUPTURES, SCHEMA, significant_steps, sparkline
+from pytest_opprof.judge.changepoints import NEEDS_RUPTURES, significant_steps
+from pytest_opprof.render.history import SCHEMA, sparkline
 from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
 from .fakes import SLOW_FACTOR

@@ -1,5 +1,11 @@
-"""The package's import graph has no cycle: layers import downwards only (the verdict
-types, then the rule and the judge, the records, the renderers, the session)."""
+"""The package's layers, enforced over every import it has: top-level, deferred into a
+function and under ``if TYPE_CHECKING:`` alike (a deferred import is still a dependency;
+hiding a circle behind one is the mistake this test exists to catch).
+
+The order is import-linter's layers contract, written out: a module imports only from
+a layer below its own, or from within its own folder, and no two modules import each
+other through any chain. ``docs/architecture.md`` says what each layer holds.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +18,14 @@ import pytest_opprof
 
 PACKAGE = Path(pytest_opprof.__file__).parent
 
-#: Modules whose imports inside functions count too: an import deferred for start-up
-#: time is still a dependency, and a cycle there is a layering mistake.
-LAYERED = ("pytest_opprof.model.verdict", "pytest_opprof.judge.rule",
-           "pytest_opprof.judge.gate", "pytest_opprof.model.records",
-           "pytest_opprof.stats.summary", "pytest_opprof.run.session", "pytest_opprof.render")
+#: Lowest first. The foundation (the error type and the version) is below every layer;
+#: the plugin, the CLI and the deprecated aliases of moved modules sit above them all.
+LAYERS = ("foundation", "model", "measure", "stats", "judge", "store", "render", "run",
+          "commands", "top")
+FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version"}
+#: The package's root: it loads ``op`` and friends lazily from model and measure.
+TOP = {"pytest_opprof", "pytest_opprof.plugin", "pytest_opprof.cli",
+       "pytest_opprof.profile", "pytest_opprof.profiler"}
 
 
 def module_name(path: Path) -> str:
@@ -27,28 +36,20 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def _runtime_imports(tree: ast.Module, deferred: bool) -> list[ast.Import | ast.ImportFrom]:
-    """The module's import statements that run: ``if TYPE_CHECKING:`` blocks never do;
-    those inside functions only when ``deferred``."""
-    found: list[ast.Import | ast.ImportFrom] = []
+def layer(module: str) -> str:
+    """The layer a module belongs to: its folder under the package, or its role."""
+    if module in FOUNDATION:
+        return "foundation"
+    if module in TOP:
+        return "top"
+    folder = module.split(".")[1]
+    assert folder in LAYERS, f"{module}: in no layer (add its folder to LAYERS)"
+    return folder
 
-    def visit(nodes: list[ast.stmt]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                found.append(node)
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                visit(node.orelse)
-            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                if deferred:
-                    visit(node.body)
-            elif isinstance(node, ast.ClassDef | ast.If | ast.Try | ast.With):
-                for field in ("body", "orelse", "finalbody", "handlers"):
-                    for child in getattr(node, field, []):
-                        visit(child.body if isinstance(child, ast.ExceptHandler)
-                              else [child])
 
-    visit(tree.body)
-    return found
+def imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a module, wherever it stands."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
 
 
 def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
@@ -59,7 +60,7 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
     else:
         if node.level:
             here = module.split(".")
-            if not MODULES[module].name == "__init__.py":
+            if MODULES[module].name != "__init__.py":
                 here = here[:-1]
             here = here[:len(here) - node.level + 1]
             base = ".".join(here + ([node.module] if node.module else []))
@@ -70,13 +71,11 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
     return {n for n in names if n in MODULES and not module.startswith(n + ".") and n != module}
 
 
-def graph(deferred_in: tuple[str, ...]) -> dict[str, set[str]]:
+def graph() -> dict[str, set[str]]:
     edges = {}
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        deferred = module.startswith(deferred_in)
-        edges[module] = set().union(*(_targets(module, n)
-                                      for n in _runtime_imports(tree, deferred)))
+        edges[module] = set().union(*(_targets(module, n) for n in imports(tree)))
     return edges
 
 
@@ -103,22 +102,38 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_module_level_imports_have_no_cycle():
-    assert find_cycle(graph(())) is None
+def against_the_order(edges: dict[str, set[str]]) -> list[str]:
+    """Each import that points to a higher layer, as ``a (layer) -> b (layer)``."""
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    return sorted(f"{a} ({layer(a)}) -> {b} ({layer(b)})"
+                  for a, targets in edges.items() for b in targets
+                  if rank[layer(b)] > rank[layer(a)])
 
 
-def test_the_verdict_record_render_and_session_layers_have_no_cycle_even_deferred():
-    edges = graph(LAYERED)
-    layered = {m: {n for n in e if n.startswith(LAYERED)}
-               for m, e in edges.items() if m.startswith(LAYERED)}
-    assert find_cycle(layered) is None
+def test_every_module_is_in_a_layer():
+    assert sorted({layer(m) for m in MODULES}) == sorted(LAYERS)
 
 
-def test_records_import_no_renderer_and_verdicts_import_nothing_of_the_gate():
-    edges = graph(LAYERED)
-    assert not {n for n in edges["pytest_opprof.model.records"] if n.startswith(
-        ("pytest_opprof.render", "pytest_opprof.run.session"))}
-    assert edges["pytest_opprof.model.verdict"] <= {"pytest_opprof.errors"}
+def test_no_import_points_to_a_higher_layer():
+    assert against_the_order(graph()) == []
+
+
+def test_no_circle_through_any_import():
+    assert find_cycle(graph()) is None
+
+
+def test_the_verdict_types_import_nothing_but_the_model():
+    edges = graph()
+    assert {layer(m) for m in edges["pytest_opprof.model.verdict"]} <= {"foundation", "model"}
+
+
+def test_only_the_chart_module_imports_matplotlib():
+    users = sorted({m for m, path in MODULES.items()
+                   for node in imports(ast.parse(path.read_text(encoding="utf-8")))
+                   if any((name or "").split(".")[0] == "matplotlib" for name in
+                          ([a.name for a in node.names] if isinstance(node, ast.Import)
+                           else [node.module]))})
+    assert users == ["pytest_opprof.render.charts"]
 
 
 @pytest.mark.parametrize("edges", [
@@ -128,3 +143,18 @@ def test_records_import_no_renderer_and_verdicts_import_nothing_of_the_gate():
 def test_the_cycle_finder_finds_cycles(edges):
     cycle = find_cycle(edges)
     assert cycle is not None and cycle[0] == cycle[-1]
+
+
+def test_the_order_check_finds_an_upward_import():
+    edges = {"pytest_opprof.model.profile": {"pytest_opprof.render.text"},
+             "pytest_opprof.render.text": {"pytest_opprof.model.profile"}}
+    assert against_the_order(edges) == [
+        "pytest_opprof.model.profile (model) -> pytest_opprof.render.text (render)"]
+
+
+def test_a_deferred_and_a_type_checking_import_count():
+    tree = ast.parse("from typing import TYPE_CHECKING\n"
+                     "if TYPE_CHECKING:\n    from .a import b\n"
+                     "def f():\n    from .c import d\n")
+    assert [n.module for n in imports(tree) if isinstance(n, ast.ImportFrom)] == [
+        "typing", "a", "c"]

@@ -28,40 +28,24 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
-from ..cli import CommandError, UsageProblem, _last_line, whole_number
 from ..errors import OpprofError
-from ..judge import paired
+from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
 from ..judge.paired import (
-    DEFAULT_ALPHA,
     DEFAULT_TOLERANCE,
-    OpChange,
-    PairedResult,
-    judge_pairs,
-    judge_single,
-    shared_change,
-    state_adjusted,
 )
-from ..model.profile import Profile
+from ..model.comparison import Report
 from ..run.options import parse_fraction
 from ..run.outputs import Output, problem, write
+from .common import CommandError, UsageProblem, last_line, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
-#: An automatic run adds pairs until nine in ten of every test's ops would catch this
-#: slowdown (with probability paired.POWER). On our noisy 2-core runner 18-30 pairs
-#: (median 28); a quiet machine stops at FIRST_PAIRS (benchmarks/RESULTS.md).
-DEFAULT_DETECT = 0.15
 
 #: One run's profiles, by node id.
-Run = dict[str, Profile]
-Key = tuple[str, int]
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -104,139 +88,6 @@ def _tolerance(text: str) -> float:
 
 def _detect(text: str) -> float:
     return parse_fraction(text, "--detect")
-
-
-# -- the comparison, from runs ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class OpRow:
-    op_id: int
-    name: str
-    occurrence: int
-    change: OpChange
-
-
-@dataclass(frozen=True)
-class TestComparison:
-    nodeid: str
-    result: PairedResult
-    ops: tuple[OpRow, ...]
-    #: Ops (``name#occurrence``) measured on one side only: listed, never failed.
-    base_only_ops: tuple[str, ...]
-    head_only_ops: tuple[str, ...]
-    #: Ops measured on both sides but not in every pair (a branch some processes did not
-    #: take): listed, not judged.
-    partial_ops: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Report:
-    #: "pairs" (opprof compare REF) or "files" (two results files).
-    mode: str
-    base: str
-    head: str
-    tolerance: float
-    alpha: float
-    pairs: int
-    tests: tuple[TestComparison, ...]
-    base_only_tests: tuple[str, ...]
-    head_only_tests: tuple[str, ...]
-    #: The slowdown the run was sized to see (--detect).
-    detect: float = DEFAULT_DETECT
-
-    def count(self, verdict: str) -> int:
-        return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)
-
-
-def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
-                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
-                 detect: float = DEFAULT_DETECT) -> Report:
-    """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
-    one side only are listed."""
-    base_ids = {nodeid for run in base for nodeid in run}
-    head_ids = {nodeid for run in head for nodeid in run}
-    tests = []
-    for nodeid in sorted(base_ids & head_ids):
-        pairs = [(b[nodeid], h[nodeid]) for b, h in zip(base, head, strict=True)
-                 if nodeid in b and nodeid in h]
-        if pairs:
-            tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
-    return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
-                  tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
-                  detect)
-
-
-def pairs_needed(report: Report) -> int:
-    """The pairs at which nine in ten ops of every test see ``report.detect``."""
-    return max((paired.pairs_needed(t.result, report.detect, report.tolerance)
-                for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
-
-
-def _ops(profile: Profile) -> dict[Key, int]:
-    """Each op's OP_ID by (name, occurrence); ops that never ran in a counted iteration
-    left out."""
-    samples = _counted(profile)
-    return {(info.name, info.occurrence): info.op_id for info in profile.ops
-            if np.isfinite(samples[:, info.op_id]).any()}
-
-
-def _counted(profile: Profile) -> np.ndarray:
-    """The counted iterations' samples (iterations, ops), NaN where an op did not run."""
-    samples = np.asarray(profile.gated_samples()[profile.skip:], dtype=float)
-    return np.where(samples > 0, samples, np.nan)
-
-
-def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
-                  alpha: float) -> TestComparison:
-    sides = [(_ops(b), _ops(h)) for b, h in pairs]
-    base_keys = set().union(*(b for b, _ in sides))
-    head_keys = set().union(*(h for _, h in sides))
-    in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
-    keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
-    ops: tuple[OpRow, ...] = ()
-    result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
-    if keys:
-        # every process's log times of the judged ops, base and head of each pair in turn
-        logs = [np.log(_counted(profile)[:, [ids[k] for k in keys]])
-                for pair, ids_of in zip(pairs, sides, strict=True)
-                for profile, ids in zip(pair, ids_of, strict=True)]
-        state = state_adjusted(logs)
-        if len(pairs) == 1:
-            b, h = (np.exp(x) for x in state.logs)
-            result = judge_single([_finite(b[:, j]) for j in range(len(keys))],
-                                  [_finite(h[:, j]) for j in range(len(keys))],
-                                  tolerance, alpha, shown=(np.exp(_medians(logs[0])),
-                                                           np.exp(_medians(logs[1]))))
-        else:
-            raw = np.exp([_medians(x) for x in logs])  # (2 * pairs, ops)
-            shared = shared_change(state.level[0::2], state.level[1::2], alpha)
-            at_state = raw if shared is not None else np.exp([_medians(x)
-                                                               for x in state.logs])
-            result = judge_pairs(at_state[0::2], at_state[1::2], tolerance, alpha,
-                                 shown=(raw[0::2], raw[1::2]))
-            if shared is not None:
-                result = replace(result, notes=(*result.notes, (
-                    f"every op moved by about {shared:+.1%} between the sides, more than "
-                    "the machine's swings between processes explain: a change all ops "
-                    "share; judged from plain medians, each op around it")))
-        ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
-                    for k, c in zip(keys, result.ops, strict=True))
-    return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
-                          _labels(head_keys - base_keys),
-                          _labels((base_keys & head_keys) - in_all))
-
-
-def _medians(logs: np.ndarray) -> np.ndarray:
-    return np.asarray(np.nanmedian(logs, axis=0))
-
-
-def _finite(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x[np.isfinite(x)])
-
-
-def _labels(keys: set[Key]) -> tuple[str, ...]:
-    return tuple(f"{name}#{occurrence}" if occurrence else name
-                 for name, occurrence in sorted(keys))
 
 
 # -- the command ---------------------------------------------------------------------
@@ -372,7 +223,7 @@ def _worktree(repo: Path, path: Path, sha: str) -> Iterator[Path]:
     whatever happens meanwhile."""
     added = _git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
     if added.returncode != 0:
-        raise CommandError(f"git worktree add failed: {_last_line(added.stderr)}")
+        raise CommandError(f"git worktree add failed: {last_line(added.stderr)}")
     try:
         yield path
     finally:
@@ -387,7 +238,7 @@ def _setup(command: str, side: str, folder: Path) -> None:
                           check=False)
     if done.returncode != 0:
         raise CommandError(f"--setup failed in the {side} tree {folder} (exit code "
-                           f"{done.returncode}: {_last_line(done.stdout + done.stderr)})")
+                           f"{done.returncode}: {last_line(done.stdout + done.stderr)})")
 
 
 def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run:
@@ -398,7 +249,7 @@ def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run
                "--opprof-no-gate", *pytest_args, f"--opprof-json={out}"]
     done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    last = _last_line(done.stdout + done.stderr)
+    last = last_line(done.stdout + done.stderr)
     if done.returncode == 4:
         raise UsageProblem(f"pytest refused the arguments at {side} ({last})")
     if done.returncode == 2:

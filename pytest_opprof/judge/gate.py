@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..model.baseline import Baseline
 from ..model.profile import Profile
 from ..model.verdict import (
     COMPARED,
@@ -25,8 +26,6 @@ from ..model.verdict import (
     Verdict,
 )
 from ..model.words import percent
-from ..stats.summary import counted_samples
-from ..store.baseline import Baseline
 from .rule import FLOOR_NS, GateConfig, compare_with_rerun
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
@@ -36,7 +35,7 @@ HISTORY_SPAN_S = 3600.0
 
 def current_samples(profile: Profile) -> tuple[dict[Key, np.ndarray], dict[Key, int]]:
     """Each op's counted samples (NaN dropped) and its OP_ID, keyed by (name, occurrence)."""
-    columns = counted_samples(profile)
+    columns = profile.counted_samples()
     samples = {(info.name, info.occurrence): columns[info.op_id] for info in profile.ops}
     ids = {(info.name, info.occurrence): info.op_id for info in profile.ops}
     return samples, ids

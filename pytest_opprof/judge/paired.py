@@ -56,13 +56,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from ..model.comparison import OpChange, PairedResult
+from ..model.verdict import OpStatus
 from .rule import MAD_SIGMA, robust_var
-
-Verdict = Literal["regressed", "improved", "ok"]
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.01
@@ -96,39 +95,6 @@ SIZING_QUANTILE = 90
 ELASTICITY_PRIOR = 0.01
 #: No op follows the machine's state more than this many times over.
 MAX_ELASTICITY = 3.0
-
-
-@dataclass(frozen=True)
-class OpChange:
-    """One op's comparison. Ratios are head/base (1.10: 10% slower); times in ns."""
-
-    base_ns: float
-    head_ns: float
-    #: The drift-corrected change, as a ratio, and its interval.
-    change: float
-    low: float
-    high: float
-    #: The standard deviation of the op's drift-corrected log ratio per pair (after
-    #: shrinkage); with one pair, the spread credited to it.
-    sd: float
-    verdict: Verdict
-    #: The slowdown (a fraction) this comparison would call regressed with probability
-    #: :data:`POWER`.
-    detectable: float
-
-
-@dataclass(frozen=True)
-class PairedResult:
-    ops: tuple[OpChange, ...]
-    pairs: int
-    #: Each pair's drift (head/base, the ratio every op moved by alike).
-    drift: tuple[float, ...]
-    drift_corrected: bool
-    #: The interval's degrees of freedom (inf: normal quantiles) and its quantile.
-    dof: float
-    quantile: float
-    #: Sentences a reader needs to trust the verdicts (no drift correction, one pair).
-    notes: tuple[str, ...]
 
 
 def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_TOLERANCE,
@@ -215,8 +181,8 @@ def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarra
     changes = []
     for i in range(len(mean)):
         low, high = mean[i] - q * se[i], mean[i] + q * se[i]
-        verdict: Verdict = "regressed" if low > bound else "improved" if high < -bound \
-            else "ok"
+        verdict = (OpStatus.REGRESSED if low > bound else OpStatus.IMPROVED
+                   if high < -bound else OpStatus.OK)
         changes.append(OpChange(float(base[i]), float(head[i]), math.exp(mean[i]),
                                 math.exp(low), math.exp(high), float(sd[i]), verdict,
                                 math.expm1(bound + (q + power) * se[i])))

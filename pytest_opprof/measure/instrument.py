@@ -12,7 +12,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from .profiler import OpScope, _impl
+from .scope import OpScope
+from .scope import impl as _impl
 
 _PLAIN_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType)
 

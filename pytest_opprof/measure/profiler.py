@@ -11,7 +11,6 @@ previous one's op sequence; the arithmetic waits for the end of the test.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -29,7 +28,8 @@ from ..model.profile import (
     Profile,
     check_name,
 )
-from . import _pyscope
+from . import scope
+from .scope import OpScope as OpScope
 from .timers import Timer
 from .timers.base import Times
 
@@ -37,23 +37,8 @@ if TYPE_CHECKING:
     from .timers.cupti import RawActivities
 
 
-def _load_impl() -> ModuleType:
-    """The C hot path when it was built, unless OPPROF_PURE_PYTHON=1 asks for the reference."""
-    if os.environ.get("OPPROF_PURE_PYTHON", "") not in ("", "0"):
-        return _pyscope
-    try:
-        from . import _cscope
-    except ImportError:
-        return _pyscope
-    return _cscope
-
-
 #: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
-_impl: ModuleType = _load_impl()
-if TYPE_CHECKING:  # both modules have one API; _cscope.pyi states it
-    from ._cscope import OpScope as OpScope
-else:
-    OpScope = _impl.OpScope
+_impl: ModuleType = scope.impl
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -196,6 +196,13 @@ class Profile:
         else the event spans (or host times)."""
         return self.kernel_samples if self.kernel_samples is not None else self.samples
 
+    def counted_samples(self) -> list[np.ndarray]:
+        """Each OP_ID's gated samples over the counted iterations in which it ran (NaN
+        dropped), indexed by OP_ID: the one reader that every per-op figure, the gate and
+        the baselines start from."""
+        counted = self.gated_samples()[self.skip:]
+        return [column[~np.isnan(column)] for column in counted.T]
+
     @property
     def activity_names(self) -> list[str]:
         return [] if self.activities is None else self.activities.names

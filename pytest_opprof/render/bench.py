@@ -13,7 +13,6 @@ from typing import Any
 from pytest_benchmark.stats import Stats
 
 from ..model.verdict import TestResult
-from ..stats.summary import counted_samples
 from . import word
 
 
@@ -22,7 +21,7 @@ def extra_info(result: TestResult) -> dict[str, Any]:
     verdicts = {}
     if result.comparison is not None:
         verdicts = {(v.name, v.occurrence): word(v.verdict) for v in result.comparison.ops}
-    samples = counted_samples(profile)
+    samples = profile.counted_samples()
     ops = []
     for info in profile.ops:
         stats = Stats()  # type: ignore[no-untyped-call]  # pytest-benchmark is untyped

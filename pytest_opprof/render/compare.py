@@ -17,7 +17,7 @@ from . import display_name, duration, percent
 from .markdown import code
 
 if TYPE_CHECKING:
-    from ..commands.compare import OpRow, Report, TestComparison
+    from ..model.comparison import OpRow, Report, TestComparison
 
 SCHEMA = "pytest-opprof/compare/1"
 COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "detectable", "verdict"]

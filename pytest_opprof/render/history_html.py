@@ -9,43 +9,14 @@ and a red line where each step happened, labelled with its change.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from . import duration, percent
-from .html import STYLE, TOP_OPS, _h, _label, _ms, _pyplot, _svg
+from . import charts, duration, percent
+from .charts import TOP_OPS
+from .html import STYLE, _h
 
 if TYPE_CHECKING:
-    from ..commands.history import History, OpHistory
-
-
-def op_chart(test: History, op: OpHistory) -> str:
-    """The op's medians, run by run, with its segments' levels and its steps."""
-    plt = _pyplot()
-    x = np.arange(len(op.runs))
-    fig, ax = plt.subplots(figsize=(9, 2.4))
-    ax.plot(x, _ms(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
-            label="as measured")
-    ax.plot(x, _ms(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
-            label="machine drift taken out")
-    position = {run: k for k, run in enumerate(op.runs)}
-    edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
-    for start, end in itertools.pairwise(edges):
-        level = float(np.median(op.corrected_ns[start:end]))
-        ax.hlines(level / 1e6, start - 0.4, end - 0.6, linestyles=":", color="#616161")
-    for step in op.steps:
-        at = position[step.run] - 0.5
-        ax.axvline(at, color="#b00020", linestyle="--", linewidth=1)
-        ax.annotate(_label(f"{percent(step.ratio)} at {test.label(step.run)}"), (at, 1),
-                    xycoords=("data", "axes fraction"), xytext=(3, -10),
-                    textcoords="offset points", color="#b00020", fontsize=8)
-    ax.set_xticks(x, [_label(test.label(run)) for run in op.runs], rotation=60, fontsize=7)
-    ax.set_ylabel("median (ms)")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(_label(f"OP_ID{op.op_id}. {op.name}"), fontsize=10)
-    return _svg(fig)
+    from ..model.history import History, OpHistory
 
 
 def step_table(test: History) -> str:
@@ -87,7 +58,7 @@ def _section(test: History) -> list[str]:
             + (f"; not drawn: {' and '.join(left)}" if left else "")
             + ".</p>",
             step_table(test),
-            *(f'<div class="chart">{op_chart(test, op)}</div>' for op in drawn),
+            *(f'<div class="chart">{charts.history_chart(test, op)}</div>' for op in drawn),
             "</section>"]
 
 

@@ -15,16 +15,11 @@ in the page and ``$``-escaped in the charts (matplotlib reads ``$...$`` as math)
 from __future__ import annotations
 
 import html
-import io
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..errors import OpprofError
 from ..model.runinfo import RunInfo
-from ..run.outputs import NEEDS_MATPLOTLIB
+from . import charts as draw
 from . import display_name, duration, percent
 from .kernels import kernel_stats, measure_word
 from .results_json import Reported, test_entry
@@ -32,8 +27,7 @@ from .results_json import Reported, test_entry
 if TYPE_CHECKING:
     from ..model.records import TestRecord
 
-TOP_OPS = 25
-MOVED = 4
+
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -54,116 +48,8 @@ def _h(value: Any) -> str:
     return html.escape(display_name(str(value)))
 
 
-def _label(value: Any) -> str:
-    """Anything from data, safe as a matplotlib label (no math mode, one line)."""
-    return display_name(str(value)).replace("$", r"\$")
-
-
 def _css_class(verdict: Any) -> str:
     return str(verdict).replace(" ", "-") if verdict in STYLED else ""
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise OpprofError(NEEDS_MATPLOTLIB) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _svg(fig: Any) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    _pyplot().close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]  # inline: no XML prologue or doctype
-
-
-def _ms(ns: Any) -> Any:
-    return np.asarray(ns, dtype=float) / 1e6
-
-
-def ops_chart(record: Reported) -> str:
-    """Each op's current median against its baseline's (the slowest TOP_OPS ops)."""
-    plt = _pyplot()
-    ops = [op for op in record.entry["ops"] if op.get("current")]
-    ops = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:TOP_OPS]
-    if not ops:
-        return ""
-    labels = [_label(f"OP_ID{op['op_id']}. {op['name']}") for op in ops][::-1]
-    current = [op["current"]["median_ns"] or 0 for op in ops][::-1]
-    baseline = [(op.get("baseline") or {}).get("median_ns") or math.nan for op in ops][::-1]
-    colors = ["#b00020" if op["verdict"] in ("regressed", "over_budget") else
-              "#1b5e20" if op["verdict"] == "improved" else "#1565c0" for op in ops][::-1]
-    y = np.arange(len(ops))
-    fig, ax = plt.subplots(figsize=(9, 0.28 * len(ops) + 1.2))
-    ax.barh(y + 0.2, _ms(current), height=0.4, color=colors, label="current")
-    if not all(math.isnan(b) for b in baseline):
-        ax.barh(y - 0.2, _ms(baseline), height=0.4, color="#9e9e9e", label="baseline")
-    ax.set_yticks(y, labels, fontsize=8)
-    ax.set_xlabel("median per iteration (ms)")
-    ax.set_title("Per-op time against the baseline")
-    ax.legend(loc="lower right", fontsize=8)
-    return _svg(fig)
-
-
-def moved_chart(record: Reported) -> str:
-    """Per-iteration time of the ops that moved most against the baseline (or, with no
-    baseline, took most); skipped iterations shaded."""
-    plt = _pyplot()
-    profile = record.profile
-    ops = [op for op in record.entry["ops"] if op.get("current")]
-    moved = [op for op in ops if (op.get("baseline") or {}).get("corrected_ratio")]
-    if moved:
-        chosen = sorted(moved, key=lambda op: -abs(
-            math.log(op["baseline"]["corrected_ratio"])))[:MOVED]
-        title = "Per-iteration time of the ops that moved most"
-    else:
-        chosen = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:MOVED]
-        title = "Per-iteration time of the slowest ops"
-    if not chosen or profile.iterations == 0:
-        return ""
-    fig, ax = plt.subplots(figsize=(9, 3.2))
-    x = np.arange(profile.iterations)
-    for op in chosen:
-        ax.plot(x, _ms(profile.gated_samples()[:, op["op_id"]]), marker="o", markersize=3,
-                label=_label(f"OP_ID{op['op_id']}. {op['name']}"))
-        median = (op.get("baseline") or {}).get("median_ns")
-        if median:
-            ax.axhline(median / 1e6, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
-    if profile.skip:
-        ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("ms")
-    ax.set_title(title + " (dotted: baseline median)")
-    ax.legend(fontsize=8)
-    return _svg(fig)
-
-
-def phase_chart(record: Reported) -> str:
-    """The median time of each phase, and of the rest of the iteration, as one bar."""
-    plt = _pyplot()
-    profile = record.profile
-    counted = slice(profile.skip, None)
-    if not profile.phases or profile.counted == 0:
-        return ""
-    medians = [float(np.nanmedian(profile.phase_samples[counted, j]))
-               if np.isfinite(profile.phase_samples[counted, j]).any() else 0.0
-               for j in range(len(profile.phases))]
-    rest = max(float(np.median(profile.wall[counted])) - sum(medians), 0.0)
-    fig, ax = plt.subplots(figsize=(9, 1.4))
-    left = 0.0
-    for name, value in [*zip(profile.phases, medians, strict=True), ("outside phases", rest)]:
-        ax.barh([0], [value / 1e6], left=left, label=_label(f"{name} {value / 1e6:.3g} ms"))
-        left += value / 1e6
-    ax.set_yticks([])
-    ax.set_xlabel("median per iteration (ms)")
-    ax.set_title("Phase split")
-    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.6))
-    return _svg(fig)
 
 
 def op_table(entry: dict[str, Any]) -> str:
@@ -195,16 +81,17 @@ def op_table(entry: dict[str, Any]) -> str:
 
 def kernel_table(test: Reported) -> str:
     """The test's GPU activities by name (kernels, memcpy, memset), longest total
-    first: the TOP_OPS longest."""
+    first: the draw.TOP_OPS longest."""
     rows = kernel_stats(test.profile)
     if not rows:
         return ""
     out = [f"<p>GPU activities by total time over the counted iterations "
-           f"({len(rows)} name(s){'; the longest ' + str(TOP_OPS) if len(rows) > TOP_OPS else ''}"
+           f"({len(rows)} name(s)"
+           f"{'; the longest ' + str(draw.TOP_OPS) if len(rows) > draw.TOP_OPS else ''}"
            "):</p>",
            "<table><thead><tr><th>name</th><th>kind</th><th>count</th><th>total</th>"
            "<th>mean</th><th>min</th><th>max</th></tr></thead><tbody>"]
-    for k in rows[:TOP_OPS]:
+    for k in rows[:draw.TOP_OPS]:
         out.append(f"<tr><td><code>{_h(k.name)}</code></td><td>{_h(k.kind)}</td>"
                    f'<td class="num">{k.count}</td>'
                    + "".join(f'<td class="num">{duration(v)}</td>'
@@ -234,7 +121,8 @@ def _section(test: Reported, charts: bool) -> list[str]:
              op_table(entry), kernel_table(test)]
     if charts:
         parts += [f'<div class="chart">{chart}</div>'
-                  for chart in (ops_chart(test), moved_chart(test), phase_chart(test)) if chart]
+                  for chart in (draw.ops_chart(test), draw.moved_chart(test),
+                                draw.phase_chart(test)) if chart]
     parts.append("</section>")
     return parts
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
+from ..render.charts import NEEDS_MATPLOTLIB
 from ..store.files import atomic_write, output_problem
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from ..model.runinfo import RunInfo
     from .options import Settings
 
-NEEDS_MATPLOTLIB = "the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
 #: Where no output may go: devices and process files (``/dev/stdout``, ``/proc/self/fd/1``)
 #: are not files to replace, whatever they reach now.
 SPECIAL_ROOTS = (Path("/dev"), Path("/proc"))

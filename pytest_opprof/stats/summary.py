@@ -58,13 +58,6 @@ class WallSummary:
         return max(self.wall - self.op_time, 0.0) / self.wall if self.wall > 0 else 0.0
 
 
-def counted_samples(profile: Profile) -> list[np.ndarray]:
-    """Each OP_ID's samples over the counted iterations in which it ran (NaN dropped),
-    indexed by OP_ID: what every per-op figure, the gate and the baselines start from."""
-    counted = profile.gated_samples()[profile.skip:]
-    return [column[~np.isnan(column)] for column in counted.T]
-
-
 def op_stats(profile: Profile) -> list[OpStats]:
     """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0.
     Times are the gated ones: kernel time where it was measured."""
@@ -93,7 +86,7 @@ def op_stats(profile: Profile) -> list[OpStats]:
 
 def op_type_stats(profile: Profile) -> list[OpTypeStats]:
     """Per op name, by total time, longest first (ties by name)."""
-    samples = counted_samples(profile)
+    samples = profile.counted_samples()
     columns: dict[str, list[np.ndarray]] = {}
     for info in profile.ops:
         columns.setdefault(info.name, []).append(samples[info.op_id])

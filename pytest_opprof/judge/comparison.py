@@ -1,0 +1,126 @@
+"""A comparison made from runs: every test of each base and head process, op by op.
+
+``opprof compare`` runs base and head in pytest processes taking turns; each pair of
+processes gives each op a pair of sample columns. :func:`compare_runs` takes each op's
+samples at the machine's common state (:func:`pytest_opprof.judge.paired.state_adjusted`),
+guards a change every op shares, and judges the pairs (one pair: conservatively).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..model.comparison import OpRow, PairedResult, Report, TestComparison
+from ..model.profile import Profile
+from . import paired
+from .paired import (
+    DEFAULT_ALPHA,
+    DEFAULT_TOLERANCE,
+    judge_pairs,
+    judge_single,
+    shared_change,
+    state_adjusted,
+)
+
+#: An automatic run adds pairs until nine in ten of every test's ops would catch this
+#: slowdown (with probability paired.POWER). On our noisy 2-core runner 18-30 pairs
+#: (median 28); a quiet machine stops at the first pairs (benchmarks/RESULTS.md).
+DEFAULT_DETECT = 0.15
+
+#: One process's profiles, by node id.
+Run = dict[str, Profile]
+Key = tuple[str, int]
+
+
+def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
+                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 detect: float = DEFAULT_DETECT) -> Report:
+    """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
+    one side only are listed."""
+    base_ids = {nodeid for run in base for nodeid in run}
+    head_ids = {nodeid for run in head for nodeid in run}
+    tests = []
+    for nodeid in sorted(base_ids & head_ids):
+        pairs = [(b[nodeid], h[nodeid]) for b, h in zip(base, head, strict=True)
+                 if nodeid in b and nodeid in h]
+        if pairs:
+            tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
+    return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
+                  tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
+                  detect)
+
+
+def pairs_needed(report: Report) -> int:
+    """The pairs at which nine in ten ops of every test see ``report.detect``."""
+    return max((paired.pairs_needed(t.result, report.detect, report.tolerance)
+                for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
+
+
+def _ops(profile: Profile) -> dict[Key, int]:
+    """Each op's OP_ID by (name, occurrence); ops that never ran in a counted iteration
+    left out."""
+    samples = _counted(profile)
+    return {(info.name, info.occurrence): info.op_id for info in profile.ops
+            if np.isfinite(samples[:, info.op_id]).any()}
+
+
+def _counted(profile: Profile) -> np.ndarray:
+    """The counted iterations' samples (iterations, ops), NaN where an op did not run."""
+    samples = np.asarray(profile.gated_samples()[profile.skip:], dtype=float)
+    return np.where(samples > 0, samples, np.nan)
+
+
+def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
+                  alpha: float) -> TestComparison:
+    sides = [(_ops(b), _ops(h)) for b, h in pairs]
+    base_keys = set().union(*(b for b, _ in sides))
+    head_keys = set().union(*(h for _, h in sides))
+    in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
+    keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
+    ops: tuple[OpRow, ...] = ()
+    result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
+    if keys:
+        # every process's log times of the judged ops, base and head of each pair in turn
+        logs = [np.log(_counted(profile)[:, [ids[k] for k in keys]])
+                for pair, ids_of in zip(pairs, sides, strict=True)
+                for profile, ids in zip(pair, ids_of, strict=True)]
+        state = state_adjusted(logs)
+        if len(pairs) == 1:
+            b, h = (np.exp(x) for x in state.logs)
+            result = judge_single([_finite(b[:, j]) for j in range(len(keys))],
+                                  [_finite(h[:, j]) for j in range(len(keys))],
+                                  tolerance, alpha, shown=(np.exp(_medians(logs[0])),
+                                                           np.exp(_medians(logs[1]))))
+        else:
+            raw = np.exp([_medians(x) for x in logs])  # (2 * pairs, ops)
+            shared = shared_change(state.level[0::2], state.level[1::2], alpha)
+            at_state = raw if shared is not None else np.exp([_medians(x)
+                                                               for x in state.logs])
+            result = judge_pairs(at_state[0::2], at_state[1::2], tolerance, alpha,
+                                 shown=(raw[0::2], raw[1::2]))
+            if shared is not None:
+                result = replace(result, notes=(*result.notes, (
+                    f"every op moved by about {shared:+.1%} between the sides, more than "
+                    "the machine's swings between processes explain: a change all ops "
+                    "share; judged from plain medians, each op around it")))
+        ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
+                    for k, c in zip(keys, result.ops, strict=True))
+    return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
+                          _labels(head_keys - base_keys),
+                          _labels((base_keys & head_keys) - in_all))
+
+
+def _medians(logs: np.ndarray) -> np.ndarray:
+    return np.asarray(np.nanmedian(logs, axis=0))
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x[np.isfinite(x)])
+
+
+def _labels(keys: set[Key]) -> tuple[str, ...]:
+    return tuple(f"{name}#{occurrence}" if occurrence else name
+                 for name, occurrence in sorted(keys))

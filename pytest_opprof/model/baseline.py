@@ -1,0 +1,408 @@
+"""A test's baseline as data: the runs of one test that the gate judges against, and
+the JSON they are stored as (schema ``pytest-opprof/baseline/2``).
+
+A baseline keeps the last :data:`MAX_RUNS` runs of its test: those of one
+``opprof baseline update`` (each run a separate process), and any appended since
+with ``--opprof-append-baseline``; for each run, column by column, each op's name,
+occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
+in iteration order.
+
+:func:`parse` is the one reader of that JSON: each count (runs, ops, samples) and each
+number is checked against its range before any array is built, so a hostile file is one
+:class:`BaselineError` line and never a traceback or gigabytes of memory. Where the files
+live, and how they are written, is :mod:`pytest_opprof.store.baseline`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import OpprofError
+from . import conditions as run_conditions
+from .profile import OpInfo, Profile
+from .verdict import Key
+
+SCHEMA = "pytest-opprof/baseline/2"
+#: Samples kept per op per run (and of the wall and op times per run).
+MAX_SAMPLES = 100
+#: Runs kept per test.
+MAX_RUNS = 20
+#: Ops per run: a test with more cannot be given a baseline.
+MAX_OPS = 10_000
+#: Samples in one file, all runs together: the writer drops the oldest runs to stay
+#: under it, and the reader refuses a file over it before building any array.
+MAX_TOTAL_SAMPLES = 4_000_000
+#: Counts (OP_IDs, occurrences, depths, iterations) above this are corrupt numbers.
+MAX_COUNT = 10**9
+
+
+
+class BaselineError(OpprofError):
+    """A stored baseline cannot be used; the message names the file and what to do."""
+
+
+
+#: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
+OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
+
+#: Values (commas) a file may hold: every sample, and each run's op columns, with room.
+#: Counted before the JSON is parsed, so a file of tens of millions of numbers is refused
+#: before it becomes tens of millions of Python objects.
+MAX_VALUES = MAX_TOTAL_SAMPLES + MAX_RUNS * (MAX_OPS * len(OP_COLUMNS) + 1000)
+
+
+@dataclass
+class BaselineRun:
+    """One profiled run of a test, as stored.
+
+    ``ops`` is by column (see :data:`OP_COLUMNS`): each field's name is stored once per
+    run, not once per op, which halves the file and the time to load it.
+    ``median_ns`` is a summary for readers (None where an op has no sample);
+    ``samples_ns`` holds each op's last :data:`MAX_SAMPLES` counted samples.
+    """
+
+    ops: dict[str, list[Any]]
+    wall_ns: list[int]
+    op_time_ns: list[int]
+    phases: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.ops["name"])
+
+    def samples(self) -> dict[Key, np.ndarray]:
+        """Each op's samples in this run."""
+        keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
+        return {key: np.asarray(values, dtype=float)
+                for key, values in zip(keys, self.ops["samples_ns"], strict=True)}
+
+    @classmethod
+    def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
+        counted = profile.counted_samples()
+        ops: dict[str, list[Any]] = {key: [] for key in OP_COLUMNS}
+        for info in profile.ops:
+            column = counted[info.op_id]
+            for key, value in (("op_id", info.op_id), ("name", info.name),
+                               ("occurrence", info.occurrence), ("depth", info.depth),
+                               ("phase", info.phase), ("n", int(column.size)),
+                               ("median_ns", float(np.median(column)) if column.size else None),
+                               ("samples_ns", [round(x) for x in column[-MAX_SAMPLES:].tolist()])):
+                ops[key].append(value)
+        return cls(
+            ops=ops,
+            wall_ns=[round(x) for x in profile.wall[profile.skip:][-MAX_SAMPLES:].tolist()],
+            op_time_ns=[round(x) for x in profile.op_time[profile.skip:][-MAX_SAMPLES:].tolist()],
+            phases=list(profile.phases),
+            meta={**meta, "iterations": profile.iterations, "skip": profile.skip,
+                  "counted": profile.counted, "backend": profile.backend,
+                  "device": profile.device},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"meta": self.meta, "ops": self.ops, "wall_ns": self.wall_ns,
+                "op_time_ns": self.op_time_ns, "phases": self.phases}
+
+
+@dataclass
+class Baseline:
+    nodeid: str
+    machine: str
+    runs: list[BaselineRun]
+    #: Runs made by one ``opprof baseline update`` share a batch; a new batch replaces them.
+    batch: str = ""
+
+    def samples(self) -> dict[Key, list[np.ndarray]]:
+        """Each op's samples, one array per run that has it."""
+        found: dict[Key, list[np.ndarray]] = {}
+        for run in self.runs:
+            for key, values in run.samples().items():
+                found.setdefault(key, []).append(values)
+        return found
+
+    def op_ids(self) -> dict[Key, int]:
+        """OP_IDs as the latest run numbered them."""
+        ids: dict[Key, int] = {}
+        for run in self.runs:
+            ops = run.ops
+            ids.update(zip(zip(ops["name"], ops["occurrence"], strict=True), ops["op_id"],
+                           strict=True))
+        return ids
+
+    def span_seconds(self) -> float:
+        """How much time the runs' dates span (0 when unknown): runs taken over hours
+        have seen how the machine varies; runs taken back to back have not."""
+        dates = []
+        for run in self.runs:
+            try:
+                dates.append(datetime.datetime.fromisoformat(str(run.meta.get("date"))))
+            except ValueError:
+                continue
+        try:
+            return (max(dates) - min(dates)).total_seconds() if dates else 0.0
+        except TypeError:  # naive and aware dates mixed
+            return 0.0
+
+    def probe_ns(self) -> float | None:
+        """The median reference-probe time of the runs that recorded one: one run whose
+        probe met a busy machine must not move the machine's speed (a mean did). Runs
+        written before run conditions were recorded timed another probe (a 96x96
+        matmul, not today's 48x48): their readings are not comparable and are left out."""
+        found = [r.meta.get("probe_ns") for r in self.runs if r.meta.get("conditions")]
+        values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
+        return float(np.median(values)) if values else None
+
+    def conditions(self) -> dict[str, Any] | None:
+        """The run conditions of the latest run that recorded them (see conditions.py);
+        None for a baseline written before they were recorded."""
+        found = [r.meta["conditions"] for r in self.runs if r.meta.get("conditions")]
+        return found[-1] if found else None
+
+    def to_profile(self, run: int = -1) -> Profile:
+        """One stored run as a Profile (its counted samples; nothing skipped)."""
+        r = self.runs[run]
+        ops = r.ops
+        width = max([len(values) for values in ops["samples_ns"]]
+                    + [len(r.wall_ns), len(r.op_time_ns)])
+        samples = np.full((width, r.n_ops), np.nan)
+        for k, values in enumerate(ops["samples_ns"]):
+            samples[width - len(values):, k] = values
+        return Profile(
+            nodeid=self.nodeid, backend=str(r.meta.get("backend", "?")),
+            device=str(r.meta.get("device", "?")), skip=0,
+            ops=[OpInfo(k, *info) for k, info in enumerate(zip(
+                ops["name"], ops["occurrence"], ops["depth"], ops["phase"], strict=True))],
+            samples=samples, phase_samples=np.full((width, 0), np.nan), phases=[],
+            wall=_right_aligned(r.wall_ns, width), op_time=_right_aligned(r.op_time_ns, width),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
+                "batch": self.batch, "runs": [r.to_dict() for r in self.runs]}
+
+    def dumps(self) -> str:
+        """The stored text: JSON with one line per run, compact enough to load a
+        thousand tests' baselines in well under a second, and a diff of a committed
+        baseline shows runs added and dropped."""
+        data = self.to_dict()
+        runs = data.pop("runs")
+        head = json.dumps(data, sort_keys=True)[:-1]
+        lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs)
+        return f'{head}, "runs": [\n{lines}\n]}}\n'
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Baseline:
+        """Validated data only: anything else raises :class:`BaselineError`."""
+        if not isinstance(data, dict):
+            raise BaselineError(f"{where}: not a baseline (a JSON object was expected)")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise BaselineError(f"{where}: schema {schema!r} is not {SCHEMA!r}")
+        try:
+            runs = _parse_runs(data["runs"])
+            return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
+                       runs=runs, batch=_str(data.get("batch", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BaselineError(f"{where}: malformed baseline ({type(exc).__name__}: {exc})") \
+                from None
+
+
+def within_bounds(runs: list[BaselineRun]) -> list[BaselineRun]:
+    """The latest runs that a reader accepts: at most :data:`MAX_RUNS`, and at most
+    :data:`MAX_TOTAL_SAMPLES` samples (the oldest runs go first; the latest stays)."""
+    runs = runs[-MAX_RUNS:]
+    total = sum(map(_run_samples, runs))
+    while len(runs) > 1 and total > MAX_TOTAL_SAMPLES:
+        total -= _run_samples(runs.pop(0))
+    return runs
+
+
+def _right_aligned(values: list[int], width: int) -> np.ndarray:
+    out = np.full(width, np.nan)
+    if values:
+        out[width - len(values):] = values
+    return out
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+_NUMBER_TYPES = frozenset({int, float})
+_LONGEST_NS = 1e15  # 11 days: beyond it a "time" is a corrupt number
+
+
+def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
+    """Each of ``lists`` must be a list of numbers of ns from 0 to 10^15. Checked in
+    bulk (a store holds millions of samples); only when that fails is the culprit
+    searched for, and named with ``label(its index)``."""
+    if set(map(type, lists)) <= {list}:
+        everything = list(itertools.chain.from_iterable(lists))
+        types = set(map(type, everything))
+        # whole numbers (what is written) are finite; with floats, a NaN or an infinity
+        # makes the sum NaN or infinite (min and max may miss a NaN)
+        if types <= _NUMBER_TYPES and (not everything or (
+                min(everything) >= 0 and max(everything) < _LONGEST_NS
+                and (float not in types or math.isfinite(sum(everything))))):
+            return
+    for i, values in enumerate(lists):
+        if not isinstance(values, list):
+            raise TypeError(f"{label(i)} is not a list")
+        for v in values:
+            if type(v) not in _NUMBER_TYPES or not (0 <= v < _LONGEST_NS):  # NaN fails too
+                raise ValueError(f"{label(i)} holds {v!r}; times are numbers of ns from 0 "
+                                 "to 10^15")
+
+
+def _parse_runs(data: Any) -> list[BaselineRun]:
+    """Every run, its counts checked before anything is built from it: a file under
+    the size cap can still list tens of millions of samples."""
+    if not isinstance(data, list):
+        raise TypeError("runs is not a list")
+    if not data:
+        raise ValueError("no runs")
+    if len(data) > MAX_RUNS:
+        raise ValueError(f"{len(data)} runs; a baseline keeps at most {MAX_RUNS}")
+    runs = [_parse_run(r) for r in data]
+    total = sum(_run_samples(run) for run in runs)
+    if total > MAX_TOTAL_SAMPLES:
+        raise ValueError(f"{total} samples; a baseline holds at most {MAX_TOTAL_SAMPLES}")
+    return runs
+
+
+def _run_samples(run: BaselineRun) -> int:
+    return sum(map(len, run.ops["samples_ns"])) + len(run.wall_ns) + len(run.op_time_ns)
+
+
+def _check_lengths(lists: list[Any], label: Callable[[int], str]) -> None:
+    """No list of times is longer than :data:`MAX_SAMPLES`."""
+    for i, values in enumerate(lists):
+        if not isinstance(values, list):
+            raise TypeError(f"{label(i)} is not a list")
+        if len(values) > MAX_SAMPLES:
+            raise ValueError(f"{label(i)} holds {len(values)} samples; a run keeps at most "
+                             f"{MAX_SAMPLES}")
+
+
+def _check_counts(ops: dict[str, Any]) -> None:
+    """OP_IDs, occurrences, depths and sample counts are whole numbers in range."""
+    for key in ("op_id", "occurrence", "depth", "n"):
+        values = ops[key]
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0
+                       or max(values) > MAX_COUNT):
+            bad = next(v for v in values if type(v) is not int or not 0 <= v <= MAX_COUNT)
+            raise ValueError(f"{key} {bad!r} is not a whole number from 0 to {MAX_COUNT}")
+
+
+#: The run meta that names the ops on which a run sat far from the test's other runs,
+#: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
+OUTLYING_OPS = "outlying_ops"
+
+#: What a run's meta may say, where it says it: (types, lowest, highest).
+_META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
+    "probe_ns": ((int, float), 0.0, _LONGEST_NS),
+    "iterations": ((int,), 0, MAX_COUNT),
+    "skip": ((int,), 0, MAX_COUNT),
+    "counted": ((int,), 0, MAX_COUNT),
+}
+
+
+def _check_meta(meta: Any) -> dict[str, Any]:
+    """The meta fields the plugin reads are of their type and in range (None allowed):
+    ``probe_ns = 1e308`` would overflow a mean."""
+    if not isinstance(meta, dict):
+        raise TypeError("meta is not an object")
+    for key, (types, low, high) in _META_NUMBERS.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        if type(value) not in types or not low <= value < high:  # NaN fails too
+            raise ValueError(f"meta {key} is {value!r}; it must be a number from {low:g} "
+                             f"to {high:g}")
+    for key in ("date", "backend", "device"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise TypeError(f"meta {key} is not a string")
+    if meta.get("conditions") is not None:
+        run_conditions.check(meta["conditions"])
+    outlying = meta.get(OUTLYING_OPS)
+    if outlying is not None and (not isinstance(outlying, list)
+                                 or not all(isinstance(name, str) for name in outlying)):
+        raise TypeError(f"meta {OUTLYING_OPS} is not a list of op names")
+    return meta
+
+
+def _parse_run(data: Any) -> BaselineRun:
+    if not isinstance(data, dict):
+        raise TypeError("a run is not an object")
+    ops = data["ops"]
+    if not isinstance(ops, dict):
+        raise TypeError("ops is not an object of columns")
+    columns = [ops[key] for key in OP_COLUMNS]
+    if not set(map(type, columns)) <= {list} or len(set(map(len, columns))) > 1:
+        raise ValueError(f"the op columns {', '.join(OP_COLUMNS)} are lists of one length")
+    if len(columns[0]) > MAX_OPS:
+        raise ValueError(f"{len(columns[0])} ops in a run; a baseline holds at most {MAX_OPS}")
+    # each column at once: a store holds hundreds of thousands of ops
+    names, phases, medians = ops["name"], ops["phase"], ops["median_ns"]
+    if not set(map(type, names)) <= {str} or not set(map(type, phases)) <= {str, type(None)}:
+        raise TypeError("op names are strings, and phases strings or null")
+    if not all(names):
+        raise ValueError("an op name is empty")
+    _check_counts(ops)
+    wall, op_time = data.get("wall_ns", []), data.get("op_time_ns", [])
+
+    def label(i: int) -> str:
+        return ("wall_ns", "op_time_ns")[i] if i < 2 else f"samples of {names[i - 2]!r}"
+
+    _check_lengths([wall, op_time, *ops["samples_ns"]], label)
+    _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
+    _check_numbers([wall, op_time, *ops["samples_ns"]], label)
+    meta = _check_meta(data.get("meta", {}))
+    phases = data.get("phases", [])
+    if not isinstance(phases, list):
+        raise TypeError("phases is not a list")
+    return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall_ns=wall,
+                       op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta)
+
+
+#: What every refusal of a stored file advises.
+FIX = ("; delete it, or rerun with --opprof-update-baseline "
+        "(opprof baseline update) to write a new one")
+
+
+def check_values(commas: int, path: Path | str) -> None:
+    """Refuse a file of more values than a baseline holds before it is parsed: tens of
+    millions of numbers would become tens of millions of Python objects."""
+    if commas > MAX_VALUES:
+        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
+                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){FIX}")
+
+
+def parse(text: str, path: Path | str) -> Baseline:
+    if not text.strip():
+        raise BaselineError(f"{path}: empty file{FIX}")
+    check_values(text.count(","), path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: not JSON ({exc}){FIX}") from None
+    except ValueError as exc:  # an integer of thousands of digits: Python's int limit
+        raise BaselineError(f"{path}: not a baseline ({exc}){FIX}") from None
+    except RecursionError:
+        raise BaselineError(f"{path}: not JSON (nested too deeply){FIX}") from None
+    try:
+        return Baseline.from_dict(data, str(path))
+    except BaselineError as exc:
+        raise BaselineError(f"{exc}{FIX}") from None
+

@@ -1,0 +1,85 @@
+"""A comparison's data: each op's change between two sides, each test's, the report's.
+
+Made by :mod:`pytest_opprof.judge.comparison` from the processes of ``opprof compare``
+(:mod:`pytest_opprof.judge.paired` judges each op), rendered by
+:mod:`pytest_opprof.render.compare` (text, Markdown, JSON schema ``pytest-opprof/compare/1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .verdict import OpStatus
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """One op's comparison. Ratios are head/base (1.10: 10% slower); times in ns."""
+
+    base_ns: float
+    head_ns: float
+    #: The drift-corrected change, as a ratio, and its interval.
+    change: float
+    low: float
+    high: float
+    #: The standard deviation of the op's drift-corrected log ratio per pair (after
+    #: shrinkage); with one pair, the spread credited to it.
+    sd: float
+    verdict: OpStatus
+    #: The slowdown (a fraction) this comparison would call regressed with probability
+    #: :data:`pytest_opprof.judge.paired.POWER`.
+    detectable: float
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    ops: tuple[OpChange, ...]
+    pairs: int
+    #: Each pair's drift (head/base, the ratio every op moved by alike).
+    drift: tuple[float, ...]
+    drift_corrected: bool
+    #: The interval's degrees of freedom (inf: normal quantiles) and its quantile.
+    dof: float
+    quantile: float
+    #: Sentences a reader needs to trust the verdicts (no drift correction, one pair).
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpRow:
+    op_id: int
+    name: str
+    occurrence: int
+    change: OpChange
+
+
+@dataclass(frozen=True)
+class TestComparison:
+    nodeid: str
+    result: PairedResult
+    ops: tuple[OpRow, ...]
+    #: Ops (``name#occurrence``) measured on one side only: listed, never failed.
+    base_only_ops: tuple[str, ...]
+    head_only_ops: tuple[str, ...]
+    #: Ops measured on both sides but not in every pair (a branch some processes did not
+    #: take): listed, not judged.
+    partial_ops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    #: "pairs" (opprof compare REF) or "files" (two results files).
+    mode: str
+    base: str
+    head: str
+    tolerance: float
+    alpha: float
+    pairs: int
+    tests: tuple[TestComparison, ...]
+    base_only_tests: tuple[str, ...]
+    head_only_tests: tuple[str, ...]
+    #: The slowdown the run was sized to see (--detect).
+    detect: float
+
+    def count(self, verdict: str) -> int:
+        return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)

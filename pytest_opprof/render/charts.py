@@ -1,0 +1,163 @@
+"""Every chart of the HTML reports, and the one module that imports matplotlib.
+
+matplotlib (the optional ``report`` extra) draws each chart as SVG, inlined in the page:
+no script, no network, nothing to load. Labels come from data (test ids and op names from
+user code) and are escaped: shown through :func:`display_name`, then ``$``-escaped
+(matplotlib reads ``$...$`` as math).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import OpprofError
+from . import display_name, percent
+
+if TYPE_CHECKING:
+    from ..model.history import History, OpHistory
+    from .results_json import Reported
+
+NEEDS_MATPLOTLIB = "the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
+#: The ops a chart shows at most (the slowest, or those that moved most).
+TOP_OPS = 25
+MOVED = 4
+
+
+def label(value: Any) -> str:
+    """Anything from data, safe as a matplotlib label (no math mode, one line)."""
+    return display_name(str(value)).replace("$", r"\$")
+
+
+def pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise OpprofError(NEEDS_MATPLOTLIB) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def svg(fig: Any) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    pyplot().close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # inline: no XML prologue or doctype
+
+
+def ms(ns: Any) -> Any:
+    return np.asarray(ns, dtype=float) / 1e6
+
+
+def ops_chart(record: Reported) -> str:
+    """Each op's current median against its baseline's (the slowest TOP_OPS ops)."""
+    plt = pyplot()
+    ops = [op for op in record.entry["ops"] if op.get("current")]
+    ops = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:TOP_OPS]
+    if not ops:
+        return ""
+    labels = [label(f"OP_ID{op['op_id']}. {op['name']}") for op in ops][::-1]
+    current = [op["current"]["median_ns"] or 0 for op in ops][::-1]
+    baseline = [(op.get("baseline") or {}).get("median_ns") or math.nan for op in ops][::-1]
+    colors = ["#b00020" if op["verdict"] in ("regressed", "over_budget") else
+              "#1b5e20" if op["verdict"] == "improved" else "#1565c0" for op in ops][::-1]
+    y = np.arange(len(ops))
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(ops) + 1.2))
+    ax.barh(y + 0.2, ms(current), height=0.4, color=colors, label="current")
+    if not all(math.isnan(b) for b in baseline):
+        ax.barh(y - 0.2, ms(baseline), height=0.4, color="#9e9e9e", label="baseline")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("median per iteration (ms)")
+    ax.set_title("Per-op time against the baseline")
+    ax.legend(loc="lower right", fontsize=8)
+    return svg(fig)
+
+
+def moved_chart(record: Reported) -> str:
+    """Per-iteration time of the ops that moved most against the baseline (or, with no
+    baseline, took most); skipped iterations shaded."""
+    plt = pyplot()
+    profile = record.profile
+    ops = [op for op in record.entry["ops"] if op.get("current")]
+    moved = [op for op in ops if (op.get("baseline") or {}).get("corrected_ratio")]
+    if moved:
+        chosen = sorted(moved, key=lambda op: -abs(
+            math.log(op["baseline"]["corrected_ratio"])))[:MOVED]
+        title = "Per-iteration time of the ops that moved most"
+    else:
+        chosen = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:MOVED]
+        title = "Per-iteration time of the slowest ops"
+    if not chosen or profile.iterations == 0:
+        return ""
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    x = np.arange(profile.iterations)
+    for op in chosen:
+        ax.plot(x, ms(profile.gated_samples()[:, op["op_id"]]), marker="o", markersize=3,
+                label=label(f"OP_ID{op['op_id']}. {op['name']}"))
+        median = (op.get("baseline") or {}).get("median_ns")
+        if median:
+            ax.axhline(median / 1e6, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
+    if profile.skip:
+        ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("ms")
+    ax.set_title(title + " (dotted: baseline median)")
+    ax.legend(fontsize=8)
+    return svg(fig)
+
+
+def phase_chart(record: Reported) -> str:
+    """The median time of each phase, and of the rest of the iteration, as one bar."""
+    plt = pyplot()
+    profile = record.profile
+    counted = slice(profile.skip, None)
+    if not profile.phases or profile.counted == 0:
+        return ""
+    medians = [float(np.nanmedian(profile.phase_samples[counted, j]))
+               if np.isfinite(profile.phase_samples[counted, j]).any() else 0.0
+               for j in range(len(profile.phases))]
+    rest = max(float(np.median(profile.wall[counted])) - sum(medians), 0.0)
+    fig, ax = plt.subplots(figsize=(9, 1.4))
+    left = 0.0
+    for name, value in [*zip(profile.phases, medians, strict=True), ("outside phases", rest)]:
+        ax.barh([0], [value / 1e6], left=left, label=label(f"{name} {value / 1e6:.3g} ms"))
+        left += value / 1e6
+    ax.set_yticks([])
+    ax.set_xlabel("median per iteration (ms)")
+    ax.set_title("Phase split")
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.6))
+    return svg(fig)
+
+
+def history_chart(test: History, op: OpHistory) -> str:
+    """The op's medians, run by run, with its segments' levels and its steps."""
+    plt = pyplot()
+    x = np.arange(len(op.runs))
+    fig, ax = plt.subplots(figsize=(9, 2.4))
+    ax.plot(x, ms(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
+            label="as measured")
+    ax.plot(x, ms(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
+            label="machine drift taken out")
+    position = {run: k for k, run in enumerate(op.runs)}
+    edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
+    for start, end in itertools.pairwise(edges):
+        level = float(np.median(op.corrected_ns[start:end]))
+        ax.hlines(level / 1e6, start - 0.4, end - 0.6, linestyles=":", color="#616161")
+    for step in op.steps:
+        at = position[step.run] - 0.5
+        ax.axvline(at, color="#b00020", linestyle="--", linewidth=1)
+        ax.annotate(label(f"{percent(step.ratio)} at {test.label(step.run)}"), (at, 1),
+                    xycoords=("data", "axes fraction"), xytext=(3, -10),
+                    textcoords="offset points", color="#b00020", fontsize=8)
+    ax.set_xticks(x, [label(test.label(run)) for run in op.runs], rotation=60, fontsize=7)
+    ax.set_ylabel("median (ms)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(label(f"OP_ID{op.op_id}. {op.name}"), fontsize=10)
+    return svg(fig)
