@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's real-run tables (benchmarks/RESULTS.md, "The gate on real runs"), one folder
+# Issue 11's real-run tables (benchmarks/RESULTS.md, "Real runs tonight"), one folder
 # per baseline under $1 (default /tmp/opprof-gate-runs). Run on a quiet machine: nothing
 # else should be running. Resumable: run again after an interruption.
 set -euo pipefail
