@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "gate's, opprof_tolerance)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH",
                         help="also write the history as JSON (fields: pydoc "
-                             "pytest_opprof.commands.history)")
+                             "pytest_opprof.render.history)")
     parser.add_argument("--html", type=Path, default=None, metavar="PATH",
                         help="also draw each op's trend with its steps as a self-contained "
                              "HTML file (needs matplotlib: the 'report' extra)")
