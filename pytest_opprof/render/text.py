@@ -27,6 +27,7 @@ from .kernels import (
     spans,
     zero_instrumentation,
 )
+from .table import align
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
 
@@ -102,19 +103,15 @@ def singa_ops(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def _stat_table(rows: list[list[str]]) -> str:
-    if not rows:
-        return ""
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    widths[-1] = 0  # the last column is not padded
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
-                     for row in rows)
+def stat_table(rows: list[list[str]]) -> str:
+    """PaddlePaddle's ``Stat=`` lines: ``key=value`` cells, columns three spaces apart."""
+    return "\n".join(align(rows, sep="   "))
 
 
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
     measure the gate uses)."""
-    return _stat_table([
+    return stat_table([
         [f"Stat={op_name(profile, s.name)}", f"total={milliseconds(s.total)}",
          f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
          f"min={milliseconds(s.min)}", f"count={s.count}"]
@@ -126,7 +123,7 @@ def kernel_table(profile: Profile) -> str:
     """The per-kernel section: every kernel, memcpy and memset name over the counted
     iterations, by total time, in ms (Paddle's CUPTI tracer, torch.profiler's kernel
     table)."""
-    table = _stat_table([
+    table = stat_table([
         [f"Stat={abbreviate(k.name)}", f"total={milliseconds(k.total)}",
          f"avg={milliseconds(k.mean)}", f"max={milliseconds(k.max)}",
          f"min={milliseconds(k.min)}", f"count={k.count}"]
