@@ -204,8 +204,8 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 def report(results: Path, output: Path) -> int:
     from .render.html import render_tests
-    from .render.results_json import load
     from .run.outputs import Output, problem, write
+    from .store.results import load
 
     why = problem(Output("-o", output))
     if why is not None:

@@ -8,8 +8,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from ..stats.kernels import kernels_by_op
 from . import display_name, duration, percent, word
-from .kernels import abbreviate, has_kernel_time, kernels_by_op
+from .kernels import abbreviate, has_kernel_time
 from .table import align
 
 __all__ = ["blind_line", "budget_line", "counts_line", "failure_text", "op_line", "summary_line",
