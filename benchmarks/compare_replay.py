@@ -42,7 +42,7 @@ from pytest_opprof.commands import compare  # noqa: E402
 from pytest_opprof.judge import comparison, paired  # noqa: E402
 from pytest_opprof.model import comparison as data  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
-from pytest_opprof.render.results_json import load  # noqa: E402
+from pytest_opprof.store.results import load  # noqa: E402
 
 
 def counted(profile: Profile) -> np.ndarray:

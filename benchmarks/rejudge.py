@@ -23,8 +23,8 @@ if str(ROOT) not in sys.path:
 
 from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
 from pytest_opprof.model.verdict import Verdict  # noqa: E402
-from pytest_opprof.render.results_json import load  # noqa: E402
 from pytest_opprof.store.baseline import load_file  # noqa: E402
+from pytest_opprof.store.results import load  # noqa: E402
 
 
 def failed_ops(path: Path, config) -> tuple[set[str], bool]:

@@ -44,7 +44,7 @@ from .judge.gate import gate_config
 from .judge.rule import GateConfig
 from .model.conditions import describe as describe_conditions
 from .render import display_name, duration
-from .render.text import _stat_table, paddle_table, singa_ops, wall_line
+from .render.text import paddle_table, singa_ops, stat_table, wall_line
 from .render.verdicts import BLIND
 from .run.options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
 from .store.baseline import (
@@ -204,8 +204,8 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 def report(results: Path, output: Path) -> int:
     from .render.html import render_tests
-    from .render.results_json import load
     from .run.outputs import Output, problem, write
+    from .store.results import load
 
     why = problem(Output("-o", output))
     if why is not None:
@@ -607,7 +607,7 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
              f"runs={op.runs}"]
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
     lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
-             "the smallest slowdown it catches):", _stat_table(rows)]
+             "the smallest slowdown it catches):", stat_table(rows)]
     typical = float(np.median([op.detectable for op in noise.values()]))
     if typical > BLIND:
         runs = max(DEFAULT_RUNS, 2 * len(b.runs))

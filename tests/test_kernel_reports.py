@@ -20,9 +20,10 @@ from pytest_opprof.measure.timers.fake_cupti import FakeCupti
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
 from pytest_opprof.render import html, markdown, results_json, text, trace
-from pytest_opprof.render.kernels import NAME_WIDTH, abbreviate, kernel_stats
-from pytest_opprof.render.results_json import Reported
-from pytest_opprof.render.results_json import test_entry as entry_of
+from pytest_opprof.render.kernels import NAME_WIDTH, abbreviate
+from pytest_opprof.stats.kernels import kernel_stats
+from pytest_opprof.stats.reports import report_of
+from pytest_opprof.store import results
 
 from .fakes import train_profile
 
@@ -82,7 +83,7 @@ def test_long_kernel_names_are_cut_to_a_width_in_the_terminal_only():
     assert abbreviate("k\x1b[2J") == "k\\x1b[2J"  # no terminal sequence gets through
     report = text.render(kernel_profile(), 2)
     assert GEMM not in report and shown in report
-    rows = entry_of(TestRecord(kernel_profile()))["ops"][0]["kernels"]
+    rows = results_json.entry(report_of(TestRecord(kernel_profile())))["ops"][0]["kernels"]
     assert rows[0]["name"] == GEMM
 
 
@@ -114,7 +115,7 @@ def test_the_header_says_the_ops_are_on_kernel_time():
 def test_a_profile_without_kernel_time_reports_as_before():
     report = text.render(train_profile(), 2)
     assert "Measure" not in report and "GPU activities" not in report and "span" not in report
-    entry = entry_of(TestRecord(train_profile()))
+    entry = results_json.entry(report_of(TestRecord(train_profile())))
     assert entry["measure"] == "events" and entry["outside_ops_kernels"] is None
     assert all(op["kernel"] is None and op["kernels"] is None for op in entry["ops"])
 
@@ -152,8 +153,9 @@ def test_a_results_file_read_back_reports_the_same_kernel_figures(tmp_path):
     record = TestRecord(kernel_profile())
     path = tmp_path / "r.json"
     path.write_text(results_json.render([record], RunInfo("m", "fake", "d")))
-    _, (reported,) = results_json.load(path)
-    assert reported.entry["ops"][0]["kernels"] == entry_of(record)["ops"][0]["kernels"]
+    _, (reported,) = results.load(path)
+    assert reported.ops[0].kernels == report_of(record).ops[0].kernels
+    assert results_json.entry(reported) == results_json.entry(report_of(record))
     assert reported.profile.activities is not None
 
 
@@ -180,7 +182,7 @@ def test_markdown_shows_a_kernel_named_op_as_code():
 
 def test_html_shows_kernel_time_beside_the_span_and_escapes_kernel_names():
     record = TestRecord(kernel_profile())
-    page = html.render_tests([Reported(entry_of(record), record.profile)],
+    page = html.render_tests([report_of(record)],
                              RunInfo("m", "fake", "d"), charts=False)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
     cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]
@@ -193,9 +195,8 @@ def test_html_shows_kernel_time_beside_the_span_and_escapes_kernel_names():
     assert GEMM not in page and "<cutlass" not in page
     kernel_header = next(c for c in cells if c and c[0] == "name")
     assert kernel_header == ["name", "kind", "count", "total", "mean", "min", "max"]
-    plain = html.render_tests([Reported(entry_of(TestRecord(train_profile())),
-                                        train_profile())], RunInfo("m", "fake", "d"),
-                              charts=False)
+    plain = html.render_tests([report_of(TestRecord(train_profile()))],
+                              RunInfo("m", "fake", "d"), charts=False)
     assert "kernel" not in plain
 
 
@@ -427,13 +428,20 @@ def test_benchmark_extra_info_names_the_measure():
     assert extra_info(gated(train_profile()).result)["measure"] == "events"
 
 
-def test_html_takes_junk_kernel_fields_from_a_results_file():
-    entry = entry_of(TestRecord(kernel_profile()))
-    entry["ops"][0]["kernel"] = {"count": "many", "span_median_ns": [1]}
-    entry["ops"][1]["kernel"] = "x"
-    page = html.render_tests([Reported(entry, kernel_profile())], RunInfo("m", "fake", "d"),
-                             charts=False)
-    assert "kernels per iteration" in page
+def test_html_from_a_results_file_ignores_junk_kernel_fields_in_its_entries(tmp_path):
+    """A results file's entries are what its profile and result say: ``opprof report``
+    makes them again from those, so junk written into an entry shows nowhere."""
+    path = tmp_path / "r.json"
+    path.write_text(results_json.render([TestRecord(kernel_profile())], RunInfo("m", "f", "d")))
+    data = json.loads(path.read_text())
+    data["tests"][0]["ops"][0]["kernel"] = {"count": "many", "span_median_ns": [1]}
+    data["tests"][0]["ops"][1]["kernel"] = "x"
+    path.write_text(json.dumps(data))
+    run_info, reports = results.load(path)
+    page = html.render_tests(reports, run_info, charts=False)
+    assert "kernels per iteration" in page and "many" not in page
+    assert page == html.render_tests([report_of(TestRecord(kernel_profile()))], run_info,
+                                     charts=False)
 
 
 def _renamed(name: str) -> Profile:
@@ -453,7 +461,7 @@ def test_no_kernel_name_forges_a_line_or_a_tag(name):
     def surfaces(profile):
         record = TestRecord(profile)
         return {"text": text.render(profile, 2),
-                "html": html.render_tests([Reported(entry_of(record), profile)],
+                "html": html.render_tests([report_of(record)],
                                           RunInfo("m", "fake", "d"), charts=False),
                 "json": results_json.render([record], RunInfo("m", "fake", "d")),
                 "trace": json.dumps(trace.trace(profile))}

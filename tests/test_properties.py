@@ -219,7 +219,7 @@ def test_any_input_loads_as_results_or_worker_records_or_is_an_opprof_error(valu
     from pathlib import Path
 
     from pytest_opprof.model.records import loads
-    from pytest_opprof.render.results_json import load
+    from pytest_opprof.store.results import load
 
     text = value if isinstance(value, str) else json.dumps(value)
     with tempfile.TemporaryDirectory() as tmp:
@@ -236,8 +236,8 @@ def test_any_input_loads_as_results_or_worker_records_or_is_an_opprof_error(valu
 @given(st.sampled_from(["tests", "machine", "schema"]), json_values)
 def test_a_results_file_with_a_field_replaced_loads_or_is_an_opprof_error(tmp_path_factory,
                                                                          key, value):
-    from pytest_opprof.render.results_json import SCHEMA as RESULTS
-    from pytest_opprof.render.results_json import load
+    from pytest_opprof.store.results import SCHEMA as RESULTS
+    from pytest_opprof.store.results import load
 
     data = {"schema": RESULTS, "machine": {"key": "m"},
             "tests": [{"nodeid": "t", "ops": [], "profile": PROFILE}]}

@@ -166,7 +166,7 @@ def every_text_surface(name: str) -> dict[str, str]:
     profile.nodeid = f"test_x.py::test_x[{name}]"
     record = gated(profile)
     run_info = RunInfo(machine=name, backend="fake", device=name)
-    from pytest_opprof.render.results_json import Reported, test_entry
+    from pytest_opprof.stats.reports import report_of
 
     return {
         "text": text.render(profile, 2),
@@ -174,7 +174,7 @@ def every_text_surface(name: str) -> dict[str, str]:
         "summary": verdicts.summary_line(record.result),
         "counts": verdicts.counts_line([record.result]),
         "markdown": markdown.render([record], run_info),
-        "html": html.render_tests([Reported(test_entry(record), profile)], run_info,
+        "html": html.render_tests([report_of(record)], run_info,
                                   charts=False),
     }
 
@@ -267,10 +267,10 @@ def test_html_charts_take_any_name(tmp_path):
 def test_html_has_a_table_of_numbers_per_test():
     from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import html
-    from pytest_opprof.render.results_json import Reported, test_entry
+    from pytest_opprof.stats.reports import report_of
 
     record = gated(named_profile("relu_grad"))
-    page = html.render_tests([Reported(test_entry(record), record.profile)],
+    page = html.render_tests([report_of(record)],
                              RunInfo(machine="m", backend="fake", device="d"), charts=False)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
     cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]

@@ -130,7 +130,7 @@ def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
 
 
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
-    from ..render.results_json import load
+    from ..store.results import load
 
     if len(extra) != 1 or any(x is not None for x in (args.pairs, args.setup,
                                                       args.max_pairs)):
@@ -243,7 +243,7 @@ def _setup(command: str, side: str, folder: Path) -> None:
 
 def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run:
     """One pytest process in ``folder`` writing ``out``; its profiles by node id."""
-    from ..render.results_json import load
+    from ..store.results import load
 
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "--opprof-no-gate", *pytest_args, f"--opprof-json={out}"]

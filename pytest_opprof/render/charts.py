@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import OpprofError
+from ..stats.reports import phase_medians, segment_levels
 from . import display_name, percent
 
 if TYPE_CHECKING:
     from ..model.history import History, OpHistory
-    from .results_json import Reported
+    from ..model.reports import OpReport, TestReport
 
 NEEDS_MATPLOTLIB = "the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
 #: The ops a chart shows at most (the slowest, or those that moved most).
@@ -56,18 +57,19 @@ def ms(ns: Any) -> Any:
     return np.asarray(ns, dtype=float) / 1e6
 
 
-def ops_chart(record: Reported) -> str:
+def ops_chart(record: TestReport) -> str:
     """Each op's current median against its baseline's (the slowest TOP_OPS ops)."""
     plt = pyplot()
-    ops = [op for op in record.entry["ops"] if op.get("current")]
-    ops = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:TOP_OPS]
+    ops = sorted((op for op in record.ops if op.current is not None),
+                 key=lambda op: -(op.median or 0))[:TOP_OPS]
     if not ops:
         return ""
-    labels = [label(f"OP_ID{op['op_id']}. {op['name']}") for op in ops][::-1]
-    current = [op["current"]["median_ns"] or 0 for op in ops][::-1]
-    baseline = [(op.get("baseline") or {}).get("median_ns") or math.nan for op in ops][::-1]
-    colors = ["#b00020" if op["verdict"] in ("regressed", "over_budget") else
-              "#1b5e20" if op["verdict"] == "improved" else "#1565c0" for op in ops][::-1]
+    labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops][::-1]
+    current = [op.median or 0 for op in ops][::-1]
+    baseline = [math.nan if op.baseline is None else op.baseline.baseline_median
+                for op in ops][::-1]
+    colors = ["#b00020" if op.status in ("regressed", "over_budget") else
+              "#1b5e20" if op.status == "improved" else "#1565c0" for op in ops][::-1]
     y = np.arange(len(ops))
     fig, ax = plt.subplots(figsize=(9, 0.28 * len(ops) + 1.2))
     ax.barh(y + 0.2, ms(current), height=0.4, color=colors, label="current")
@@ -80,29 +82,33 @@ def ops_chart(record: Reported) -> str:
     return svg(fig)
 
 
-def moved_chart(record: Reported) -> str:
+def _moved(op: OpReport) -> float:
+    """How far the op moved against its baseline (drift-corrected); NaN without one."""
+    return math.nan if op.baseline is None else op.baseline.corrected_ratio
+
+
+def moved_chart(record: TestReport) -> str:
     """Per-iteration time of the ops that moved most against the baseline (or, with no
     baseline, took most); skipped iterations shaded."""
     plt = pyplot()
     profile = record.profile
-    ops = [op for op in record.entry["ops"] if op.get("current")]
-    moved = [op for op in ops if (op.get("baseline") or {}).get("corrected_ratio")]
+    ops = [op for op in record.ops if op.current is not None]
+    moved = [op for op in ops if math.isfinite(_moved(op)) and _moved(op) > 0]
     if moved:
-        chosen = sorted(moved, key=lambda op: -abs(
-            math.log(op["baseline"]["corrected_ratio"])))[:MOVED]
+        chosen = sorted(moved, key=lambda op: -abs(math.log(_moved(op))))[:MOVED]
         title = "Per-iteration time of the ops that moved most"
     else:
-        chosen = sorted(ops, key=lambda op: -(op["current"]["median_ns"] or 0))[:MOVED]
+        chosen = sorted(ops, key=lambda op: -(op.median or 0))[:MOVED]
         title = "Per-iteration time of the slowest ops"
     if not chosen or profile.iterations == 0:
         return ""
     fig, ax = plt.subplots(figsize=(9, 3.2))
     x = np.arange(profile.iterations)
     for op in chosen:
-        ax.plot(x, ms(profile.gated_samples()[:, op["op_id"]]), marker="o", markersize=3,
-                label=label(f"OP_ID{op['op_id']}. {op['name']}"))
-        median = (op.get("baseline") or {}).get("median_ns")
-        if median:
+        ax.plot(x, ms(profile.gated_samples()[:, op.op_id]), marker="o", markersize=3,
+                label=label(f"OP_ID{op.op_id}. {op.name}"))
+        median = math.nan if op.baseline is None else op.baseline.baseline_median
+        if math.isfinite(median) and median:
             ax.axhline(median / 1e6, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
     if profile.skip:
         ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
@@ -113,20 +119,15 @@ def moved_chart(record: Reported) -> str:
     return svg(fig)
 
 
-def phase_chart(record: Reported) -> str:
+def phase_chart(record: TestReport) -> str:
     """The median time of each phase, and of the rest of the iteration, as one bar."""
     plt = pyplot()
-    profile = record.profile
-    counted = slice(profile.skip, None)
-    if not profile.phases or profile.counted == 0:
+    medians = phase_medians(record.profile)
+    if not medians:
         return ""
-    medians = [float(np.nanmedian(profile.phase_samples[counted, j]))
-               if np.isfinite(profile.phase_samples[counted, j]).any() else 0.0
-               for j in range(len(profile.phases))]
-    rest = max(float(np.median(profile.wall[counted])) - sum(medians), 0.0)
     fig, ax = plt.subplots(figsize=(9, 1.4))
     left = 0.0
-    for name, value in [*zip(profile.phases, medians, strict=True), ("outside phases", rest)]:
+    for name, value in medians:
         ax.barh([0], [value / 1e6], left=left, label=label(f"{name} {value / 1e6:.3g} ms"))
         left += value / 1e6
     ax.set_yticks([])
@@ -147,8 +148,8 @@ def history_chart(test: History, op: OpHistory) -> str:
             label="machine drift taken out")
     position = {run: k for k, run in enumerate(op.runs)}
     edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
-    for start, end in itertools.pairwise(edges):
-        level = float(np.median(op.corrected_ns[start:end]))
+    for (start, end), level in zip(itertools.pairwise(edges),
+                                   segment_levels(op.corrected_ns, edges), strict=True):
         ax.hlines(level / 1e6, start - 0.4, end - 0.6, linestyles=":", color="#616161")
     for step in op.steps:
         at = position[step.run] - 0.5

@@ -15,6 +15,7 @@ import numpy as np
 from ..judge.paired import SIZING_QUANTILE
 from . import display_name, duration, percent
 from .markdown import code
+from .table import align
 
 if TYPE_CHECKING:
     from ..model.comparison import OpRow, Report, TestComparison
@@ -86,10 +87,7 @@ def text(report: Report) -> str:
         blind = _blind(report, test)
         lines += [f"  blind: {blind}"] if blind else []
         rows = [COLUMNS, *(_cells(row) for row in test.ops)]
-        widths = [max(len(r[k]) for r in rows) for k in range(len(COLUMNS))]
-        lines += ["  " + "  ".join(cell.ljust(w) if k == 1 else cell.rjust(w)
-                                   for k, (cell, w) in enumerate(zip(row, widths, strict=True)))
-                  .rstrip() for row in rows]
+        lines += ["  " + line for line in align(rows, right=set(range(len(COLUMNS))) - {1})]
     lines += [f"{where} only: {display_name(what)}" for what, where in _one_side(report)]
     lines += ["", f"opprof compare: {_summary(report)}"]
     return "\n".join(lines)

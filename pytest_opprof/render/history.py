@@ -52,6 +52,7 @@ from ..judge.changepoints import (
 from ..model.baseline import BaselineRun
 from ..model.history import History, OpHistory, Step
 from . import display_name, duration, percent
+from .table import align
 
 SCHEMA = "pytest-opprof/history/1"
 DRIFT_LABEL = "machine drift"
@@ -87,12 +88,17 @@ def drift_step_line(test: History, step: Step) -> str:
             f"change that moved every op (margin \u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
-def trend_line(op: OpHistory, chars: str, width: int = 0) -> str:
-    """``OP_ID0. conv2d  1 ms .. 1.18 ms  ▁▁▁▁████  noise 0.4%, 8 runs`` (drift-corrected);
-    the name padded to ``width`` so that the trends of a test line up."""
-    return (f"{_op_name(op):<{width}}  {duration(op.corrected_ns[0]):>8} .. "
-            f"{duration(op.corrected_ns[-1]):<8}  {sparkline(op.corrected_ns, chars)}  "
-            f"noise {op.noise * 100:.1f}%, {len(op.runs)} run(s)")
+def trend_cells(op: OpHistory, chars: str) -> list[str]:
+    """``OP_ID0. conv2d``, ``1 ms``, ``..``, ``1.18 ms``, ``▁▁▁▁████  noise 0.4%, 8 runs``
+    (drift-corrected): one op's trend line, as the cells :func:`trend_lines` lines up."""
+    return [_op_name(op), duration(op.corrected_ns[0]), "..", duration(op.corrected_ns[-1]),
+            f"{sparkline(op.corrected_ns, chars)}  noise {op.noise * 100:.1f}%, "
+            f"{len(op.runs)} run(s)"]
+
+
+def trend_lines(rows: list[list[str]]) -> list[str]:
+    """Trend lines, their names, first and last values lined up."""
+    return align(rows, right={1}, sep=("  ", " ", " ", "  "), minimum={1: 8, 3: 8})
 
 
 def render_text(test: History, tolerance: float, chars: str) -> str:
@@ -110,15 +116,17 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
                      "history with pytest --opprof-append-baseline")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
-    width = max([len(_op_name(op)) for op in test.ops] + [len(DRIFT_LABEL)])
+    rows = [trend_cells(op, chars) for op in test.ops]
     if test.drift is None:
         lines.append(f"  trends, oldest run first (fewer than {DRIFT_MIN_OPS} ops: machine "
                      "drift not taken out):")
+        rows.insert(0, [DRIFT_LABEL])  # sets the names' width, as with a drift line
+        lines += [f"    {line}" for line in trend_lines(rows)[1:]]
     else:
-        lines += ["  trends, oldest run first, each run's machine drift taken out:",
-                  f"    {DRIFT_LABEL:<{width}}  {percent(test.drift[0]):>8} .. "
-                  f"{percent(test.drift[-1]):<8}  {sparkline(test.drift, chars)}"]
-    lines += [f"    {trend_line(op, chars, width)}" for op in test.ops]
+        lines.append("  trends, oldest run first, each run's machine drift taken out:")
+        rows.insert(0, [DRIFT_LABEL, percent(test.drift[0]), "..", percent(test.drift[-1]),
+                        sparkline(test.drift, chars)])
+        lines += [f"    {line}" for line in trend_lines(rows)]
     return "\n".join(lines)
 
 

@@ -18,15 +18,16 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..model.reports import TestReport
 from ..model.runinfo import RunInfo
+from ..stats.kernels import kernel_stats
+from ..stats.reports import report_of
 from . import charts as draw
 from . import display_name, duration, percent
-from .kernels import kernel_stats, measure_word
-from .results_json import Reported, test_entry
+from .kernels import measure_word
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
-
 
 
 STYLE = """
@@ -52,34 +53,33 @@ def _css_class(verdict: Any) -> str:
     return str(verdict).replace(" ", "-") if verdict in STYLED else ""
 
 
-def op_table(entry: dict[str, Any]) -> str:
+def op_table(test: TestReport) -> str:
     """Each op's numbers, in graph order: what the charts show, as figures. With kernel
     time, the medians are kernel time and the op's event span and kernels per iteration
     follow."""
-    kernel = any(isinstance(op.get("kernel"), dict) for op in entry["ops"])
+    kernel = test.measure == "kernel"
     extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
             f"<th>current median{' (kernel time)' if kernel else ''}</th>{extra}"
             "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
-    for op in entry["ops"]:
-        base, cur = op.get("baseline") or {}, op.get("current") or {}
-        figures = [duration(_number(base.get("median_ns"))),
-                   duration(_number(cur.get("median_ns")))]
+    for op in test.ops:
+        base = op.baseline
+        figures = [duration(None if base is None else base.baseline_median),
+                   duration(op.median)]
         if kernel:
-            k = op.get("kernel") if isinstance(op.get("kernel"), dict) else {}
-            count = _number(k.get("count"))
-            figures += [duration(_number(k.get("span_median_ns"))),
+            count = None if op.kernel is None else op.kernel.count
+            figures += [duration(None if op.kernel is None else op.kernel.span_median),
                         "-" if count is None else f"{count:g}"]
-        figures.append(percent(_number(base.get("corrected_ratio"))))
-        rows.append(f'<tr class="{_css_class(op["verdict"])}"><td class="num">'
-                    f"{_h(op['op_id'])}</td><td><code>{_h(op['name'])}</code></td>"
+        figures.append(percent(None if base is None else base.corrected_ratio))
+        rows.append(f'<tr class="{_css_class(op.status)}"><td class="num">'
+                    f"{_h(op.op_id)}</td><td><code>{_h(op.name)}</code></td>"
                     + "".join(f'<td class="num">{f}</td>' for f in figures)
-                    + f"<td>{_h(op['verdict'])}</td></tr>")
+                    + f"<td>{_h(op.status)}</td></tr>")
     rows.append("</tbody></table>")
     return "\n".join(rows)
 
 
-def kernel_table(test: Reported) -> str:
+def kernel_table(test: TestReport) -> str:
     """The test's GPU activities by name (kernels, memcpy, memset), longest total
     first: the draw.TOP_OPS longest."""
     rows = kernel_stats(test.profile)
@@ -100,25 +100,16 @@ def kernel_table(test: Reported) -> str:
     return "\n".join(out)
 
 
-def _number(value: Any) -> float | None:
-    """A figure from data; None for anything that is not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _section(test: Reported, charts: bool) -> list[str]:
-    entry = test.entry
-    verdict = entry.get("verdict", "?")
-    drift = _number(entry.get("drift"))
-    parts = [f'<section class="test"><h2>{_h(entry.get("nodeid", "?"))}</h2>',
+def _section(test: TestReport, charts: bool) -> list[str]:
+    verdict, reason, drift = test.verdict, test.result.reason, test.drift
+    parts = [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
              f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>'
-             + (f" ({_h(entry['reason'])})" if entry.get("reason") else "") + "; "
-             f"{_h(entry.get('counted', '?'))} counted iterations; "
-             f"{_h(entry.get('baseline_runs', 0))} baseline runs"
+             + (f" ({_h(reason)})" if reason else "") + "; "
+             f"{test.profile.counted} counted iterations; "
+             f"{test.baseline_runs} baseline runs"
              + (f"; machine drift {percent(drift)}" if drift else "")
-             + f"; op times are {_h(measure_word(str(entry.get('measure', 'events'))))}.</p>",
-             op_table(entry), kernel_table(test)]
+             + f"; op times are {_h(measure_word(test.measure))}.</p>",
+             op_table(test), kernel_table(test)]
     if charts:
         parts += [f'<div class="chart">{chart}</div>'
                   for chart in (draw.ops_chart(test), draw.moved_chart(test),
@@ -129,12 +120,12 @@ def _section(test: Reported, charts: bool) -> list[str]:
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:
     """The report of a run."""
-    return render_tests([Reported(test_entry(r), r.profile) for r in records], run_info)
+    return render_tests([report_of(r) for r in records], run_info)
 
 
-def render_tests(tests: Sequence[Reported], run_info: RunInfo, charts: bool = True) -> str:
-    """The report of tests as a results file holds them (``opprof report``); without
-    ``charts``, the tables only (no matplotlib needed)."""
+def render_tests(tests: Sequence[TestReport], run_info: RunInfo, charts: bool = True) -> str:
+    """The report of these tests (a run's, or a results file's: ``opprof report``);
+    without ``charts``, the tables only (no matplotlib needed)."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>opprof report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>opprof report</h1>",

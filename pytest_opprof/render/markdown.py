@@ -2,20 +2,21 @@
 
 Regressions first, then improvements, then new and missing ops, each with baseline,
 current and ratio; then budget overruns and one line per test. Made from the records'
-results entries (the same data as ``--opprof-json``). Every string from data (test ids,
-op names, the machine key) is a code span, so no name renders as a link, an image or
-HTML, and none breaks the table.
+:class:`~pytest_opprof.model.reports.TestReport` (the same figures as ``--opprof-json``).
+Every string from data (test ids, op names, the machine key) is a code span, so no name
+renders as a link, an image or HTML, and none breaks the table.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..model.reports import OpReport, TestReport
 from ..model.runinfo import RunInfo
+from ..stats.reports import report_of
 from . import display_name, duration, percent
 from .kernels import measure_word
-from .results_json import test_entry
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -34,22 +35,23 @@ def code(text: str) -> str:
     return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
-def _row(test: dict[str, Any], op: dict[str, Any]) -> str:
-    base, cur = op.get("baseline") or {}, op.get("current") or {}
-    cells = [code(test["nodeid"]), f"OP_ID{op['op_id']}. {code(op['name'])}",
-             duration(base.get("median_ns")), duration(cur.get("median_ns")),
-             percent(base.get("corrected_ratio")), percent(base.get("margin"))]
-    if op["verdict"] == "over_budget":
-        cells[2] = f"budget {duration(op.get('budget_ns'))}"
+def _row(test: TestReport, op: OpReport) -> str:
+    base = op.baseline
+    cells = [code(test.nodeid), f"OP_ID{op.op_id}. {code(op.name)}",
+             duration(None if base is None else base.baseline_median), duration(op.median),
+             percent(None if base is None else base.corrected_ratio),
+             percent(None if base is None else base.margin)]
+    if op.status == "over_budget":
+        cells[2] = f"budget {duration(op.budget_ns)}"
     return "| " + " | ".join(cells) + " |"
 
 
-def _measures(tests: list[dict[str, Any]]) -> str:
+def _measures(tests: list[TestReport]) -> str:
     """Which measure the op times are: ``op times are kernel time``, or how many tests
     used each when they differ."""
     counts: dict[str, int] = {}
     for t in tests:
-        counts[t.get("measure", "events")] = counts.get(t.get("measure", "events"), 0) + 1
+        counts[t.measure] = counts.get(t.measure, 0) + 1
     if len(counts) <= 1:
         return f"op times are {measure_word(next(iter(counts), 'events'))}"
     return "op times are " + " and ".join(
@@ -57,17 +59,19 @@ def _measures(tests: list[dict[str, Any]]) -> str:
 
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:
-    tests = [test_entry(r) for r in records]
-    counts = {label: sum(op["verdict"] == label for t in tests for op in t["ops"])
-              for label, _ in SECTIONS}
-    failed = [t["nodeid"] for t in tests if t["verdict"] == "failed"]
+    return render_reports([report_of(r) for r in records], run_info)
+
+
+def render_reports(tests: list[TestReport], run_info: RunInfo) -> str:
+    counts = {label: sum(len(t.having(label)) for t in tests) for label, _ in SECTIONS}
+    failed = [t.nodeid for t in tests if t.failed]
     lines = ["## opprof: per-op performance", "",
              f"Machine {code(run_info.machine)}: {len(tests)} profiled test(s), "
              f"{_measures(tests)}, "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]
     for label, title in SECTIONS:
-        rows = [_row(t, op) for t in tests for op in t["ops"] if op["verdict"] == label]
+        rows = [_row(t, op) for t in tests for op in t.having(label)]
         if not rows:
             continue
         lines += ["", f"### {title}", "",
@@ -76,7 +80,8 @@ def render(records: list[TestRecord], run_info: RunInfo) -> str:
     lines += ["", "### Tests", "", "| test | verdict | drift | baseline runs |",
               "|---|---|---|---|"]
     for t in tests:
-        verdict = t["verdict"] + (f": {code(str(t['reason']))}" if t.get("reason") else "")
-        lines.append(f"| {code(t['nodeid'])} | {verdict} | {percent(t['drift'])} "
-                     f"| {t['baseline_runs']} |")
+        reason = t.result.reason
+        verdict = t.verdict + (f": {code(str(reason))}" if reason else "")
+        lines.append(f"| {code(t.nodeid)} | {verdict} | {percent(t.drift)} "
+                     f"| {t.baseline_runs} |")
     return "\n".join(lines) + "\n"

@@ -14,19 +14,11 @@ and torch.profiler's kernel table); long kernel names are cut to a width with ``
 from __future__ import annotations
 
 from ..model.profile import Profile
+from ..stats.kernels import kernel_stats, kernels_by_op
 from ..stats.summary import op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
-from .kernels import (
-    abbreviate,
-    gated,
-    has_kernel_time,
-    kernel_stats,
-    kernels_by_op,
-    measure_word,
-    op_name,
-    spans,
-    zero_instrumentation,
-)
+from .kernels import abbreviate, has_kernel_time, measure_word, op_name, zero_instrumentation
+from .table import align
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
 
@@ -86,8 +78,8 @@ def singa_ops(profile: Profile) -> str:
     zero = zero_instrumentation(profile)
     kernel = kernel and not zero  # its ops are its kernels: no span, no kernels under them
     by_op = kernels_by_op(profile) if kernel or zero else {}
-    span_stats = op_stats(spans(profile)) if kernel else []
-    for s in op_stats(gated(profile)):
+    span_stats = op_stats(profile, profile.samples) if kernel else []
+    for s in op_stats(profile):
         value = f"{seconds(s.mean)} sec" if s.count else "- sec (ran only in skipped iterations)"
         if kernel and s.count:
             value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
@@ -102,23 +94,19 @@ def singa_ops(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-def _stat_table(rows: list[list[str]]) -> str:
-    if not rows:
-        return ""
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    widths[-1] = 0  # the last column is not padded
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
-                     for row in rows)
+def stat_table(rows: list[list[str]]) -> str:
+    """PaddlePaddle's ``Stat=`` lines: ``key=value`` cells, columns three spaces apart."""
+    return "\n".join(align(rows, sep="   "))
 
 
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
     measure the gate uses)."""
-    return _stat_table([
+    return stat_table([
         [f"Stat={op_name(profile, s.name)}", f"total={milliseconds(s.total)}",
          f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
          f"min={milliseconds(s.min)}", f"count={s.count}"]
-        for s in op_type_stats(gated(profile))
+        for s in op_type_stats(profile)
     ])
 
 
@@ -126,7 +114,7 @@ def kernel_table(profile: Profile) -> str:
     """The per-kernel section: every kernel, memcpy and memset name over the counted
     iterations, by total time, in ms (Paddle's CUPTI tracer, torch.profiler's kernel
     table)."""
-    table = _stat_table([
+    table = stat_table([
         [f"Stat={abbreviate(k.name)}", f"total={milliseconds(k.total)}",
          f"avg={milliseconds(k.mean)}", f"max={milliseconds(k.max)}",
          f"min={milliseconds(k.min)}", f"count={k.count}"]

@@ -8,8 +8,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from ..stats.kernels import kernels_by_op
 from . import display_name, duration, percent, word
-from .kernels import abbreviate, has_kernel_time, kernels_by_op
+from .kernels import abbreviate, has_kernel_time
+from .table import align
 
 __all__ = ["blind_line", "budget_line", "counts_line", "failure_text", "op_line", "summary_line",
            "verdict_table"]
@@ -84,10 +86,7 @@ def verdict_table(result: TestResult) -> str:
                      duration(v.baseline_median), duration(v.current_median),
                      percent(v.corrected_ratio), percent(v.margin),
                      percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) if k == 1 else cell.rjust(w)
-                       for k, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
-             for row in rows]
+    lines = align(rows, right=set(range(len(rows[0]))) - {1})
     return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
             "runs; change is drift-corrected\n" + "\n".join(lines))
 

@@ -58,10 +58,12 @@ class WallSummary:
         return max(self.wall - self.op_time, 0.0) / self.wall if self.wall > 0 else 0.0
 
 
-def op_stats(profile: Profile) -> list[OpStats]:
+def op_stats(profile: Profile, samples: np.ndarray | None = None) -> list[OpStats]:
     """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0.
-    Times are the gated ones: kernel time where it was measured."""
-    counted = profile.gated_samples()[profile.skip:]
+    Times are the gated ones (kernel time where it was measured), or ``samples``: another
+    (iterations, ops) measure of the same profile, such as its event spans
+    (``profile.samples``) beside kernel time."""
+    counted = (profile.gated_samples() if samples is None else samples)[profile.skip:]
     present = ~np.isnan(counted)
     count = present.sum(axis=0)
     filled = np.where(present, counted, 0.0)

@@ -1,0 +1,143 @@
+"""One profiled test as every report shows it: the record, and each op's figures beside
+its verdict, as typed data.
+
+A :class:`TestReport` is made once from a :class:`~pytest_opprof.model.records.TestRecord`
+by :func:`pytest_opprof.stats.reports.report_of` (which computes the figures), whether
+the record was just measured or read back from a results file
+(:func:`pytest_opprof.store.results.load`). The results JSON, the Markdown summary and
+the HTML report all render from it, so each says the same number for the same op; the
+figures next to a verdict are the verdict's own (:class:`OpVerdict`), never copied.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .profile import Profile
+from .records import TestRecord
+from .verdict import OpStatus, OpVerdict, TestResult, Verdict
+from .words import word
+
+#: The results file's schema (pytest_opprof/schemas/results-1.schema.json).
+RESULTS_SCHEMA = "pytest-opprof/results/1"
+#: An op's word over budget (its OpStatus says how it compared with the baseline).
+OVER_BUDGET = "over_budget"
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    """The activities of one name and kind (inside one op, or in the whole test) over
+    the counted iterations."""
+
+    name: str
+    #: ``kernel``, ``memcpy`` or ``memset``.
+    kind: str
+    count: int
+    total: float
+    mean: float
+    min: float
+    max: float
+    #: The OP_ID that launched them (innermost op); -1 outside any op; None for a row
+    #: of the whole test.
+    op_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One op's gated times over the counted iterations in which it ran (ns; None where
+    it ran in none)."""
+
+    median: float | None
+    mean: float | None
+    min: float | None
+    max: float | None
+    count: int
+
+
+@dataclass(frozen=True)
+class KernelFigures:
+    """An op's kernel-time extras: activities per iteration and its event span."""
+
+    #: The median number of activities it launched per counted iteration (None: unknown).
+    count: float | None
+    #: The median of its event span (the other measure, beside its kernel time).
+    span_median: float | None
+
+
+@dataclass(frozen=True)
+class OpReport:
+    op_id: int
+    name: str
+    occurrence: int
+    #: None for an op in the baseline only.
+    phase: str | None
+    #: ``ok``, ``regressed``, ``improved``, ``new``, ``missing``, ``unjudged`` or
+    #: ``over_budget``.
+    status: str
+    #: None for an op in the baseline only.
+    current: Figures | None
+    #: The gate's verdict on it; None when the gate did not compare the test.
+    verdict: OpVerdict | None
+    budget_ns: float | None = None
+    kernel: KernelFigures | None = None
+    #: The activities it launched itself, longest total first; None when none recorded.
+    kernels: tuple[KernelStats, ...] | None = None
+
+    @property
+    def baseline(self) -> OpVerdict | None:
+        """Its verdict when the baseline had it (not a new op): the baseline's figures."""
+        v = self.verdict
+        return None if v is None or v.verdict == OpStatus.NEW else v
+
+    @property
+    def median(self) -> float | None:
+        return None if self.current is None else self.current.median
+
+
+@dataclass(frozen=True)
+class TestReport:
+    __test__ = False  # not a pytest test class
+
+    record: TestRecord
+    #: The record's result, or NOT_GATED when the gate did not look at the test.
+    result: TestResult
+    ops: tuple[OpReport, ...]
+    #: ``kernel`` or ``events``: what the ops' figures are.
+    measure: str
+    #: Activities launched outside any op; None when none were recorded.
+    outside_ops_kernels: tuple[KernelStats, ...] | None = None
+
+    @property
+    def profile(self) -> Profile:
+        return self.record.profile
+
+    @property
+    def nodeid(self) -> str:
+        return self.result.nodeid
+
+    @property
+    def verdict(self) -> str:
+        return word(self.result.verdict)
+
+    @property
+    def failed(self) -> bool:
+        return self.result.verdict == Verdict.FAILED
+
+    @property
+    def drift(self) -> float | None:
+        """The run's machine drift against the baseline; None without one."""
+        c = self.result.comparison
+        return None if c is None or not math.isfinite(c.drift) else float(c.drift)
+
+    @property
+    def baseline_runs(self) -> int:
+        c = self.result.comparison
+        return 0 if c is None else c.runs
+
+    @property
+    def zero_instrumentation(self) -> bool:
+        return bool(self.profile.meta.get("zero_instrumentation"))
+
+    def having(self, status: str) -> list[OpReport]:
+        return [op for op in self.ops if op.status == status]

@@ -1,0 +1,58 @@
+"""Reading a results file back (``opprof report``, ``opprof compare BASE.json HEAD.json``):
+each test made into the same :class:`~pytest_opprof.model.reports.TestReport` a run
+renders from (:func:`pytest_opprof.stats.reports.report_of`), from the typed profile and
+result the file carries. :mod:`pytest_opprof.render.results_json` writes the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import OpprofError
+from ..model.profile import Profile
+from ..model.records import TestRecord
+from ..model.reports import RESULTS_SCHEMA, TestReport
+from ..model.runinfo import RunInfo
+from ..model.verdict import TestResult
+from ..stats.reports import report_of
+from .files import read_bounded
+
+SCHEMA = RESULTS_SCHEMA
+#: A results file larger than this is refused unread (a profile of 1,000 ops over
+#: 1,000 iterations is about 20 MB).
+MAX_BYTES = 512 * 2**20
+
+
+def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
+    """A results file's run info and its tests; OpprofError naming the file when it
+    cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
+    try:
+        data = json.loads(read_bounded(Path(path), MAX_BYTES).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: undecodable, not
+        # JSON, or an integer of more digits than Python converts
+        raise OpprofError(f"{path}: cannot be read as JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise OpprofError(f"{path}: not a results file of schema {SCHEMA!r} "
+                          "(pytest --opprof-json=PATH writes one)")
+    tests, machine = data.get("tests"), data.get("machine")
+    if not isinstance(tests, list) or not isinstance(machine, dict):
+        raise OpprofError(f"{path}: malformed results (tests or machine missing)")
+    reports = []
+    for test in tests:
+        if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
+            raise OpprofError(f"{path}: malformed results (a test without ops)")
+        try:
+            reports.append(report_of(_record(test)))
+        except OpprofError as exc:
+            raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
+    return RunInfo.from_dict(data), reports
+
+
+def _record(test: dict[str, Any]) -> TestRecord:
+    """One test of a results file as its typed record: its profile and the gate's
+    ``result`` (validated); a test without one was not gated."""
+    profile = Profile.from_dict(test.get("profile"))
+    result = test.get("result")
+    return TestRecord(profile, None if result is None else TestResult.from_dict(result, profile))
