@@ -3,6 +3,7 @@ from __future__ import annotations
 import importlib
 import os
 
+import hypothesis  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 
@@ -21,6 +22,13 @@ try:  # matplotlib whole, for the same reason: pytester's snapshot drops the mod
     import matplotlib.pyplot
 except ImportError:  # the report extra is optional: its tests skip
     pass
+
+# hypothesis once, for the same reason: its pytest plugin imports it (all of it, through
+# pytest's assertion rewriting, which caches nothing under PYTHONDONTWRITEBYTECODE) at the
+# end of every run, and pytester's in-process runs dropped it again each time: 2.5-3.7 s
+# an inner run when a file without hypothesis tests ran alone. Inner runs also leave the
+# plugin out (``-p no:hypothesispytest``, below): no inner test uses hypothesis, and a
+# subprocess run would pay the import again.
 
 pytest_plugins = ["pytester"]
 
@@ -46,17 +54,22 @@ def scope_impl(request):
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
              monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytester whose inner runs share the outer run's pytest-randomly seed, and never
-    take the outer run's xdist worker environment for their own.
+    """pytester whose inner runs share the outer run's pytest-randomly seed, never take
+    the outer run's xdist worker environment for their own, and leave hypothesis's
+    plugin out.
 
     pytester clears PYTEST_ADDOPTS, so inner runs would shuffle with a seed of their own
     and a failure seen under ``--randomly-seed=N`` would not come back with it; here
-    ``-p randomly --randomly-seed=N`` reaches every inner run (in-process and subprocess)."""
+    ``-p randomly --randomly-seed=N`` reaches every inner run (in-process and subprocess,
+    and the pytest processes the ``opprof`` commands start), and so does
+    ``-p no:hypothesispytest``."""
     # an outer run under xdist must not make inner runs look like xdist workers
     # (pytest-benchmark disables itself and warns, an error under -W error)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+    addopts = ["-p", "no:hypothesispytest"]
     seed = getattr(request.config.option, "randomly_seed", None)
     if isinstance(seed, int) and request.config.pluginmanager.hasplugin("randomly"):
-        monkeypatch.setenv("PYTEST_ADDOPTS", f"-p randomly --randomly-seed={seed}")
+        addopts += ["-p", "randomly", f"--randomly-seed={seed}"]
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(addopts))
     return pytester
