@@ -55,19 +55,23 @@ def scope_impl(request):
 def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
              monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytester whose inner runs share the outer run's pytest-randomly seed, never take
-    the outer run's xdist worker environment for their own, and leave hypothesis's
+    the outer run's xdist worker environment for their own, skip the confirmation re-run
+    unless the test is marked ``rerun`` or ``no_opprof_flags``, and leave hypothesis's
     plugin out.
 
     pytester clears PYTEST_ADDOPTS, so inner runs would shuffle with a seed of their own
     and a failure seen under ``--randomly-seed=N`` would not come back with it; here
     ``-p randomly --randomly-seed=N`` reaches every inner run (in-process and subprocess,
-    and the pytest processes the ``opprof`` commands start), and so does
-    ``-p no:hypothesispytest``."""
+    and the pytest processes the ``opprof`` commands start), and so do
+    ``--opprof-no-confirm`` (a regression would otherwise be re-run in a new process, a
+    second or more each time) and ``-p no:hypothesispytest``."""
     # an outer run under xdist must not make inner runs look like xdist workers
     # (pytest-benchmark disables itself and warns, an error under -W error)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
     addopts = ["-p", "no:hypothesispytest"]
+    if not any(request.node.get_closest_marker(name) for name in ("rerun", "no_opprof_flags")):
+        addopts.append("--opprof-no-confirm")
     seed = getattr(request.config.option, "randomly_seed", None)
     if isinstance(seed, int) and request.config.pluginmanager.hasplugin("randomly"):
         addopts += ["-p", "randomly", f"--randomly-seed={seed}"]
