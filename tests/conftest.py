@@ -32,6 +32,19 @@ except ImportError:  # the report extra is optional: its tests skip
 
 pytest_plugins = ["pytester"]
 
+#: The tiers, one per test (``pytest -m unit``, ``-m "not e2e"``, ``-m e2e``). A test marked
+#: e2e (or pytester) keeps its mark; any other test is ``pytester`` when it takes the
+#: pytester fixture, else ``unit``.
+TIERS = ("unit", "pytester", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(item.get_closest_marker(tier) for tier in TIERS):
+            continue
+        tier = "pytester" if "pytester" in getattr(item, "fixturenames", ()) else "unit"
+        item.add_marker(tier)
+
 
 def load_cscope():
     """The C hot path; CI sets OPPROF_REQUIRE_CSCOPE=1 so that a failed build fails."""

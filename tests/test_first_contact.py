@@ -43,6 +43,7 @@ def test_help_through_pytester_lists_the_options(pytester, flag):
                                  "*opprof_tolerance*"])
 
 
+@pytest.mark.pytester
 def test_help_through_the_installed_entry_point(tmp_path):
     """The plugin as pip installs it: loaded from its entry point in a new process."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path,
