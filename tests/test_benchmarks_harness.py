@@ -44,6 +44,7 @@ def test_a_bad_manyop_variable_names_the_variable_and_the_ops():
     assert parse_slowdowns(f"{NAMES[-1]}:1.5", env=SLOW_ENV, allowed=NAMES) == {NAMES[-1]: 0.5}
 
 
+@pytest.mark.pytester
 def test_a_bad_manyop_variable_is_one_usage_error_before_any_test():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "benchmarks/manyop", "-q", "-p", "no:cacheprovider",
@@ -160,6 +161,7 @@ def test_fit_and_rates_read_the_recorded_outcomes(tmp_path, capsys):
     assert "| op5 | 32 us | x1.5 | 1.460 | +20.0% | caught | - |" in out
 
 
+@pytest.mark.e2e
 def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
     """As a user runs it, on the many-op suite: the quick-path baseline, one A/A run,
     its outcome read from the results JSON, and the tables."""

@@ -29,6 +29,7 @@ def test_a_command_without_its_action_is_a_usage_error(capsys, argv, usage):
     assert captured.err.startswith(usage) and captured.out == ""
 
 
+@pytest.mark.pytester
 def test_the_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "pytest_opprof.cli", "--version"],
                          capture_output=True, text=True, check=True)
@@ -78,6 +79,7 @@ def stored(root) -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.e2e
 def test_update_runs_pytest_n_times_into_one_batch(project, capsys):
     assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
@@ -90,6 +92,7 @@ def test_update_runs_pytest_n_times_into_one_batch(project, capsys):
                                                                       + files[0].parent.name[-10:]]
 
 
+@pytest.mark.e2e
 def test_a_failing_run_stores_nothing_and_keeps_the_old_baselines(project, capsys):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     before = stored(project.path / ".opprof")
@@ -102,6 +105,7 @@ def test_a_failing_run_stores_nothing_and_keeps_the_old_baselines(project, capsy
     assert [p.name for p in (project.path / ".opprof").iterdir() if p.name.startswith(".")] == []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, says", [
     (["-k", "nothing_matches"], "pytest collected no tests: name the tests"),
     (["test_missing.py"], "pytest refused the arguments (file or directory not found: "
@@ -136,6 +140,7 @@ def test_runs_must_be_positive(capsys):
     assert "--runs must be a whole number >= 1, not '0'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_show_lists_and_prints_one_test(project, capsys):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     capsys.readouterr()
@@ -149,6 +154,7 @@ def test_show_lists_and_prints_one_test(project, capsys):
     assert "Stat=conv2d " in detail and "count=5" in detail
 
 
+@pytest.mark.e2e
 def test_show_errors_are_one_line(project, capsys):
     assert main(["baseline", "show", "--dir", "missing"]) == 1
     assert capsys.readouterr().err.strip() == (
@@ -162,6 +168,7 @@ def test_show_errors_are_one_line(project, capsys):
     assert "no baselines for machine 'other'" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_show_reports_unreadable_files_and_exits_non_zero(project, capsys):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     next((project.path / ".opprof").rglob("*test_a-*.json")).write_text("{")
@@ -170,6 +177,7 @@ def test_show_reports_unreadable_files_and_exits_non_zero(project, capsys):
     assert "unreadable: " in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_the_cli_finds_the_baseline_folder_and_machine_key_of_the_ini_file(project):
     """update, show and prune all use opprof_baseline_dir and opprof_machine_key from
     the ini file, as the plugin does (the ini value relative to the ini file)."""
@@ -188,6 +196,7 @@ def test_the_cli_finds_the_baseline_folder_and_machine_key_of_the_ini_file(proje
     assert "ci/base/runner-1/" in pruned.stdout
 
 
+@pytest.mark.e2e
 def test_prune_is_a_dry_run_until_apply(project):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     project.makepyfile(test_suite=SUITE.split("def test_b")[0])  # test_b is gone
@@ -204,6 +213,7 @@ def test_prune_is_a_dry_run_until_apply(project):
     assert "no stale baselines" in again.stdout
 
 
+@pytest.mark.e2e
 def test_prune_keeps_everything_when_collection_fails(project):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     project.makepyfile(test_suite="this is not python")
@@ -246,6 +256,7 @@ def relu_medians(runs: list[dict]) -> list[float]:
     return [r["ops"]["median_ns"][r["ops"]["name"].index("relu")] for r in runs]
 
 
+@pytest.mark.e2e
 def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
         project, capsys, monkeypatch):
     project.makepyfile(test_suite=CONTENDED)
@@ -264,6 +275,7 @@ def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
     assert (project.path / "runs.txt").read_text() == "4"  # 3 runs and one taken again
 
 
+@pytest.mark.e2e
 def test_update_says_which_ops_still_disagree_and_show_says_it_too(project, capsys,
                                                                       monkeypatch):
     project.makepyfile(test_suite=CONTENDED)
@@ -289,6 +301,7 @@ def test_update_says_which_ops_still_disagree_and_show_says_it_too(project, caps
     assert shown[("relu", 0)][1] > 3 * shown[("conv2d", 0)][1]  # detectable: 4x in a run
 
 
+@pytest.mark.e2e
 def test_a_run_taken_again_that_fails_stores_nothing(project, capsys, monkeypatch):
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     before = stored(project.path / ".opprof")
@@ -324,6 +337,7 @@ def rule_noise(root, test: str) -> dict[tuple[str, int], rule.OpNoise]:
     return rule.noise(load_file(path).samples(), gate_config("fake", 0.05, {}))
 
 
+@pytest.mark.e2e
 def test_show_prints_each_op_s_spread_and_detectable_effect(project, capsys):
     assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
     capsys.readouterr()
@@ -338,6 +352,7 @@ def test_show_prints_each_op_s_spread_and_detectable_effect(project, capsys):
     assert "would help" not in detail  # runs that agree: no line asking for more
 
 
+@pytest.mark.e2e
 def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, capsys):
     """One run knows only the prior spread: the typical op is caught only far slower."""
     assert main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"]) == 0

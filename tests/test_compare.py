@@ -197,6 +197,7 @@ def assert_clean(repo: Path) -> None:
     assert list(Path(tempfile.tempdir).iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_a_committed_slowdown_is_exactly_that_op_regressed(repo, capsys):
     (repo / "costs.py").write_text(COSTS.replace('"mul": 30_000', '"mul": 36_000')
                                    .replace("}", ', "extra": 5_000}'))
@@ -224,6 +225,7 @@ def test_a_committed_slowdown_is_exactly_that_op_regressed(repo, capsys):
     assert_clean(repo)
 
 
+@pytest.mark.e2e
 def test_a_commit_against_itself_passes(repo, capsys):
     assert main(["compare", "HEAD", "--pairs", "1"]) == 0
     out = capsys.readouterr().out
@@ -232,6 +234,7 @@ def test_a_commit_against_itself_passes(repo, capsys):
     assert_clean(repo)
 
 
+@pytest.mark.e2e
 def test_setup_runs_in_each_tree_before_the_processes(repo, capsys):
     assert main(["compare", "HEAD", "--pairs", "1", "--setup", "pwd > setup-ran"]) == 0
     assert (repo / "setup-ran").read_text().strip() == str(repo)
@@ -239,6 +242,7 @@ def test_setup_runs_in_each_tree_before_the_processes(repo, capsys):
     assert_clean(repo)
 
 
+@pytest.mark.e2e
 def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, capsys):
     """The documented way for a src-layout package: PYTHONPATH=src (relative: each
     process imports the package of the tree it runs in)."""
@@ -284,6 +288,7 @@ def one_line(capsys) -> str:
     return err
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv, code, says", [
     (["compare", "no-such-ref"], 2, "'no-such-ref' is not a commit, branch or tag of"),
     (["compare", "HEAD", "--no-such-flag"], 2,
@@ -307,12 +312,14 @@ def test_usage_errors_are_one_line(repo, capsys, argv, code, says):
     assert_clean(repo)
 
 
+@pytest.mark.e2e
 def test_a_file_that_is_not_results_is_one_line(repo, capsys):
     (repo / "a.json").write_text('{"schema": "something/else"}')
     assert main(["compare", "a.json", "a.json"]) == 1
     assert "a.json: not a results file of schema" in one_line(capsys)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("flag, says", [
     ("--pairs=0", "--pairs must be a whole number >= 1, not '0'"),
     ("--pairs=x", "--pairs must be a whole number >= 1, not 'x'"),
@@ -334,6 +341,7 @@ def test_outside_a_git_repository_is_a_usage_error(tmp_path, monkeypatch, capsys
     assert "is not in a git repository" in one_line(capsys)
 
 
+@pytest.mark.e2e
 def test_ctrl_c_removes_the_worktree(repo, monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -344,6 +352,7 @@ def test_ctrl_c_removes_the_worktree(repo, monkeypatch, capsys):
     assert_clean(repo)
 
 
+@pytest.mark.e2e
 def test_sigterm_removes_the_worktree_too(repo, monkeypatch, capsys):
     """A cancelled CI job sends SIGTERM: the worktree goes as on Ctrl-C."""
     def terminated(*args, **kwargs):
@@ -563,6 +572,7 @@ def noisy_processes(repo, monkeypatch):
     return simulated
 
 
+@pytest.mark.e2e
 def test_a_steady_machine_stops_after_the_first_pairs(noisy_processes, capsys):
     calls = noisy_processes(0.0)
     assert main(["compare", "HEAD", "--json", "c.json"]) == 0
@@ -572,6 +582,7 @@ def test_a_steady_machine_stops_after_the_first_pairs(noisy_processes, capsys):
     assert "pairs let nine in ten ops" not in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_a_noisy_machine_gets_the_pairs_its_ops_need(noisy_processes, capsys):
     calls = noisy_processes(0.04)
     assert main(["compare", "HEAD", "--json", "c.json"]) == 0
@@ -583,6 +594,7 @@ def test_a_noisy_machine_gets_the_pairs_its_ops_need(noisy_processes, capsys):
     assert data["tests"][0]["sees"] <= 0.15 and "blind:" not in out
 
 
+@pytest.mark.e2e
 def test_the_most_pairs_is_a_limit_and_the_table_says_what_it_missed(noisy_processes,
                                                                       capsys):
     calls = noisy_processes(0.06)

@@ -77,6 +77,7 @@ def test_a_thread_setting_other_than_the_baselines_is_refused_in_one_line(suite,
     result.stdout.fnmatch_lines(["*regressed: relu (OP_ID 2) +200.0%*"])
 
 
+@pytest.mark.e2e
 def test_a_serial_baseline_is_not_judged_under_xdist_and_one_taken_so_is(suite, monkeypatch):
     """What the README showed (a serial baseline, then ``pytest -n 2``) failed untouched
     ops on a real machine; now the line names the worker counts and the commands."""

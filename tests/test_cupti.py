@@ -570,6 +570,7 @@ def test_a_wrong_measure_is_one_line(suite, args, ini, message):
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.rerun
 def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypatch):
     """A re-run must not fall back to events where the first run had kernel time."""
     from pytest_opprof.run import rerun
@@ -580,6 +581,7 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     assert "--opprof-measure=kernel" in args
 
 
+@pytest.mark.e2e
 def test_the_gpu_check_script_runs_dry_on_the_fake_backend(tmp_path, monkeypatch):
     """scripts/cupti_check.py is for a session with a GPU; --dry-run keeps it working."""
     import subprocess

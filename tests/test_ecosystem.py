@@ -56,6 +56,7 @@ def update(pytester, *args):
 
 # ---- xdist --------------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("workers", [["-n", "2"], ["-p", "no:xdist"]], ids=["n2", "no-xdist"])
 def test_reports_and_the_gate_work_alike_with_and_without_xdist(suite, monkeypatch, workers):
     pytest.importorskip("xdist")
@@ -90,6 +91,7 @@ def test_workers_take_cuda_devices_round_robin():
     assert worker_device(0, 0) is None
 
 
+@pytest.mark.e2e
 def test_workers_never_rewrite_cuda_visible_devices(pytester, monkeypatch):
     """Devices are pinned in-process when a worker first profiles on CUDA, so the
     environment the user set stays as it was, fixture or not."""
@@ -332,6 +334,7 @@ def test_on_cuda_each_op_is_an_nvtx_range():
 
 # ---- the HTML report ---------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_html_report_from_pytest_and_from_a_results_file(regressed):
     pytest.importorskip("matplotlib")
     from pytest_opprof.cli import main
@@ -353,6 +356,7 @@ def test_html_report_from_pytest_and_from_a_results_file(regressed):
 MARKUP = '<script>alert("x")</script><img src=x onerror=alert(1)>\ud800'
 
 
+@pytest.mark.pytester
 def test_opprof_report_escapes_markup_from_a_results_file(tmp_path):
     """Test ids, op names, phases and machine facts of a results file are data: a file
     whose strings hold markup (or a lone surrogate) writes none of it into the page."""

@@ -106,6 +106,7 @@ def _section(out: str, nodeid: str) -> str:
     return re.split(r"\n(?:-{3,}|={3,}) ", after, maxsplit=1)[0]
 
 
+@pytest.mark.e2e
 def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
     out = suite_v2_skip3.stdout
     assert suite_v2_skip3.returncode == 0, out[-3000:]
@@ -123,6 +124,7 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
     assert "test_transformer_block[32] -" in out and "test_transformer_block[64] -" in out
 
 
+@pytest.mark.e2e
 def test_a_bad_slowdown_variable_is_one_usage_error():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "-q", "-p", "no:cacheprovider",

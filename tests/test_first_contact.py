@@ -43,6 +43,7 @@ def test_help_through_pytester_lists_the_options(pytester, flag):
                                  "*opprof_tolerance*"])
 
 
+@pytest.mark.pytester
 def test_help_through_the_installed_entry_point(tmp_path):
     """The plugin as pip installs it: loaded from its entry point in a new process."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path,
@@ -84,6 +85,7 @@ INERT_MODULES = ["pytest_opprof", "pytest_opprof._version", "pytest_opprof.error
                  "pytest_opprof.run", "pytest_opprof.run.options"]
 
 
+@pytest.mark.no_opprof_flags
 def test_unused_plugin_prints_nothing_and_imports_only_its_options(pytester):
     pytester.makeconftest(MODULES_CONFTEST)
     pytester.makepyfile(test_plain=PLAIN)
@@ -94,6 +96,7 @@ def test_unused_plugin_prints_nothing_and_imports_only_its_options(pytester):
     assert modules == INERT_MODULES
 
 
+@pytest.mark.no_opprof_flags
 def test_collect_only_prints_no_header_without_options(pytester):
     pytester.makepyfile(test_profiled=PROFILED)
     result = pytester.runpytest("--collect-only", "-q")
@@ -112,6 +115,7 @@ def test_an_ini_value_brings_the_header(pytester):
     pytester.runpytest().stdout.fnmatch_lines(["opprof: backend fake *"])
 
 
+@pytest.mark.no_opprof_flags
 def test_the_fixture_alone_wakes_the_plugin_at_first_use(pytester):
     """No option: no header, but a test that uses the fixture is profiled and gated."""
     pytester.makepyfile(test_profiled=CPU_PROFILED)

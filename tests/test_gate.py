@@ -68,6 +68,7 @@ def test_update_writes_one_file_per_test_then_an_unchanged_run_passes(suite):
     result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +0.0%"])
 
 
+@pytest.mark.rerun
 def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
     update(suite)
     monkeypatch.setenv("SLOW", "relu:1.3")
@@ -84,6 +85,7 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.rerun
 def test_a_slowdown_the_rerun_does_not_show_passes(suite, monkeypatch):
     update(suite)
     # slow in the first process only: the re-run in a new process finds the op as before

@@ -155,6 +155,7 @@ def test_sparkline_draws_low_to_high_and_flat_at_mid_height():
     assert sparkline([5.0, 5.0], "_-#") == "--"
 
 
+@pytest.mark.pytester
 def test_json_holds_runs_medians_and_steps(tmp_path):
     runs = noisy(12, seed=2)
     for medians in runs[6:]:
@@ -176,6 +177,7 @@ def test_json_holds_runs_medians_and_steps(tmp_path):
     assert all(not other["steps"] for other in test["ops"] if other is not op)
 
 
+@pytest.mark.pytester
 def test_html_draws_each_op_with_its_step(tmp_path):
     runs = noisy(10, seed=4)
     for medians in runs[5:]:
@@ -231,6 +233,7 @@ def test_an_unwritable_output_is_one_line_before_anything_is_read(tmp_path, caps
     assert "is a file, not a folder" in captured.err
 
 
+@pytest.mark.pytester
 def test_a_bad_tolerance_is_a_usage_error(tmp_path):
     code, _, err = history("--dir", str(tmp_path), "--tolerance", "lots")
     assert code == 2 and "the tolerance must be a fraction or a percentage" in err
@@ -262,6 +265,7 @@ def git(repo, *args: str) -> str:
                           cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
 
 
+@pytest.mark.e2e
 def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
         pytester, monkeypatch, capsys):
     pytester.makepyfile(test_net=SUITE)

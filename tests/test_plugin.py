@@ -372,6 +372,7 @@ SIZED = GATED.replace("* factor(name))", "* factor(name) * (size if name == 'rel
              "def test_net(gpu_profiler, request):\n    size = request.config.getoption('size')")
 
 
+@pytest.mark.rerun
 def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
     """The re-run keeps ``--size=2``: without it, it would time half the relu work, find
     no regression and clear a real one."""
@@ -388,6 +389,7 @@ def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
         "*confirmed by a re-run in a new process*"])
 
 
+@pytest.mark.rerun
 def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
     from pytest_opprof.run import rerun
 

@@ -43,6 +43,7 @@ def _write_forever(root: str) -> None:
             store.record(nodeid, run_of(tag), batch=f"b{tag // 3}", append=tag % 2 == 0)
 
 
+@pytest.mark.e2e
 def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path):
     """100 writers, each killed (SIGKILL) or interrupted (SIGINT, Ctrl-C) at a random
     moment: every baseline file is a whole, valid baseline of its test afterwards."""
@@ -121,6 +122,7 @@ def test_op(gpu_profiler, k):
 """
 
 
+@pytest.mark.e2e
 def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytester):
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
@@ -137,6 +139,7 @@ def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytes
     del store
 
 
+@pytest.mark.e2e
 def test_xdist_workers_update_every_baseline(pytester):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_suite=SUITE)
@@ -365,6 +368,7 @@ def cli_project(pytester):
     return pytester.path
 
 
+@pytest.mark.e2e
 def test_two_concurrent_updates_each_store_whole_batches(cli_project):
     """Both commands complete; every test keeps the 3 runs of one of them, never a mix
     (the runs go to a staging folder, committed under the store's lock)."""
@@ -383,6 +387,7 @@ def test_two_concurrent_updates_each_store_whole_batches(cli_project):
     assert [p.name for p in (cli_project / ".opprof").iterdir()] == [store.folder.name]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_during_an_update_leaves_the_store_as_it_was(cli_project, sig):
     """SIGINT to the command and its pytest (a terminal's Ctrl-C), or SIGTERM (a CI job
@@ -413,6 +418,7 @@ STORED = ["tests/test_a.py::test_x", "tests/test_a.py::test_y", "tests/test_a.py
           "tests/test_b.py::test_x", "tests/test_b.py::test_y", "tests/test_gone.py::test_x"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("cwd, args, removed", [
     # only test_a.py collected: test_b.py's baselines are live, merely not collected
     (".", ["--dir", "ci/baselines", "tests/test_a.py"],
@@ -477,6 +483,7 @@ def _stored_file():
         st.integers(0, 3), st.sampled_from(["wall_ns", "phases", "meta", "ops"]), odd))
 
 
+@pytest.mark.e2e
 def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
     """What the gate accepts, every command accepts: one loader for all, and for any
     file it accepts, show (the list and one test in full) and prune exit 0 or 1, and
@@ -520,6 +527,7 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
     check()
 
 
+@pytest.mark.e2e
 def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(cli_project,
                                                                                 pytester):
     """A 5,000-digit integer (ValueError inside json.loads) and probe_ns = 1e308 under

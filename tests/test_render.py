@@ -235,6 +235,7 @@ def test_markdown_shows_markup_in_names_as_code(name):
 CHART_NAMES = ["<script>alert(1)</script>", "$\\frac{1}{$", "--><b>x", "x\ud800\x1b[2J", "a\nb"]
 
 
+@pytest.mark.e2e
 def test_html_charts_take_any_name(tmp_path):
     """Hostile op and phase names through matplotlib's SVG (math mode, comments, lone
     surrogates). Drawn in a new process: matplotlib's C extensions do not survive an

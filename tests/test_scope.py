@@ -201,6 +201,7 @@ def test_the_profiler_records_through_the_c_module_where_it_was_built():
     assert profiler._impl is expected and profiler.op is expected.op
 
 
+@pytest.mark.e2e
 def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypatch):
     """OPPROF_PURE_PYTHON=1 (also the fallback where the C module cannot be built)."""
     pytester.makepyfile(check="""

@@ -104,6 +104,7 @@ def test_unknown_backend():
         make_timer("tpu")
 
 
+@pytest.mark.pytester
 def test_importing_the_plugin_does_not_import_cupy():
     code = ("import sys, pytest_opprof.plugin, pytest_opprof.measure.timers.cuda; "
             "print('cupy' in sys.modules)")

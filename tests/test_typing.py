@@ -88,11 +88,13 @@ def _mypy(tmp_path: Path, cache: Path, code: str) -> subprocess.CompletedProcess
         env={**os.environ, "MYPYPATH": str(Path(pytest_opprof.__file__).parent.parent)})
 
 
+@pytest.mark.e2e
 def test_user_code_with_the_fixture_and_op_is_clean_under_mypy_strict(tmp_path, mypy_cache):
     result = _mypy(tmp_path, mypy_cache, USER_CODE)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 def test_mypy_sees_a_decorated_functions_signature_and_a_wrong_op_name(tmp_path, mypy_cache):
     result = _mypy(tmp_path, mypy_cache, MISTAKES)
     assert result.returncode == 1, result.stdout + result.stderr
