@@ -61,7 +61,7 @@ class WallSummary:
 def op_stats(profile: Profile) -> list[OpStats]:
     """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0.
     Times are the gated ones: kernel time where it was measured."""
-    counted = profile.gated_samples()[profile.skip:]
+    counted = profile.counted_matrix()
     present = ~np.isnan(counted)
     count = present.sum(axis=0)
     filled = np.where(present, counted, 0.0)
@@ -117,7 +117,7 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
     first_backward = next(
         (o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)), len(profile.ops)
     )
-    per_op = np.nansum(profile.gated_samples()[profile.skip:], axis=0)
+    per_op = np.nansum(profile.counted_matrix(), axis=0)
     top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
     ids = np.arange(len(profile.ops))
     forward = float(per_op[top & (ids < first_backward)].sum()) / n
