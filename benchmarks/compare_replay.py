@@ -39,15 +39,16 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages come
 from benchmarks.compare_runs import TEST, WORKLOAD, environment  # noqa: E402
 from benchmarks.gate_runs import MIN_INJECT_NS  # noqa: E402
 from pytest_opprof.commands import compare  # noqa: E402
-from pytest_opprof.judge import comparison, paired  # noqa: E402
+from pytest_opprof.judge import comparison, config, paired  # noqa: E402
 from pytest_opprof.model import comparison as data  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
+from pytest_opprof.stats.robust import positive_or_nan  # noqa: E402
 from pytest_opprof.store.results import load  # noqa: E402
 
 
 def counted(profile: Profile) -> np.ndarray:
     """A process's counted samples, as the command reads them."""
-    return comparison._counted(profile)
+    return positive_or_nan(profile.counted_matrix())
 
 
 def record(folder: Path, processes: int) -> None:
@@ -165,7 +166,7 @@ def main() -> int:
     parser.add_argument("--pairs", default="8,12,16,20")
     parser.add_argument("--detect", type=float, default=comparison.DEFAULT_DETECT)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sizing", default=str(paired.SIZING_QUANTILE),
+    parser.add_argument("--sizing", default=str(config.SIZING_QUANTILE),
                         help="percentiles of the ops' spread the automatic run is sized on, "
                              "e.g. 75,90 (default: the command's)")
     args = parser.parse_args()
@@ -200,7 +201,7 @@ def main() -> int:
             print(f"| {pairs} | {model} | {false / args.trials:.3f} | "
                   f"{caught / args.trials:.2f} |")
     for quantile in (int(x) for x in args.sizing.split(",")):
-        paired.SIZING_QUANTILE = quantile  # what the sizing reads (default 90)
+        config.SIZING_QUANTILE = quantile  # what the sizing reads (default 90)
         false = caught = done = 0
         used = []
         for t in range(args.trials):

@@ -59,10 +59,10 @@ if __package__ in (None, ""):  # run as a script: the repository's packages come
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.peer_rules import asv_flags, pytest_benchmark_fails
+from pytest_opprof.judge.config import TOLERANCE
 from pytest_opprof.judge.gate import gate_config
 from pytest_opprof.judge.rule import GateConfig, compare_with_rerun
 from pytest_opprof.model.verdict import OpStatus
-from pytest_opprof.run.options import DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def _opprof(test, base_runs, cur, rerun, config, confirm):
 
 def cpu_config() -> GateConfig:
     """The rule's settings as the plugin makes them for a CPU test by default."""
-    return gate_config("cpu", DEFAULT_TOLERANCE, {})
+    return gate_config("cpu", TOLERANCE, {})
 
 
 def rule_opprof(config: GateConfig | None = None, confirm: bool = True):

@@ -21,10 +21,10 @@ import argparse
 import numpy as np
 
 from pytest_opprof.judge.changepoints import op_history, run_drift
+from pytest_opprof.judge.config import TOLERANCE
 
 RUNS = 20
 OPS = 40
-TOLERANCE = 0.05
 
 
 def histories(rng: np.random.Generator, n: int) -> np.ndarray:

@@ -40,13 +40,14 @@ from .commands import history
 from .commands.common import CommandError, UsageProblem, last_line, whole_number
 from .errors import OpprofError
 from .judge import agreement, changepoints, rule
+from .judge.config import BLIND, GATE_SEES_QUANTILE
 from .judge.gate import gate_config
 from .judge.rule import GateConfig
 from .model.conditions import describe as describe_conditions
 from .render import display_name, duration
 from .render.text import paddle_table, singa_ops, stat_table, wall_line
-from .render.verdicts import BLIND
 from .run.options import DEFAULT_BASELINE_DIR, DEFAULT_TOLERANCE, Settings
+from .stats.power import blind, sees
 from .store.baseline import (
     OUTLYING_OPS,
     STAGING_PREFIX,
@@ -595,7 +596,7 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     """Per op, what the gate sees in these runs: the median, the spread of the op's
     median between runs and the smallest slowdown it would catch (rule.noise); and a
     line saying what would help when the typical op's is beyond the gate's blindness limit
-    (``render.verdicts.BLIND``)."""
+    (``judge.config.BLIND``)."""
     samples = b.samples()
     noise = rule.noise(samples, _config(b, tolerance))
     if not noise:
@@ -608,8 +609,8 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
     lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
              "the smallest slowdown it catches):", stat_table(rows)]
-    typical = float(np.median([op.detectable for op in noise.values()]))
-    if typical > BLIND:
+    typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
+    if blind(typical, BLIND):
         runs = max(DEFAULT_RUNS, 2 * len(b.runs))
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "

@@ -20,8 +20,9 @@ import pytest
 import pytest_opprof
 from pytest_opprof.cli import main
 from pytest_opprof.commands import compare
-from pytest_opprof.judge import comparison, paired
+from pytest_opprof.judge import comparison, config, paired
 from pytest_opprof.judge.paired import judge_pairs, judge_single
+from pytest_opprof.stats import distributions, drift
 
 SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
 
@@ -33,12 +34,12 @@ def test_t_and_gamma_functions_agree_with_scipy():
     special = pytest.importorskip("scipy.special")
     for dof in (1, 2, 3, 6, 17, 40):
         for t in (-2.5, 0.3, 1.7, 6.0):
-            assert paired.t_cdf(t, dof) == pytest.approx(stats.t.cdf(t, dof), abs=1e-10)
+            assert distributions.t_cdf(t, dof) == pytest.approx(stats.t.cdf(t, dof), abs=1e-10)
         for p in (0.9, 0.995, 0.99999):
-            assert paired.t_quantile(p, dof) == pytest.approx(stats.t.ppf(p, dof), rel=1e-6)
+            assert distributions.t_quantile(p, dof) == pytest.approx(stats.t.ppf(p, dof), rel=1e-6)
     for x in (0.1, 0.5, 1.0, 2.5, 7.0, 30.0):
-        assert paired.digamma(x) == pytest.approx(special.digamma(x), abs=1e-9)
-        assert paired.trigamma(x) == pytest.approx(special.polygamma(1, x), abs=1e-9)
+        assert distributions.digamma(x) == pytest.approx(special.digamma(x), abs=1e-9)
+        assert distributions.trigamma(x) == pytest.approx(special.polygamma(1, x), abs=1e-9)
 
 
 def noisy_pairs(rng, pairs=6, ops=40, drift=0.04):
@@ -460,12 +461,12 @@ def test_an_ops_state_is_the_median_of_the_others():
         rows, cols = rng.integers(1, 6), rng.integers(1, 12)
         x = rng.normal(size=(rows, cols))
         x[rng.random((rows, cols)) < 0.3] = np.nan
-        got = paired._others_median(x)
+        got = drift.others_median(x, config.MIN_OPS_FOR_DRIFT - 1)
         for i in range(rows):
             for j in range(cols):
                 others = np.delete(x[i], j)
                 others = others[np.isfinite(others)]
-                enough = np.isfinite(x[i, j]) and len(others) >= paired.MIN_OPS_FOR_DRIFT - 1
+                enough = np.isfinite(x[i, j]) and len(others) >= config.MIN_OPS_FOR_DRIFT - 1
                 assert (got[i, j] == pytest.approx(np.median(others)) if enough
                         else np.isnan(got[i, j]))
 
@@ -519,7 +520,7 @@ def test_pairs_needed_grow_with_the_ops_spread():
     rng = np.random.default_rng(10)
     quiet = judge_pairs(*noisy_pairs(rng, pairs=6))
     needed = paired.pairs_needed(quiet, 0.15)
-    sd = np.percentile([op.sd for op in quiet.ops], paired.SIZING_QUANTILE)
+    sd = np.percentile([op.sd for op in quiet.ops], config.SIZING_QUANTILE)
     z = quiet.quantile + 0.8416
     assert needed == max(2, math.ceil((z * sd / (math.log(1.15) - math.log(1.05))) ** 2))
     base, head = noisy_pairs(rng, pairs=6)
@@ -532,7 +533,7 @@ def test_pairs_needed_grow_with_the_ops_spread():
 
 def test_detectable_is_caught_four_times_in_five():
     """An op slowed by its reported detectable slowdown is called regressed in about
-    80% of comparisons (paired.POWER)."""
+    80% of comparisons (config.POWER)."""
     rng = np.random.default_rng(11)
 
     def pairs(slow=1.0):

@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from pytest_opprof.judge.rule import GateConfig, compare, mann_whitney, normal_sf
+from pytest_opprof.judge.rule import GateConfig, compare
+from pytest_opprof.stats.distributions import mann_whitney, normal_sf
 
 
 def make_runs(rng, medians, runs, n=20, noise=0.02, run_spread=0.005, scale=None):

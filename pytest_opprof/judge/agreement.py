@@ -22,13 +22,14 @@ speed up). Pure numpy, no files.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.verdict import Key
+from ..stats.drift import run_drifts
+from ..stats.robust import one_log_median_se2, positive, typical_spread
 from .rule import GateConfig
 
 #: A run is out on an op beyond this many expected sds from the op's other runs ...
@@ -66,10 +67,9 @@ def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAUL
     logs = np.full((len(keys), len(runs)), np.nan)
     for j, run in enumerate(runs):
         for i, key in enumerate(keys):
-            samples = np.asarray(run.get(key, ()), dtype=float)
-            samples = samples[np.isfinite(samples) & (samples > 0)]
+            samples = positive(np.asarray(run.get(key, ()), dtype=float))
             if samples.size >= config.min_samples:
-                logs[i, j] = math.log(float(np.median(samples)))
+                logs[i, j] = one_log_median_se2(samples)[0]
     compared = (~np.isnan(logs)).sum(axis=1) >= 2
     keys = [key for key, keep in zip(keys, compared, strict=True) if keep]
     logs = _without_drift(logs[compared], config)
@@ -94,10 +94,7 @@ def _without_drift(logs: np.ndarray, config: GateConfig) -> np.ndarray:
     a machine a few percent slower in one run moves every op, which is not disagreement."""
     if logs.shape[0] < config.min_ops_for_drift:
         return logs
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a run no op has
-        drift = np.nanmedian(logs - np.nanmedian(logs, axis=1)[:, None], axis=0)
-    corrected: np.ndarray = logs - np.nan_to_num(drift)[None, :]
+    corrected: np.ndarray = logs - run_drifts(logs)[None, :]
     return corrected
 
 
@@ -105,14 +102,10 @@ def _typical_spread(logs: np.ndarray, config: GateConfig) -> float:
     """The test's typical spread of an op's log median between runs: the median over
     its ops of their sample variances (a few odd ops do not move it), or the prior when
     too few ops were seen twice; never under the floor."""
-    runs = (~np.isnan(logs)).sum(axis=1)
-    if len(runs) < config.min_ops_for_drift:
-        return config.tau_prior
-    dof = runs - 1.0
+    dof = (~np.isnan(logs)).sum(axis=1) - 1.0
     variance = np.nansum((logs - np.nanmean(logs, axis=1)[:, None]) ** 2, axis=1) / dof
-    # the median of a chi-square over its dof is about (1 - 2 / (9 dof))^3
-    bias = (1 - 2 / (9 * float(np.median(dof)))) ** 3
-    return max(math.sqrt(float(np.median(variance)) / bias), config.tau_floor)
+    typical = typical_spread(variance, dof, config.min_ops_for_drift)
+    return config.tau_prior if typical is None else max(typical, config.tau_floor)
 
 
 def _outlying_runs(row: np.ndarray, sd: float, sigmas: float, least: float) -> list[int]:

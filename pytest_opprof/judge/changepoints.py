@@ -30,7 +30,9 @@ import numpy as np
 from ..errors import OpprofError
 from ..model.baseline import Baseline, BaselineRun
 from ..model.history import History, OpHistory, Step
-from .rule import MAD_SIGMA
+from ..stats.drift import run_drifts
+from ..stats.robust import mad_sd
+from .config import MIN_OPS_FOR_DRIFT
 
 #: c in the penalty ``c * sigma * log(n)`` of one more change point (BIC-like).
 PENALTY = 4.0
@@ -42,7 +44,7 @@ MIN_SEGMENT = 2
 #: would make every split free.
 NOISE_FLOOR = 1e-3
 #: Ops a test needs for its runs' machine drift to be measured (as the gate's rule).
-DRIFT_MIN_OPS = 5
+DRIFT_MIN_OPS = MIN_OPS_FOR_DRIFT
 NEEDS_RUPTURES = ("opprof history needs ruptures to find change points: "
                   "pip install 'pytest-opprof[history]'")
 
@@ -58,9 +60,7 @@ def noise(log_medians: np.ndarray) -> float:
     sqrt 2 (a step moves one difference, so it hardly counts), at least NOISE_FLOOR."""
     if log_medians.size < 3:
         return NOISE_FLOOR
-    diffs = np.diff(log_medians)
-    mad = MAD_SIGMA * float(np.median(np.abs(diffs - np.median(diffs))))
-    return max(mad / math.sqrt(2), NOISE_FLOOR)
+    return max(mad_sd(np.diff(log_medians)) / math.sqrt(2), NOISE_FLOOR)
 
 
 def change_points(log_medians: np.ndarray, sigma: float) -> list[int]:
@@ -126,12 +126,10 @@ def run_drift(series: Series, runs: int) -> np.ndarray | None:
     out, and a change that moved every op shows as a step of the drift instead."""
     if len(series) < DRIFT_MIN_OPS:
         return None
-    deviations: list[list[float]] = [[] for _ in range(runs)]
-    for where, values in series.values():
-        logs = log_times(values)
-        for run, deviation in zip(where, logs - np.median(logs), strict=True):
-            deviations[run].append(float(deviation))
-    return np.array([float(np.median(d)) if d else 0.0 for d in deviations])
+    logs = np.full((len(series), runs), np.nan)
+    for i, (where, values) in enumerate(series.values()):
+        logs[i, where] = log_times(values)
+    return run_drifts(logs)
 
 
 def op_history(key: tuple[str, int], op_id: int, runs: list[int], medians: list[float],

@@ -15,18 +15,14 @@ import numpy as np
 
 from ..model.comparison import OpRow, PairedResult, Report, TestComparison
 from ..model.profile import Profile
-from . import paired
-from .paired import (
-    DEFAULT_ALPHA,
-    DEFAULT_TOLERANCE,
-    judge_pairs,
-    judge_single,
-    shared_change,
-    state_adjusted,
-)
+from ..stats.power import sees
+from ..stats.robust import is_positive, positive_or_nan
+from . import config, paired
+from .config import COMPARE_ALPHA, TOLERANCE
+from .paired import judge_pairs, judge_single, shared_change, state_adjusted
 
 #: An automatic run adds pairs until nine in ten of every test's ops would catch this
-#: slowdown (with probability paired.POWER). On our noisy 2-core runner 18-30 pairs
+#: slowdown (with probability config.POWER). On our noisy 2-core runner 18-30 pairs
 #: (median 28); a quiet machine stops at the first pairs (benchmarks/RESULTS.md).
 DEFAULT_DETECT = 0.15
 
@@ -36,7 +32,7 @@ Key = tuple[str, int]
 
 
 def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
-                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 tolerance: float = TOLERANCE, alpha: float = COMPARE_ALPHA,
                  detect: float = DEFAULT_DETECT) -> Report:
     """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
     one side only are listed."""
@@ -62,15 +58,9 @@ def pairs_needed(report: Report) -> int:
 def _ops(profile: Profile) -> dict[Key, int]:
     """Each op's OP_ID by (name, occurrence); ops that never ran in a counted iteration
     left out."""
-    samples = _counted(profile)
+    samples = profile.counted_matrix()
     return {(info.name, info.occurrence): info.op_id for info in profile.ops
-            if np.isfinite(samples[:, info.op_id]).any()}
-
-
-def _counted(profile: Profile) -> np.ndarray:
-    """The counted iterations' samples (iterations, ops), NaN where an op did not run."""
-    samples = np.asarray(profile.gated_samples()[profile.skip:], dtype=float)
-    return np.where(samples > 0, samples, np.nan)
+            if is_positive(samples[:, info.op_id]).any()}
 
 
 def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
@@ -84,7 +74,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
     if keys:
         # every process's log times of the judged ops, base and head of each pair in turn
-        logs = [np.log(_counted(profile)[:, [ids[k] for k in keys]])
+        logs = [np.log(positive_or_nan(profile.counted_matrix()[:, [ids[k] for k in keys]]))
                 for pair, ids_of in zip(pairs, sides, strict=True)
                 for profile, ids in zip(pair, ids_of, strict=True)]
         state = state_adjusted(logs)
@@ -110,7 +100,9 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
                     for k, c in zip(keys, result.ops, strict=True))
     return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),
                           _labels(head_keys - base_keys),
-                          _labels((base_keys & head_keys) - in_all))
+                          _labels((base_keys & head_keys) - in_all),
+                          sees=sees([c.detectable for c in result.ops],
+                                    config.SIZING_QUANTILE))
 
 
 def _medians(logs: np.ndarray) -> np.ndarray:

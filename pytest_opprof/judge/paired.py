@@ -54,19 +54,24 @@ ops of a test see a given slowdown (``opprof compare`` sizes its run with it).
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.comparison import OpChange, PairedResult
 from ..model.verdict import OpStatus
-from .rule import MAD_SIGMA, robust_var
+from ..stats.distributions import normal_quantile, t_quantile
+from ..stats.drift import across_ops, others_median
+from ..stats.power import detectable, runs_needed
+from ..stats.robust import is_positive, one_log_median_se2, robust_var
+from ..stats.shrink import moderated
+from . import config
+from .config import MIN_OPS_FOR_DRIFT as MIN_OPS_FOR_DRIFT
+from .config import POWER as POWER
 
-DEFAULT_TOLERANCE = 0.05
-DEFAULT_ALPHA = 0.01
-#: Fewer ops than this: no drift correction (one op's change would be its own drift).
-MIN_OPS_FOR_DRIFT = 5
+#: The compare's defaults (judge/config.py holds each once).
+DEFAULT_TOLERANCE = config.TOLERANCE
+DEFAULT_ALPHA = config.COMPARE_ALPHA
 #: Fewer ops than this: no borrowing of strength (too few variances to learn a prior).
 MIN_OPS_FOR_PRIOR = 5
 #: The prior of an op's variance never weighs more than this many times the op's own
@@ -82,14 +87,6 @@ SINGLE_PAIR_FLOOR = 0.03
 #: The least variance of a log ratio: a deterministic clock (the fake backend) gives
 #: exactly zero, whose logarithm the prior cannot take.
 _VAR_FLOOR = 1e-12
-#: An op's detectable slowdown is the one its interval calls regressed this often (as
-#: the stored-baseline gate's).
-POWER = 0.8
-#: The share of a test's ops whose detectable slowdown sizes a compare (nine in ten:
-#: the noisiest op of ten does not set its cost). Replayed on 160 real processes of a
-#: noisy 2-core runner, sizing on the 75th percentile caught +15% of one op in 87% of
-#: compares (19 pairs), the 90th in 95% (28 pairs; benchmarks/compare_replay.py).
-SIZING_QUANTILE = 90
 #: Elasticities are learned as if the state had also moved this much (sd of log) with
 #: elasticity 1 in every sample: where it moved far less, 1 stands.
 ELASTICITY_PRIOR = 0.01
@@ -132,9 +129,9 @@ def judge_single(base: list[np.ndarray], head: list[np.ndarray],
     ``shown``: the medians to report, as :func:`judge_pairs`."""
     if len(base) != len(head) or not base:
         raise ValueError("base and head need the same ops, one or more")
-    b_med, b_se2 = zip(*(_median_and_se2(x) for x in base), strict=True)
-    h_med, h_se2 = zip(*(_median_and_se2(x) for x in head), strict=True)
-    b, h = _checked(np.array([b_med]), np.array([h_med]))
+    b_log, b_se2 = zip(*(one_log_median_se2(x) for x in base), strict=True)
+    h_log, h_se2 = zip(*(one_log_median_se2(x) for x in head), strict=True)
+    b, h = _checked(np.exp([b_log]), np.exp([h_log]))
     d, drift, notes = _drift_corrected(np.log(h) - np.log(b))
     sampling = np.array(b_se2) + np.array(h_se2)
     scatter = robust_var(d[0]) - float(np.median(sampling)) if len(base) >= 3 else 0.0
@@ -143,7 +140,7 @@ def judge_single(base: list[np.ndarray], head: list[np.ndarray],
                  f"op is credited a spread of {math.sqrt(between):.1%} or more (opprof "
                  "compare REF runs pairs of processes and sees it)")
     n_ops = len(base)
-    q = statistics.NormalDist().inv_cdf(1 - alpha / (2 * n_ops))
+    q = normal_quantile(1 - alpha / (2 * n_ops))
     se = np.sqrt(sampling + between)
     times = _checked(*(np.array([x]) for x in shown)) if shown is not None else (b, h)
     return PairedResult(
@@ -157,8 +154,7 @@ def _checked(base: np.ndarray, head: np.ndarray) -> tuple[np.ndarray, np.ndarray
     base, head = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if base.shape != head.shape or base.ndim != 2 or base.shape[1] == 0:
         raise ValueError(f"base {base.shape} and head {head.shape} must be (pairs, ops)")
-    if not (np.isfinite(base).all() and np.isfinite(head).all()
-            and (base > 0).all() and (head > 0).all()):
+    if not (is_positive(base).all() and is_positive(head).all()):
         raise ValueError("every median must be a positive finite time")
     return base, head
 
@@ -170,14 +166,13 @@ def _drift_corrected(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
         note = (f"{r.shape[1]} op(s), fewer than {MIN_OPS_FOR_DRIFT}: no drift correction "
                 "(a machine-wide change between the two sides counts as the ops' own)")
         return r, np.zeros(r.shape[0]), [note]
-    drift = np.median(r, axis=1)
+    drift = across_ops(r)
     return r - drift[:, None], drift, []
 
 
 def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarray,
              sd: np.ndarray, q: float, tolerance: float) -> tuple[OpChange, ...]:
     bound = math.log1p(tolerance)
-    power = statistics.NormalDist().inv_cdf(POWER)
     changes = []
     for i in range(len(mean)):
         low, high = mean[i] - q * se[i], mean[i] + q * se[i]
@@ -185,13 +180,13 @@ def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarra
                    if high < -bound else OpStatus.OK)
         changes.append(OpChange(float(base[i]), float(head[i]), math.exp(mean[i]),
                                 math.exp(low), math.exp(high), float(sd[i]), verdict,
-                                math.expm1(bound + (q + power) * se[i])))
+                                detectable(bound, float(se[i]), POWER, q)))
     return tuple(changes)
 
 
 def pairs_needed(result: PairedResult, detect: float,
                  tolerance: float = DEFAULT_TOLERANCE) -> int:
-    """The pairs at which nine in ten of the result's ops (:data:`SIZING_QUANTILE`)
+    """The pairs at which nine in ten of the result's ops (``config.SIZING_QUANTILE``)
     would see a slowdown of ``detect`` (a fraction above ``tolerance``) with
     probability :data:`POWER`, at the result's spreads and quantile. Sizing on the
     spreads alone, never on the changes, keeps the intervals' level (an internal pilot,
@@ -201,25 +196,12 @@ def pairs_needed(result: PairedResult, detect: float,
     room = math.log1p(detect) - math.log1p(tolerance)
     if room <= 0:
         raise ValueError("the change to detect must exceed the tolerance")
-    sd = float(np.percentile([op.sd for op in result.ops], SIZING_QUANTILE))
-    z = result.quantile + statistics.NormalDist().inv_cdf(POWER)
-    return max(2, math.ceil((z * sd / room) ** 2))
+    sd = float(np.percentile([op.sd for op in result.ops], config.SIZING_QUANTILE))
+    return runs_needed(sd, room, result.quantile, POWER, least=2)
 
 
 def _geo_mean(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.exp(np.log(x).mean(axis=0)))
-
-
-def _median_and_se2(samples: np.ndarray) -> tuple[float, float]:
-    """The median of ``samples`` and the variance of its logarithm's estimate
-    (pi/2 sigma^2 / n, sigma from the MAD of the log samples)."""
-    x = np.asarray(samples, dtype=float)
-    x = x[np.isfinite(x) & (x > 0)]
-    if x.size == 0:
-        return math.nan, math.nan
-    logs = np.log(x)
-    sigma = MAD_SIGMA * float(np.median(np.abs(logs - np.median(logs))))
-    return float(np.median(x)), math.pi / 2 * sigma ** 2 / x.size
 
 
 # -- the machine's state, iteration by iteration ------------------------------------------
@@ -245,7 +227,7 @@ def state_adjusted(processes: list[np.ndarray]) -> StateAdjusted:
     if n_ops < MIN_OPS_FOR_DRIFT:
         return StateAdjusted(processes, np.ones(n_ops), np.zeros(len(processes)))
     center = np.nanmedian(np.vstack(processes), axis=0)
-    states = [_others_median(x - center) for x in processes]
+    states = [others_median(x - center, MIN_OPS_FOR_DRIFT - 1) for x in processes]
     sxy, sxx, count = np.zeros(n_ops), np.zeros(n_ops), np.zeros(n_ops)
     for x, g in zip(processes, states, strict=True):
         both = np.isfinite(x) & np.isfinite(g)
@@ -291,108 +273,8 @@ def _centred(a: np.ndarray, where: np.ndarray) -> np.ndarray:
     return np.where(where, a - mean, 0.0)
 
 
-def _others_median(x: np.ndarray) -> np.ndarray:
-    """For every cell of ``x`` (rows of values, NaN absent), the median of its row's
-    other finite values (NaN where the cell is absent or fewer than
-    MIN_OPS_FOR_DRIFT - 1 others are present): an op's own time must not set the state
-    it is corrected by."""
-    finite = np.isfinite(x)
-    c = finite.sum(axis=1, keepdims=True)  # finite values per row
-    order = np.argsort(np.where(finite, x, np.inf), axis=1, kind="stable")
-    ranked = np.take_along_axis(np.where(finite, x, np.inf), order, axis=1)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(x.shape[1])[None, :].repeat(len(x), 0), axis=1)
-    m = c - 1  # the others
-    j1, j2 = (m - 1) // 2, m // 2  # the middle (one when m is odd, two when even)
-    i1 = np.clip(j1 + (j1 >= rank), 0, x.shape[1] - 1)
-    i2 = np.clip(j2 + (j2 >= rank), 0, x.shape[1] - 1)
-    out = (np.take_along_axis(ranked, i1, axis=1) + np.take_along_axis(ranked, i2, axis=1)) / 2
-    return np.where(finite & (m >= MIN_OPS_FOR_DRIFT - 1), out, np.nan)
-
-
-# -- borrowing strength: limma's prior for the variances ---------------------------------
-
 def _moderated(var: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
-    """Each op's variance shrunk towards the test's typical variance, and the degrees
-    of freedom of the result (Smyth 2004: the variances as scaled chi-squared draws
-    around a scaled inverse chi-squared prior, fitted by moments of log variance; its
-    weight at most :data:`MAX_PRIOR_WEIGHT` times the op's own)."""
-    if len(var) < MIN_OPS_FOR_PRIOR:
-        return var, float(dof)
-    e = np.log(var) - digamma(dof / 2) + math.log(dof / 2)
-    excess = float(e.var(ddof=1)) - trigamma(dof / 2)
-    # excess <= 0: the ops' variances differ no more than chance (d0 infinite)
-    d0 = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
-    d0 = min(d0, MAX_PRIOR_WEIGHT * dof)
-    s0 = math.exp(float(e.mean()) + digamma(d0 / 2) - math.log(d0 / 2))
-    return (d0 * s0 + dof * var) / (d0 + dof), d0 + dof
-
-
-def digamma(x: float) -> float:
-    """psi(x) for x > 0 (recurrence up to 10, then the asymptotic series)."""
-    shift = 0.0
-    while x < 10:
-        shift -= 1 / x
-        x += 1
-    x2 = 1 / (x * x)
-    return shift + math.log(x) - 0.5 / x - x2 * (1 / 12 - x2 * (1 / 120 - x2 / 252))
-
-
-def trigamma(x: float) -> float:
-    """psi'(x) for x > 0 (recurrence up to 10, then the asymptotic series)."""
-    shift = 0.0
-    while x < 10:
-        shift += 1 / (x * x)
-        x += 1
-    x2 = 1 / (x * x)
-    return shift + 1 / x + x2 / 2 + x2 / x * (1 / 6 - x2 * (1 / 30 - x2 * (1 / 42 - x2 / 30)))
-
-
-def _trigamma_inverse(y: float) -> float:
-    """The x > 0 with trigamma(x) = y (trigamma falls from +inf to 0: bisection in
-    log x)."""
-    lo, hi = -30.0, 30.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if trigamma(math.exp(mid)) > y:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp((lo + hi) / 2)
-
-
-# -- Student's t without scipy ---------------------------------------------------------
-
-def t_cdf(t: float, dof: int) -> float:
-    """P(T <= t) for Student's t with a whole number of degrees of freedom (the closed
-    form of Abramowitz and Stegun 26.7.3-4)."""
-    theta = math.atan(abs(t) / math.sqrt(dof))
-    c2, s = math.cos(theta) ** 2, math.sin(theta)
-    if dof % 2:
-        term, total = math.cos(theta), 0.0
-        for k in range(1, (dof - 1) // 2 + 1):  # cos + 2/3 cos^3 + 2*4/(3*5) cos^5 ...
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-        central = 2 / math.pi * (theta + s * total) if dof > 1 else 2 * theta / math.pi
-    else:
-        term, total = 1.0, 0.0
-        for k in range(1, dof // 2 + 1):  # 1 + 1/2 cos^2 + 1*3/(2*4) cos^4 ...
-            total += term
-            term *= c2 * (2 * k - 1) / (2 * k)
-        central = s * total
-    return 0.5 + math.copysign(central / 2, t)
-
-
-def t_quantile(p: float, dof: float) -> float:
-    """The ``p`` quantile (p > 0.5) of Student's t; degrees of freedom rounded down
-    (conservative), normal beyond 1,000."""
-    if dof > 1000:
-        return statistics.NormalDist().inv_cdf(p)
-    n = max(int(dof), 1)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, n) < p:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, n) < p else (lo, mid)
-    return (lo + hi) / 2
+    """Each op's variance shrunk towards the test's typical variance by the paired
+    model's shrinker (:func:`pytest_opprof.stats.shrink.moderated`), and the degrees of
+    freedom of the result."""
+    return moderated(var, dof, min_ops=MIN_OPS_FOR_PRIOR, max_prior_weight=MAX_PRIOR_WEIGHT)

@@ -48,7 +48,6 @@ the baseline *missing*; neither fails unless the caller says so.
 from __future__ import annotations
 
 import math
-import statistics
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,10 +56,12 @@ from typing import cast
 import numpy as np
 
 from ..model.verdict import Comparison, Key, OpStatus, OpVerdict
-
-#: Var(median) ~ (pi / 2) sigma^2 / n for normal samples; MAD * 1.4826 estimates sigma.
-_MEDIAN_VAR = math.pi / 2
-MAD_SIGMA = 1.4826
+from ..stats.distributions import mann_whitney, normal_quantile, normal_sf
+from ..stats.drift import precision_weights, weighted_median
+from ..stats.power import detectable
+from ..stats.robust import MEDIAN_VAR, log_median_se2, median, positive, robust_var, typical_spread
+from ..stats.shrink import spread_posterior
+from . import config as defaults
 
 #: Absolute floors per backend: perf_counter_ns plus Python dispatch jitter on the CPU,
 #: CUDA event resolution (about 0.5 us) plus launch jitter on the GPU.
@@ -70,12 +71,12 @@ FLOOR_NS = {"cpu": 500.0, "cuda": 1000.0, "fake": 0.0}
 @dataclass(frozen=True)
 class GateConfig:
     #: The smallest slowdown that may fail a test (drift-corrected ratio - 1).
-    tolerance: float = 0.05
+    tolerance: float = defaults.TOLERANCE
     #: Per-op tolerances by op name; ops not named here use ``tolerance``.
     tolerances: Mapping[str, float] = field(default_factory=dict)
     #: The nominal false-alarm rate of each test, shared by all its ops: the margin is
     #: ``k`` sigmas with ``k`` the normal quantile of ``alpha / ops``.
-    alpha: float = 0.001
+    alpha: float = defaults.GATE_ALPHA
     #: With a confirmation re-run: the looser rate at which the first run asks for one.
     trigger_alpha: float = 0.05
     #: The margin is never fewer sigmas than this, however few ops a test has.
@@ -83,13 +84,13 @@ class GateConfig:
     #: The rank test's level: it guards against one odd run and must not limit power.
     rank_alpha: float = 0.01
     #: The detectable effect is the slowdown caught with this probability.
-    power: float = 0.8
+    power: float = defaults.POWER
     #: A slowdown must also exceed this much time per call, drift-corrected.
     floor_ns: float = 500.0
     #: Fewer counted samples than this in either run: the op is not judged.
-    min_samples: int = 5
+    min_samples: int = defaults.MIN_SAMPLES
     #: Fewer comparable ops than this: the drift comes from the probe, not the ops.
-    min_ops_for_drift: int = 5
+    min_ops_for_drift: int = defaults.MIN_OPS_FOR_DRIFT
     #: Fewer ops than this: the test's typical spread is not read from how its ops moved.
     min_ops_for_spread: int = 8
     #: When more than this share of a test's ops moved beyond what their spreads allow,
@@ -130,25 +131,7 @@ class GateConfig:
 
     def sigmas(self, alpha: float, ops: int) -> float:
         """The margin in sigmas for a test of ``ops`` judged ops at rate ``alpha``."""
-        return max(self.min_sigmas, statistics.NormalDist().inv_cdf(1 - alpha / max(ops, 1)))
-
-
-def _log_median_se2(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of samples: the log median, and the squared standard error of
-    that log median (from the MAD of the log samples, robust to spikes)."""
-    lengths = np.array([len(r) for r in rows])
-    if (lengths == lengths[0]).all():  # the common case, and far faster than nanmedian
-        logs = np.log(np.vstack(rows).astype(float))
-        median = np.median(logs, axis=1)
-        sigma = MAD_SIGMA * np.median(np.abs(logs - median[:, None]), axis=1)
-    else:
-        padded = np.full((len(rows), lengths.max()), np.nan)
-        for i, r in enumerate(rows):
-            padded[i, :len(r)] = r
-        logs = np.log(padded)
-        median = np.nanmedian(logs, axis=1)
-        sigma = MAD_SIGMA * np.nanmedian(np.abs(logs - median[:, None]), axis=1)
-    return median, _MEDIAN_VAR * sigma * sigma / lengths
+        return max(self.min_sigmas, normal_quantile(1 - alpha / max(ops, 1)))
 
 
 #: One judged op's samples: its current runs and its baseline runs (positive values,
@@ -194,19 +177,19 @@ def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
     cannot be judged (new, or too few samples on a side)."""
     name, occurrence = key
     given = value if isinstance(value, list) else [cast(np.ndarray, value)]
-    cur_runs = [_positive(r) for r in given]
+    cur_runs = [positive(r) for r in given]
     cur_runs = [r for r in cur_runs if len(r)]
     cur_all = np.concatenate(cur_runs) if cur_runs else np.zeros(0)
     if key not in baseline:
         return OpVerdict(name, occurrence, op_id, OpStatus.NEW,
-                         current_median=_median(cur_all), n_current=len(cur_all))
-    base_runs = [b for b in (_positive(r) for r in baseline[key]) if len(b)]
+                         current_median=median(cur_all), n_current=len(cur_all))
+    base_runs = [b for b in (positive(r) for r in baseline[key]) if len(b)]
     if not cur_runs or not base_runs or \
             min(len(r) for r in cur_runs + base_runs) < config.min_samples:
         return OpVerdict(
             name, occurrence, op_id, OpStatus.UNJUDGED,
-            current_median=_median(cur_all), n_current=len(cur_all),
-            baseline_median=_median(np.concatenate(base_runs)) if base_runs else math.nan,
+            current_median=median(cur_all), n_current=len(cur_all),
+            baseline_median=median(np.concatenate(base_runs)) if base_runs else math.nan,
             reason=f"fewer than {config.min_samples} samples")
     return cur_runs, base_runs
 
@@ -215,7 +198,7 @@ def _missing(key: Key, runs: Sequence[np.ndarray], op_id: int) -> OpVerdict:
     """An op of the baseline that the current run did not have."""
     pooled = np.concatenate([np.asarray(r, dtype=float) for r in runs])
     return OpVerdict(key[0], key[1], op_id, OpStatus.MISSING,
-                     baseline_median=_median(pooled), n_baseline=len(pooled))
+                     baseline_median=median(pooled), n_baseline=len(pooled))
 
 
 def compare_with_rerun(
@@ -305,42 +288,16 @@ def _drift(raw: np.ndarray, weights: np.ndarray, probe_drift: float | None,
     reference probe, else none.
 
     From the ops it is their median change, each op weighted by its precision
-    (``weights``: 1 / the variance of its change): a GPU test's
-    0.01%-precise kernels set its drift, not its launch-bound ops moving 20% with the
-    host. No op weighs more than the :data:`DRIFT_PEERS`-th most precise, so no single
-    op sets the drift alone and hides its own change.
+    (``weights``: 1 / the variance of its change, capped: see
+    :func:`pytest_opprof.stats.drift.precision_weights`): a GPU test's 0.01%-precise
+    kernels set its drift, not its launch-bound ops moving 20% with the host.
     """
     n = len(raw)
     if n >= config.min_ops_for_drift:
-        return _weighted_median(raw, weights), "ops", math.nan
+        return weighted_median(raw, weights), "ops", math.nan
     if probe_drift is not None and probe_drift > 0:
         return math.log(probe_drift), "probe", config.drift_uncertainty ** 2
     return 0.0, "none", config.drift_uncertainty ** 2
-
-
-#: The drift weighs no op more than the DRIFT_PEERS-th most precise.
-DRIFT_PEERS = 3
-
-
-def _precision_weights(variance: np.ndarray) -> np.ndarray:
-    """1 / variance, capped at that of the :data:`DRIFT_PEERS`-th most precise op (all
-    ops weigh the same where the variance is unknown)."""
-    if len(variance) < DRIFT_PEERS or not np.isfinite(variance).all():
-        return np.ones(len(variance))
-    cap = float(np.partition(variance, DRIFT_PEERS - 1)[DRIFT_PEERS - 1])
-    weights: np.ndarray = 1.0 / np.maximum(variance, max(cap, 1e-300))
-    return weights
-
-
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The value at half the total weight (the mean of the two straddling it on a tie)."""
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    half = cumulative[-1] / 2
-    low = int(np.searchsorted(cumulative, half, "left"))
-    if math.isclose(cumulative[low], half) and low + 1 < len(values):
-        return float((values[order[low]] + values[order[low + 1]]) / 2)
-    return float(values[order[low]])
 
 
 def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
@@ -350,14 +307,7 @@ def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
     present = ~np.isnan(raw)
     if present.sum() < config.min_ops_for_drift:
         return drift_log
-    return _weighted_median(raw[present], weights[present])
-
-
-def robust_var(x: np.ndarray) -> float:
-    """The variance of ``x`` read from its median absolute deviation (robust to the
-    few ops that really changed)."""
-    spread = MAD_SIGMA * float(np.median(np.abs(x - np.median(x))))
-    return spread * spread
+    return weighted_median(raw[present], weights[present])
 
 
 #: The most the ops' excess spread widens every margin (in variance: sigma doubled).
@@ -374,7 +324,7 @@ def _excess_spread(z: np.ndarray, together: float) -> float:
     of a test's ops 2-4x slower at once in real runs) widens every margin."""
     level = 1 - 2 * together
     seen = float(np.quantile(np.abs(z), level))
-    expected = statistics.NormalDist().inv_cdf((1 + level) / 2)
+    expected = normal_quantile((1 + level) / 2)
     return min(max(1.0, (seen / expected) ** 2), MAX_EXCESS)
 
 
@@ -402,10 +352,10 @@ def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
 
     # the drift, each op weighted by how precise its change is
     precision = tau2 * between + sampling
-    weights = _precision_weights(precision)
+    weights = precision_weights(precision)
     drift_log, source, drift_var = _drift(raw, weights, probe_drift, config)
     if math.isnan(drift_var):  # a weighted median's variance
-        drift_var = _MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
+        drift_var = MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
     d = raw - drift_log
 
     # the variance of d under no change: spread, the medians' sampling error, the drift's
@@ -460,7 +410,6 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
         reason = (f"{int(ev.n_cur[i])} samples against {int(ev.n_base[i])} cannot reach "
                   f"the rank test's level; run more iterations")
     floor = math.log1p(config.floor_ns / base_med)
-    power = statistics.NormalDist().inv_cdf(config.power)
     side = 0 if d >= 0 else 1  # the rank p-value in the direction of the change
     cur_runs, base_runs = pair
     return OpVerdict(
@@ -473,7 +422,7 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
         n_baseline=sum(len(b) for b in base_runs), runs=int(ev.runs[i]),
         suspect=bool(slower and d > max(effect, ev.k_screen * sigma)),
         spread=float(ev.spread[i]),
-        detectable=math.expm1(max(margin, floor) + power * sigma),
+        detectable=detectable(max(margin, floor), sigma, config.power),
     )
 
 
@@ -494,12 +443,12 @@ def noise(baseline: Mapping[Key, Sequence[np.ndarray]],
     (the samples of each run; ops with too few samples are left out): what
     ``opprof baseline show`` prints, before any current run exists."""
     keys = [key for key, runs in baseline.items()
-            if runs and min(len(_positive(r)) for r in runs) >= config.min_samples]
+            if runs and min(len(positive(r)) for r in runs) >= config.min_samples]
     if not keys:
         return {}
     stats: dict[Key, RunPair] = {}
     for key in keys:
-        base_runs = [_positive(r) for r in baseline[key]]
+        base_runs = [positive(r) for r in baseline[key]]
         stats[key] = ([base_runs[-1]], base_runs)  # a current run as quiet as the last
     b_logs, b_se2s = _per_run(keys, stats, 1)
     b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
@@ -514,13 +463,12 @@ def noise(baseline: Mapping[Key, Sequence[np.ndarray]],
     tau2 = _spread_posterior(sample_var, dof, b_se2, jitter2, typical, config)
     sigma = np.sqrt(tau2 * between + sampling)
     k = config.sigmas(config.alpha, len(keys))
-    power = statistics.NormalDist().inv_cdf(config.power)
     found = {}
     for i, key in enumerate(keys):
         margin = max(math.log1p(config.tolerance_for(key[0])), k * sigma[i],
                      math.log1p(config.floor_ns / base_ns[i]))
         found[key] = OpNoise(spread=float(np.sqrt(tau2[i])),
-                             detectable=math.expm1(margin + power * sigma[i]),
+                             detectable=detectable(margin, float(sigma[i]), config.power),
                              runs=int(runs[i]))
     return found
 
@@ -530,7 +478,7 @@ def _per_run(keys: list[Key], stats: Mapping[Key, RunPair],
     """(ops, runs) log medians and their squared standard errors, NaN where an op
     lacks a run; ``side`` 0 is the current runs, 1 the baseline's."""
     rows = [(i, r) for i, key in enumerate(keys) for r in range(len(stats[key][side]))]
-    logs, se2s = _log_median_se2([stats[keys[i]][side][r] for i, r in rows])
+    logs, se2s = log_median_se2([stats[keys[i]][side][r] for i, r in rows])
     width = max(r for _, r in rows) + 1
     log_m = np.full((len(keys), width), np.nan)
     se2_m = np.full((len(keys), width), np.nan)
@@ -559,7 +507,7 @@ def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
     runs = (~np.isnan(b_logs)).sum(axis=1)
     deviation = b_logs - b_mean[:, None]
     if len(b_logs) >= config.min_ops_for_drift:
-        weights = _precision_weights(_raw_variance(b_logs, b_se2))
+        weights = precision_weights(_raw_variance(b_logs, b_se2))
         for j in range(b_logs.shape[1]):
             present = ~np.isnan(deviation[:, j])
             if present.sum() >= config.min_ops_for_drift:
@@ -578,126 +526,21 @@ def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
     baseline runs show and how far its ops moved since (the spread of their
     ``changes``, whatever the drift), or the prior with neither."""
     found = []
-    measured = dof > 0
-    if np.count_nonzero(measured) >= config.min_ops_for_drift:
-        relative = np.maximum(sample_var - b_se2 - jitter2, 0.0)[measured]
-        # the median of a chi-square over its dof is about (1 - 2 / (9 dof))^3
-        bias = (1 - 2 / (9 * float(np.median(dof[measured])))) ** 3
-        found.append(math.sqrt(float(np.median(relative)) / bias))
+    measured = typical_spread(np.maximum(sample_var - b_se2 - jitter2, 0.0), dof,
+                              config.min_ops_for_drift)
+    if measured is not None:
+        found.append(measured)
     if len(changes) >= config.min_ops_for_spread:
         excess = robust_var(changes) - float(np.median(sampling + jitter2 * between))
         found.append(math.sqrt(max(excess, 0.0) / float(np.median(between))))
     return max(*found, config.tau_floor) if found else config.tau_prior
 
 
-#: The grid over an op's spread relative to the test's typical one: 1/10,000 to 30x.
-_SPREAD_GRID = np.linspace(math.log(1e-4), math.log(30.0), 161)
-
-
-def _spread_prior(config: GateConfig) -> np.ndarray:
-    """Log prior weights over the grid: lognormal around the typical, heavy-tailed."""
-    step = _SPREAD_GRID[1] - _SPREAD_GRID[0]
-    normal = np.exp(-0.5 * (_SPREAD_GRID / config.tau_spread) ** 2) \
-        * step / (config.tau_spread * math.sqrt(2 * math.pi))
-    tail = step / (_SPREAD_GRID[-1] - _SPREAD_GRID[0])
-    weight: np.ndarray = np.log((1 - config.tau_tail) * normal + config.tau_tail * tail)
-    return weight
-
-
 def _spread_posterior(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
                       jitter2: np.ndarray, typical: float, config: GateConfig) -> np.ndarray:
-    """Each op's variance of its log median between processes (relative spread and
-    jitter), given the test's typical spread and the op's own runs."""
-    tau2 = (typical * np.exp(_SPREAD_GRID)) ** 2 + jitter2[:, None]
-    log_weight = np.broadcast_to(_spread_prior(config), tau2.shape).copy()
-    measured = dof > 0
-    if measured.any():
-        var = tau2[measured] + b_se2[measured, None]
-        k = dof[measured, None]
-        log_weight[measured] += -0.5 * k * (np.log(var) + sample_var[measured, None] / var)
-    log_weight -= log_weight.max(axis=1, keepdims=True)
-    weight = np.exp(log_weight)
-    # the posterior median of a measured op (the mean is dragged by the prior's mass
-    # where the test's other ops are: five runs agreeing to 0.2% would be read as 2%);
-    # an op never measured may be one of those that move more than the typical
-    level = np.where(measured, config.measured_quantile, config.unmeasured_quantile)
-    cumulative = np.cumsum(weight, axis=1)
-    index = (cumulative < level[:, None] * cumulative[:, -1:]).sum(axis=1)
-    posterior: np.ndarray = np.take_along_axis(tau2, index[:, None], axis=1)[:, 0]
-    return posterior
-
-
-def mann_whitney(current: Sequence[np.ndarray],
-                 baseline: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided Mann-Whitney U p-values for each op: that ``current[i]`` tends to
-    be greater than ``baseline[i]``, and that it tends to be less.
-
-    Normal approximation with continuity and tie corrections, vectorised over ops
-    of any sizes: rows are shifted into disjoint ranges so that one
-    ``searchsorted`` serves them all.
-    """
-    rows = len(current)
-    if rows == 0:
-        return np.zeros(0), np.zeros(0)
-    n = np.array([len(c) for c in current])
-    m = np.array([len(b) for b in baseline])
-    low = min(min(float(np.min(c)) for c in current), min(float(np.min(b)) for b in baseline))
-    high = max(max(float(np.max(c)) for c in current), max(float(np.max(b)) for b in baseline))
-    width = high - low + 1.0
-    offsets = np.arange(rows) * width - low
-    cur = _sorted_rows(current, offsets)
-    base = _sorted_rows(baseline, offsets)
-    base_start = np.repeat(np.concatenate([[0], np.cumsum(m)[:-1]]), n)
-    below = np.searchsorted(base, cur, "left") - base_start
-    below_or_tied = np.searchsorted(base, cur, "right") - base_start
-    row_of_cur = np.repeat(np.arange(rows), n)
-    u = np.bincount(row_of_cur, weights=(below + below_or_tied) / 2.0, minlength=rows)
-
-    # ties: the sum of (t^3 - t) over runs of equal values in each row's combined sample
-    # (two sorted runs: the stable sort merges them in linear time)
-    combined = np.sort(np.concatenate([cur, base]), kind="stable")
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(combined) != 0) + 1])
-    lengths = np.diff(np.concatenate([starts, [len(combined)]])).astype(float)
-    row_of_run = np.minimum((combined[starts] // width).astype(int), rows - 1)
-    ties = np.bincount(row_of_run, weights=lengths ** 3 - lengths, minlength=rows)
-
-    total = n + m
-    sd = np.sqrt(n * m / 12.0 * ((total + 1) - ties / (total * (total - 1))))
-    mean = n * m / 2.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z_greater = np.where(sd > 0, (u - mean - 0.5) / sd, -np.inf)
-        z_less = np.where(sd > 0, (mean - u - 0.5) / sd, -np.inf)
-    return normal_sf(z_greater), normal_sf(z_less)
-
-
-def _sorted_rows(arrays: Sequence[np.ndarray], offsets: np.ndarray) -> np.ndarray:
-    """Each row sorted and shifted by its offset, concatenated: one ascending array."""
-    if len({len(a) for a in arrays}) == 1:  # the common case: sort the rows as a matrix
-        shifted: np.ndarray = np.sort(np.vstack(arrays).astype(float), axis=1) + offsets[:, None]
-        return shifted.ravel()
-    lengths = [len(a) for a in arrays]
-    return np.sort(np.concatenate(arrays).astype(float) + np.repeat(offsets, lengths))
-
-
-def normal_sf(x: np.ndarray) -> np.ndarray:
-    """The standard normal's upper tail, 1 - Phi(x), vectorised: erfc(x / sqrt 2) / 2 by
-    Numerical Recipes' Chebyshev fit (relative error under 1.2e-7 everywhere)."""
-    z = np.abs(np.asarray(x, dtype=float)) / math.sqrt(2)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(poly)
-    tail: np.ndarray = np.where(np.asarray(x) >= 0, erfc / 2, 1 - erfc / 2)
-    return tail
-
-
-def _positive(samples: np.ndarray) -> np.ndarray:
-    a = np.asarray(samples, dtype=float)
-    keep = np.isfinite(a) & (a > 0)
-    return a if keep.all() else a[keep]
-
-
-def _median(samples: np.ndarray) -> float:
-    a = _positive(samples)
-    return float(np.median(a)) if a.size else math.nan
+    """Each op's variance of its log median between processes, by the rule's shrinker
+    (:func:`pytest_opprof.stats.shrink.spread_posterior`) with its settings."""
+    return spread_posterior(sample_var, dof, b_se2, jitter2, typical,
+                            tau_spread=config.tau_spread, tau_tail=config.tau_tail,
+                            measured_quantile=config.measured_quantile,
+                            unmeasured_quantile=config.unmeasured_quantile)

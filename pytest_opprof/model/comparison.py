@@ -7,6 +7,7 @@ Made by :mod:`pytest_opprof.judge.comparison` from the processes of ``opprof com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .verdict import OpStatus
@@ -27,7 +28,7 @@ class OpChange:
     sd: float
     verdict: OpStatus
     #: The slowdown (a fraction) this comparison would call regressed with probability
-    #: :data:`pytest_opprof.judge.paired.POWER`.
+    #: :data:`pytest_opprof.judge.config.POWER`.
     detectable: float
 
 
@@ -64,6 +65,10 @@ class TestComparison:
     #: Ops measured on both sides but not in every pair (a branch some processes did not
     #: take): listed, not judged.
     partial_ops: tuple[str, ...] = ()
+    #: The slowdown nine in ten of the test's ops could show (the
+    #: ``judge.config.SIZING_QUANTILE``-th percentile of their detectable effects); NaN
+    #: with no op judged.
+    sees: float = math.nan
 
 
 @dataclass(frozen=True)

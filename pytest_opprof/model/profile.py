@@ -196,12 +196,18 @@ class Profile:
         else the event spans (or host times)."""
         return self.kernel_samples if self.kernel_samples is not None else self.samples
 
+    def counted_matrix(self) -> np.ndarray:
+        """The gated samples of the counted iterations as one (iterations, ops) float
+        matrix, NaN where an op did not run: the one reader of the counted samples, for
+        figures taken across ops iteration by iteration (:meth:`counted_samples` is each
+        op's column without its NaN)."""
+        return np.asarray(self.gated_samples()[self.skip:], dtype=float)
+
     def counted_samples(self) -> list[np.ndarray]:
         """Each OP_ID's gated samples over the counted iterations in which it ran (NaN
-        dropped), indexed by OP_ID: the one reader that every per-op figure, the gate and
-        the baselines start from."""
-        counted = self.gated_samples()[self.skip:]
-        return [column[~np.isnan(column)] for column in counted.T]
+        dropped), indexed by OP_ID: what every per-op figure, the gate and the baselines
+        start from."""
+        return [column[~np.isnan(column)] for column in self.counted_matrix().T]
 
     @property
     def activity_names(self) -> list[str]:

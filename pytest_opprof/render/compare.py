@@ -10,9 +10,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..judge.paired import SIZING_QUANTILE
+from ..stats.power import blind
 from . import display_name, duration, percent
 from .markdown import code
 from .table import align
@@ -31,18 +29,13 @@ def _cells(row: OpRow) -> list[str]:
             percent(1 + c.detectable), c.verdict]
 
 
-def _sees(test: TestComparison) -> float:
-    """The slowdown nine in ten of the test's ops could show (paired.SIZING_QUANTILE)."""
-    return float(np.percentile([r.change.detectable for r in test.ops], SIZING_QUANTILE))
-
-
 def _blind(report: Report, test: TestComparison) -> str | None:
     """A sentence when the test's ops could not see the slowdown the run was sized for."""
-    if not test.ops or _sees(test) <= report.detect:
+    if not test.ops or not blind(test.sees, report.detect):
         return None
     more = ("more pairs (--max-pairs), " if report.mode == "pairs"
             else "opprof compare REF (pairs of processes), ")
-    return (f"nine in ten ops could only show slowdowns over {percent(1 + _sees(test))} "
+    return (f"nine in ten ops could only show slowdowns over {percent(1 + test.sees)} "
             f"(--detect {percent(1 + report.detect)}); {more}more iterations or a quieter "
             "machine would help")
 
@@ -54,7 +47,7 @@ def _how(report: Report, test: TestComparison) -> str:
     dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
     drift = (f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}"
              if r.drift_corrected else "no drift correction")
-    sees = f"; nine in ten ops can show {percent(1 + _sees(test))}" if test.ops else ""
+    sees = f"; nine in ten ops can show {percent(1 + test.sees)}" if test.ops else ""
     return f"{r.pairs} pair(s), {drift}; interval {level} ({dof}){sees}"
 
 
@@ -137,7 +130,7 @@ def to_json(report: Report) -> str:
             "notes": list(t.result.notes),
             "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
             "partial_ops": list(t.partial_ops),
-            "sees": _sees(t) if t.ops else None,
+            "sees": _number(t.sees) if t.ops else None,
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
                      "change": r.change.change, "low": r.change.low, "high": r.change.high,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import shlex
-import statistics
 from collections.abc import Iterable, Sequence
 
+from ..judge.config import BLIND as BLIND
+from ..judge.config import GATE_SEES_QUANTILE
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
+from ..stats.power import blind, sees
 from . import display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time
 from .table import align
@@ -52,23 +54,19 @@ def spread(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
-#: A test whose median judged op could only show a slowdown beyond this is said to be
-#: nearly blind, with what would help.
-BLIND = 0.30
-
-
 def blind_line(result: TestResult) -> str | None:
     """One line when the gate could see only large slowdowns of this test's ops (the
-    median op's detectable effect beyond :data:`BLIND`), and what would help."""
+    median op's detectable effect beyond :data:`~pytest_opprof.judge.config.BLIND`), and
+    what would help."""
     c = result.comparison
     if c is None:
         return None
-    judged = [v.detectable for v in c.having(*COMPARED) if math.isfinite(v.detectable)]
-    if not judged or statistics.median(judged) <= BLIND:
+    seen = sees([v.detectable for v in c.having(*COMPARED)], GATE_SEES_QUANTILE)
+    if not blind(seen, BLIND):
         return None
     more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
-            f"{percent(1 + statistics.median(judged))} for its median op ({c.runs} baseline "
+            f"{percent(1 + seen)} for its median op ({c.runs} baseline "
             f"runs); {more}more iterations (gpu_profiler.iterations(n)), or a quieter machine "
             "with pinned BLAS threads (OMP_NUM_THREADS=1) would help")
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from ..errors import OpprofError
+from ..judge.config import TOLERANCE
 from ..measure.timers import BACKENDS, MEASURE_CHOICES
 
 DEFAULT_VERBOSITY = 0
@@ -27,7 +28,7 @@ DEFAULT_ITERATIONS = 20
 DEFAULT_BACKEND = "auto"
 DEFAULT_MEASURE = "auto"
 #: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
-DEFAULT_TOLERANCE = 0.05
+DEFAULT_TOLERANCE = TOLERANCE
 DEFAULT_BASELINE_DIR = ".opprof"
 #: The most iterations a test may run or skip: beyond it a value is a typo, not a plan.
 MAX_ITERATIONS = 1_000_000

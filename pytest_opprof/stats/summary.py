@@ -63,7 +63,8 @@ def op_stats(profile: Profile, samples: np.ndarray | None = None) -> list[OpStat
     Times are the gated ones (kernel time where it was measured), or ``samples``: another
     (iterations, ops) measure of the same profile, such as its event spans
     (``profile.samples``) beside kernel time."""
-    counted = (profile.gated_samples() if samples is None else samples)[profile.skip:]
+    counted = (profile.counted_matrix() if samples is None
+               else np.asarray(samples[profile.skip:], dtype=float))
     present = ~np.isnan(counted)
     count = present.sum(axis=0)
     filled = np.where(present, counted, 0.0)
@@ -119,7 +120,7 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
     first_backward = next(
         (o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)), len(profile.ops)
     )
-    per_op = np.nansum(profile.gated_samples()[profile.skip:], axis=0)
+    per_op = np.nansum(profile.counted_matrix(), axis=0)
     top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
     ids = np.arange(len(profile.ops))
     forward = float(per_op[top & (ids < first_backward)].sum()) / n
