@@ -554,7 +554,7 @@ def noisy_processes(repo, monkeypatch):
     calls = []
 
     def simulated(spread):
-        def profiled(side, folder, out, pytest_args):
+        def profiled(side, folder, pytest_args):
             calls.append(side)
             moved = template.samples * np.exp(rng.normal(0, spread, template.samples.shape[1]))
             return {"test_model.py::test_model": replace(template, samples=moved)}

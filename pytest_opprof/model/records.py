@@ -29,6 +29,8 @@ class TestRecord:
     profile: Profile
     #: The gate's verdict; None when the gate did not look at the test.
     result: TestResult | None = None
+    #: Whether the test itself passed (its call); a re-run trusts only such a profile.
+    passed: bool = True
 
     @property
     def nodeid(self) -> str:
@@ -36,7 +38,8 @@ class TestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"profile": self.profile.to_dict(),
-                "result": None if self.result is None else self.result.to_dict()}
+                "result": None if self.result is None else self.result.to_dict(),
+                "passed": self.passed}
 
     @classmethod
     def from_dict(cls, data: Any) -> TestRecord:
@@ -45,7 +48,11 @@ class TestRecord:
             raise OpprofError("not a test record")
         profile = Profile.from_dict(data.get("profile"))
         result = data["result"]
-        return cls(profile, None if result is None else TestResult.from_dict(result, profile))
+        passed = data.get("passed", True)
+        if not isinstance(passed, bool):
+            raise OpprofError("malformed test record: 'passed' is not true or false")
+        return cls(profile, None if result is None else TestResult.from_dict(result, profile),
+                   passed)
 
 
 def dumps(records: list[TestRecord]) -> str:
@@ -53,7 +60,8 @@ def dumps(records: list[TestRecord]) -> str:
 
 
 def loads(text: str) -> list[TestRecord]:
-    """A worker's records; OpprofError if they cannot be read."""
+    """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
+    ``--opprof-profile-out`` file); OpprofError if they cannot be read."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError, TypeError) as exc:  # ValueError: a 5,000-digit int
