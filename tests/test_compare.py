@@ -283,6 +283,32 @@ def test_two_results_files(pytester, monkeypatch, capsys):
     assert main(["compare", str(base), str(base)]) == 0
 
 
+def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, capsys):
+    """``opprof compare`` reads ``opprof_tolerance`` as every other command does; the
+    flag overrides it."""
+    monkeypatch.chdir(pytester.path)
+    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 36_000,
+                                                                        "b.json")
+    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 30%\n")
+    assert main(["compare", str(base), str(head), "--json", "c.json", "--detect", "40%"]) == 0
+    assert json.loads((pytester.path / "c.json").read_text())["tolerance"] == 0.3
+    assert "mul" not in [op["name"] for op in json.loads((pytester.path / "c.json")
+                         .read_text())["tests"][0]["ops"] if op["verdict"] != "ok"]
+    assert main(["compare", str(base), str(head), "--json", "c.json",
+                 "--tolerance", "5%"]) == 1  # +20% is beyond the flag's tolerance
+    assert json.loads((pytester.path / "c.json").read_text())["tolerance"] == 0.05
+    capsys.readouterr()
+    assert main(["compare", str(base), str(head), "--detect", "20%"]) == 2
+    assert "--detect 20% must exceed --tolerance 30%" in one_line(capsys)
+
+
+def test_a_refs_tolerance_is_the_ini_files_too(repo, capsys):
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\nopprof_tolerance = 0.2\n")
+    assert main(["compare", "HEAD", "--detect", "10%"]) == 2
+    assert "--detect 10% must exceed --tolerance 20%" in one_line(capsys)
+    assert_clean(repo)
+
+
 def one_line(capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -564,7 +590,7 @@ def noisy_processes(repo, monkeypatch):
     calls = []
 
     def simulated(spread):
-        def profiled(side, folder, out, pytest_args):
+        def profiled(side, folder, pytest_args):
             calls.append(side)
             moved = template.samples * np.exp(rng.normal(0, spread, template.samples.shape[1]))
             return {"test_model.py::test_model": replace(template, samples=moved)}

@@ -313,7 +313,7 @@ def test_a_baseline_path_that_is_not_a_regular_file_is_one_line_and_never_blocks
                                                                                 kind):
     """Opened without blocking and refused: a FIFO would hang the session, /dev/zero
     would grow until MemoryError. The alarm turns a hang into a failure."""
-    from pytest_opprof.cli import show
+    from pytest_opprof.commands.baseline import show
 
     store = BaselineStore(tmp_path, "m")
     path = store.path_for(TESTS[0])
@@ -496,7 +496,7 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
 
     from hypothesis import HealthCheck, given, settings
 
-    from pytest_opprof.cli import prune, show
+    from pytest_opprof.commands.baseline import prune, show
     from pytest_opprof.store.baseline import SCHEMA, load_file
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

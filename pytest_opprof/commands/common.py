@@ -1,15 +1,31 @@
-"""What every ``opprof`` command shares: its two ways to end, and argument types.
+"""What every ``opprof`` command shares: its two ways to end, argument types, the
+arguments that find the store (``--dir``, ``--machine-key``) and the pytest view.
 
 A command ends with :class:`CommandError` (its message, exit status 1) or
 :class:`UsageProblem` (the arguments are wrong: exit status 2); :mod:`pytest_opprof.cli`
-prints either as one line.
+prints either as one line. Each command is a module of this folder with an
+``add_parser(commands)`` that adds its sub-parser (its ``run(args, extra)`` set as the
+parser's ``run`` default).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
+import pytest
+
+from ..run.launcher import last_line
+from ..run.options import DEFAULT_BASELINE_DIR, Settings
+from ..store.baseline import BaselineStore
+from ..store.files import safe_name
+
+__all__ = ["CommandError", "PytestView", "Resolver", "UsageProblem", "add_store_arguments",
+           "in_process", "last_line", "pytest_view", "stores", "whole_number"]
 
 class CommandError(Exception):
     """Ends the command with its message and exit status 1."""
@@ -32,10 +48,114 @@ def whole_number(flag: str) -> Callable[[str], int]:
     return parse
 
 
-def last_line(text: str) -> str:
-    """What pytest said was wrong: its argparse "error:" line, else its last line."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
-    if errors:
-        return errors[-1]
-    return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+def add_store_arguments(sub: argparse.ArgumentParser) -> None:
+    """``--dir`` and ``--machine-key``: which stored baselines a command reads."""
+    sub.add_argument("--dir", type=Path, default=None,
+                     help="the baseline directory (default: pytest's, as the plugin "
+                          f"finds it: opprof_baseline_dir, else {DEFAULT_BASELINE_DIR}/ "
+                          "at the rootdir)")
+    sub.add_argument("--machine-key", default=None,
+                     help="only this machine's baselines (default: opprof_machine_key, "
+                          "else every machine)")
+
+
+def stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
+    """The stores under ``root`` (one machine's, with ``machine_key``); CommandError
+    when there are none."""
+    if not root.exists():
+        raise CommandError(f"{root}: no baseline directory here (use --dir, or create "
+                           "baselines with opprof baseline update)")
+    if not root.is_dir():
+        raise CommandError(f"{root}: is a file, not a baseline directory (use --dir)")
+    if machine_key is not None:
+        store = BaselineStore(root, machine_key)
+        if store.folder.exists() and not store.folder.is_dir():
+            raise CommandError(f"{store.folder}: is a file where the baselines of machine "
+                               f"{machine_key!r} should be; move it away")
+        if not store.folder.is_dir():
+            raise CommandError(f"{root}: no baselines for machine {machine_key!r} "
+                               f"(folder {safe_name(machine_key)})")
+        return [store]
+    return BaselineStore.every_machine(root)
+
+
+# -- what pytest would do: the plugin's own resolution, in this process ------------------
+
+#: The options ``opprof baseline update`` sets itself: given too, they would contradict it.
+OWN_OPTIONS = {"opprof_update_baseline": "--opprof-update-baseline",
+               "opprof_append_baseline": "--opprof-append-baseline",
+               "opprof_baseline_batch": "--opprof-baseline-batch",
+               "opprof_no_gate": "--opprof-no-gate"}
+
+
+@dataclass(frozen=True)
+class PytestView:
+    """The settings, rootdir and selection pytest resolves from the arguments and the
+    ini file, by the plugin's own code: the CLI finds what the plugin finds."""
+
+    settings: Settings
+    rootdir: Path
+    #: The ``--opprof-*`` options among the arguments (and addopts) that update sets itself.
+    own_options: tuple[str, ...]
+    #: Test files the arguments narrow to some of their tests (``file.py::test``).
+    narrowed: frozenset[str]
+
+
+class Resolver:
+    """A pytest plugin that records the configuration, and collects when asked."""
+
+    def __init__(self, collect: bool) -> None:
+        self.collect = collect
+        self.view: PytestView | None = None
+        self.items: set[str] = set()
+        self.files: set[str] = set()
+        self.errors: list[str] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> int | None:
+        self.view = PytestView(
+            settings=Settings.from_pytest_config(config), rootdir=config.rootpath,
+            own_options=tuple(flag for dest, flag in OWN_OPTIONS.items()
+                              if config.getoption(dest, None)),
+            narrowed=_narrowed(config))
+        return None if self.collect else 0  # a first-result hook: 0 ends pytest here
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        self.items.add(item.nodeid)  # before -k, -m and --deselect leave some out
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # its last line names the error ("E   SyntaxError: ...")
+            lines = str(report.longrepr).strip().splitlines()
+            self.errors.append(lines[-1].strip() if lines else report.nodeid)
+        elif report.passed and "::" not in report.nodeid:
+            self.files.add(report.nodeid)
+
+
+def _narrowed(config: pytest.Config) -> frozenset[str]:
+    """The files (as node ids) that ``file.py::test`` arguments collect only in part."""
+    found = set()
+    for arg in config.args:
+        if "::" not in arg:
+            continue
+        path = Path(config.invocation_params.dir, arg.split("::", 1)[0]).resolve()
+        with contextlib.suppress(ValueError):
+            found.add(path.relative_to(config.rootpath.resolve()).as_posix())
+    return frozenset(found)
+
+
+def in_process(args: list[str], resolver: Resolver) -> int:
+    """pytest.main with ``resolver``; its output kept; its usage errors one line."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = pytest.main(args, plugins=[resolver])
+    if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
+        raise UsageProblem(f"pytest refused the arguments: {last_line(err.getvalue())}")
+    return int(code)
+
+
+def pytest_view(pytest_args: list[str]) -> PytestView:
+    """How pytest and the plugin see ``pytest_args``; nothing is collected or run."""
+    resolver = Resolver(collect=False)
+    in_process(["-p", "no:cacheprovider", *pytest_args], resolver)
+    assert resolver.view is not None
+    return resolver.view

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -36,16 +35,15 @@ from ..judge.paired import (
     DEFAULT_TOLERANCE,
 )
 from ..model.comparison import Report
+from ..run.launcher import last_line, run_pytest
 from ..run.options import parse_fraction
 from ..run.outputs import Output, problem, write
-from .common import CommandError, UsageProblem, last_line, whole_number
+from .common import CommandError, UsageProblem, pytest_view, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
-
-#: One run's profiles, by node id.
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +57,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "opprof compare BASE.json HEAD.json: the same between two results "
                     "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
+    sub.set_defaults(run=run, takes_pytest_args=True)
     sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
     sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
@@ -72,9 +71,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
                           "working tree) before the first process, e.g. a build in place")
-    sub.add_argument("--tolerance", type=_tolerance, default=DEFAULT_TOLERANCE, metavar="X",
-                     help="the smallest change that counts, as a fraction (default "
-                          f"{DEFAULT_TOLERANCE:g}: 5%%)")
+    sub.add_argument("--tolerance", type=_tolerance, default=None, metavar="X",
+                     help="the smallest change that counts, such as 0.05 or 5%% (default: "
+                          f"the gate's, opprof_tolerance, else {DEFAULT_TOLERANCE:g}: 5%%)")
     sub.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="write the comparison as JSON (schema pytest-opprof/compare/1)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
@@ -104,6 +103,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.tolerance is None:
+        args.tolerance = ini_tolerance([] if _files_form(args, extra) else extra)
     outputs = [Output(flag, path) for flag, path in (("--json", args.json),
                                                      ("--markdown", args.markdown)) if path]
     for output in outputs:
@@ -122,6 +123,16 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         write(output.flag, output.path, text)
         print(f"opprof: wrote {output.path}")
     return 1 if report.count("regressed") else 0
+
+
+def ini_tolerance(pytest_args: list[str]) -> float:
+    """The gate's tolerance (``opprof_tolerance``, ``--opprof-tolerance`` in addopts) as
+    pytest sees ``pytest_args`` here, as every other command takes it; arguments pytest
+    refuses are left for the first process to name (the ini file's alone is taken)."""
+    for args in ([pytest_args, []] if pytest_args else [[]]):
+        with contextlib.suppress(UsageProblem):
+            return pytest_view(args).settings.tolerance
+    return DEFAULT_TOLERANCE
 
 
 def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
@@ -200,8 +211,7 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
             # ABBA order: whatever favours the second process of a pair favours each side
             for side in ("base", "head") if p % 2 == 0 else ("head", "base"):
                 print(f"opprof: pair {p + 1} of {planned}: {shown[side]}", flush=True)
-                out = Path(scratch) / f"{side}-{p}.json"
-                runs[side].append(_profiled(side, sides[side], out, extra))
+                runs[side].append(_profiled(side, sides[side], extra))
             p += 1
             if p == planned and args.pairs is None and p < most:
                 needed = pairs_needed(compare_runs(runs["base"], runs["head"], mode="pairs",
@@ -241,28 +251,24 @@ def _setup(command: str, side: str, folder: Path) -> None:
                            f"{done.returncode}: {last_line(done.stdout + done.stderr)})")
 
 
-def _profiled(side: str, folder: Path, out: Path, pytest_args: list[str]) -> Run:
-    """One pytest process in ``folder`` writing ``out``; its profiles by node id."""
-    from ..store.results import load
-
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--opprof-no-gate", *pytest_args, f"--opprof-json={out}"]
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    last = last_line(done.stdout + done.stderr)
-    if done.returncode == 4:
+def _profiled(side: str, folder: Path, pytest_args: list[str]) -> Run:
+    """One pytest process in ``folder``; its profiles by node id, as typed records
+    (:mod:`pytest_opprof.run.launcher`: no results file, no machine info)."""
+    child = run_pytest(["-q", "-p", "no:cacheprovider", "--opprof-no-gate", *pytest_args],
+                       cwd=folder, env={"PYTHONDONTWRITEBYTECODE": "1"}, records=True)
+    code, last = child.code, child.last
+    if code == 4:
         raise UsageProblem(f"pytest refused the arguments at {side} ({last})")
-    if done.returncode == 2:
+    if code == 2:
         raise CommandError(f"pytest could not collect the tests at {side} ({last}); "
                            "fix the error, or name tests that exist on both sides")
-    if done.returncode == 5:
+    if code == 5:
         raise UsageProblem(f"pytest collected no tests at {side}: name the tests to compare")
-    if done.returncode not in (0, 1) or not out.is_file():
-        raise CommandError(f"pytest failed at {side} (exit code {done.returncode}: {last})")
-    if done.returncode == 1:
+    if code not in (0, 1) or (child.records is None and not child.records_problem):
+        raise CommandError(f"pytest failed at {side} (exit code {code}: {last})")
+    if child.records is None:
+        raise CommandError(child.records_problem)
+    if code == 1:
         print(f"opprof: some tests failed at {side} ({last}); the profiles of those that "
               "ran are compared", flush=True)
-    try:
-        return {r.profile.nodeid: r.profile for r in load(out)[1]}
-    except OpprofError as exc:
-        raise CommandError(str(exc)) from None
+    return {r.profile.nodeid: r.profile for r in child.records}

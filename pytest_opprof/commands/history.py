@@ -27,6 +27,7 @@ from ..render.history import ASCII_SPARKS, SPARKS, render_text, to_json
 from ..run.options import parse_fraction
 from ..run.outputs import Output, problem, write
 from ..store.baseline import BaselineError, BaselineStore
+from .common import add_store_arguments, pytest_view, stores
 
 
 def _spark_chars() -> str:
@@ -38,8 +39,18 @@ def _spark_chars() -> str:
     return SPARKS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``opprof history`` besides --dir and --machine-key (the CLI's)."""
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``opprof history`` and its arguments."""
+    parser = commands.add_parser(
+        "history", help="each op's time across the stored runs (pytest "
+                        "--opprof-append-baseline), and the commits where it stepped "
+                        "(needs ruptures: the 'history' extra)",
+        description="Reads the runs of each stored baseline in date order (grown by "
+                    "pytest --opprof-append-baseline, one run per commit; the last 20 kept), "
+                    "takes each run's machine drift out, finds where each op's median "
+                    "stepped (PELT from ruptures, penalised by the op's noise) and names "
+                    "the commit. Steps under the noise or the tolerance are not reported.")
+    parser.set_defaults(run=run, takes_pytest_args=False)
     parser.add_argument("test", nargs="?", default=None,
                         help="a node id, or part of one (default: every test)")
     parser.add_argument("--tolerance", type=parse_fraction, default=None, metavar="X",
@@ -51,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, default=None, metavar="PATH",
                         help="also draw each op's trend with its steps as a self-contained "
                              "HTML file (needs matplotlib: the 'report' extra)")
+    add_store_arguments(parser)
 
 
 def check_outputs(json_path: Path | None, html_path: Path | None) -> None:
@@ -79,10 +91,20 @@ def collect(stores: list[BaselineStore], test: str | None, tolerance: float,
     return found, unreadable
 
 
-def run(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
-        tolerance: float) -> int:
-    """The command: the history of the stored tests printed, and written to the files
-    asked for; 1 when a baseline file could not be read (the rest still shown)."""
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    """``opprof history``: the store found as ``opprof baseline show`` finds it, the
+    tolerance the gate's (``opprof_tolerance``) unless given."""
+    require_ruptures()
+    view = pytest_view([])
+    root = args.dir or view.settings.baseline_dir
+    found = stores(root, args.machine_key or view.settings.machine_key)
+    return show(found, root, args, args.tolerance or view.settings.tolerance)
+
+
+def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
+         tolerance: float) -> int:
+    """The history of the stored tests printed, and written to the files asked for;
+    1 when a baseline file could not be read (the rest still shown)."""
     require_ruptures()
     check_outputs(args.json, args.html)
     tests, unreadable = collect(stores, args.test, tolerance)

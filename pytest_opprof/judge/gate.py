@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 import numpy as np
 
@@ -84,6 +85,34 @@ FAULTS = (OpStatus.REGRESSED,)
 STRICT_FAULTS = (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING)
 
 
+class Environment(Protocol):
+    """What judging a test asks of the run it happens in, and only when it needs it:
+    :mod:`pytest_opprof.run.session` implements it for each test."""
+
+    #: Whether a suspected regression may be confirmed by :meth:`rerun`.
+    confirms: bool
+
+    def probe_drift(self, baseline: Baseline) -> float | None:
+        """The machine's speed now against ``baseline``'s by the reference probe, or
+        None; asked only when the test has too few ops to estimate its own drift."""
+
+    def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
+        """The test profiled again in a new process, to confirm ``suspects``; None when
+        it gave no profile (the first run's verdict stands)."""
+
+
+class Isolated:
+    """No environment: no probe, no re-run (a test judged on its own)."""
+
+    confirms = False
+
+    def probe_drift(self, baseline: Baseline) -> float | None:
+        return None
+
+    def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
+        return None
+
+
 def judge(
     profile: Profile,
     baseline: Baseline | None,
@@ -92,21 +121,23 @@ def judge(
     config: GateConfig,
     budgets: Mapping[str, float],
     strict_ops: bool,
-    probe_drift: Callable[[Baseline], float | None] = lambda b: None,
-    rerun: Callable[[list[OpVerdict]], Profile | None] | None = None,
-    refusal: Callable[[Baseline], str | None] = lambda b: None,
+    environment: Environment | None = None,
+    refusal: str | None = None,
+    baseline_path: str | None = None,
 ) -> TestResult:
-    """The verdict of a test that ran and passed. ``probe_drift`` is asked for the
-    machine's drift only when the test has too few ops to estimate its own;
-    ``rerun(suspects)`` profiles the test again in a new process, to confirm them;
-    ``refusal(baseline)`` is why the baseline cannot judge this run at all (its run
-    conditions differ), or None. Budgets are checked whatever the baseline says."""
+    """The verdict of a test that ran and passed, made once. ``environment`` is asked
+    for the machine's drift only when the test has too few ops to estimate its own, and
+    to profile the test again in a new process to confirm suspects (when it
+    ``confirms``); ``refusal`` is why ``baseline`` cannot judge this run at all (its run
+    conditions differ), or None; ``baseline_path`` is where ``baseline`` is stored.
+    Budgets are checked whatever the baseline says."""
+    environment = environment if environment is not None else Isolated()
     over_budget = tuple(check_budgets(profile, budgets))
     comparison: Comparison | None = None
     at_fault: tuple[OpVerdict, ...] = ()
-    reason = refusal(baseline) if baseline is not None else None
+    reason = refusal if baseline is not None else None
     if baseline is not None and reason is None:
-        comparison = _compare(profile, baseline, config, probe_drift, rerun)
+        comparison = _compare(profile, baseline, config, environment)
         reason = drift_problem(comparison) or contention_problem(comparison, config)
         if reason is not None:
             comparison = _unjudged(comparison, reason)
@@ -118,7 +149,16 @@ def judge(
     else:
         verdict = Verdict.NO_BASELINE if baseline is None else Verdict.PASSED
     return TestResult(profile.nodeid, verdict, machine, profile, comparison=comparison,
-                      over_budget=over_budget, at_fault=at_fault, reason=reason or "")
+                      over_budget=over_budget, at_fault=at_fault,
+                      baseline_path=baseline_path if baseline is not None else None,
+                      reason=reason or "")
+
+
+def updated(profile: Profile, *, machine: str, baseline_path: str) -> TestResult:
+    """The result of a test whose run was stored as a baseline run (``--opprof-update-
+    baseline``; only a test within its budgets, see :func:`check_budgets`)."""
+    return TestResult(profile.nodeid, Verdict.UPDATED, machine, profile,
+                      baseline_path=baseline_path)
 
 
 #: A run this many times slower or faster than its baseline (its drift) says that the
@@ -186,22 +226,21 @@ def contention_problem(comparison: Comparison, config: GateConfig) -> str | None
 
 
 def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
-             probe_drift: Callable[[Baseline], float | None],
-             rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> Comparison:
+             environment: Environment) -> Comparison:
     """The rule applied to the profile against its baseline, drift from the probe when
     the test has too few ops in common with the baseline to measure its own."""
     current, ids = current_samples(profile)
     stored = baseline.samples()
     common = sum(1 for key in current if key in stored)
-    drift = probe_drift(baseline) if common < config.min_ops_for_drift else None
-    if drift is not None and _absurd(drift):
-        rerun = None  # the test will not be judged: no re-run to confirm anything
+    drift = environment.probe_drift(baseline) if common < config.min_ops_for_drift else None
+    confirms = environment.confirms and not (drift is not None and _absurd(drift))
+    # an absurd drift: the test will not be judged, no re-run to confirm anything
     if baseline.span_seconds() >= HISTORY_SPAN_S:
         config = replace(config, spread_inflation=config.history_inflation)
 
     def rerun_samples(suspects: list[OpVerdict]) -> dict[Key, np.ndarray] | None:
-        again = rerun(suspects) if rerun is not None else None
+        again = environment.rerun(suspects)
         return current_samples(again)[0] if again is not None else None
 
     return compare_with_rerun(current, stored, {**baseline.op_ids(), **ids}, config,
-                              rerun_samples if rerun is not None else None, probe_drift=drift)
+                              rerun_samples if confirms else None, probe_drift=drift)

@@ -5,7 +5,9 @@ when the gate did not look at the test). Every surface (the terminal report,
 ``--opprof-json``, ``--opprof-markdown``, ``--opprof-trace``, the HTML report) reads
 records only, so that under xdist a worker sends its records to the controller
 (``config.workeroutput``) and the controller reports every test exactly once, from the
-same typed objects. Nothing here renders: renderers read records, not the reverse.
+same typed objects, and a child process that pytest-opprof starts writes its records to
+``--opprof-profile-out`` (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
+renderers read records, not the reverse.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from .verdict import TestResult
 
 #: The key of a worker's records in ``config.workeroutput``.
 WORKER_KEY = "opprof_records"
+#: The key of a record's pytest outcome (the test's call passed): not a verdict.
+PASSED_KEY = "call_passed"
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class TestRecord:
     profile: Profile
     #: The gate's verdict; None when the gate did not look at the test.
     result: TestResult | None = None
+    #: Whether the test itself passed (its call); a re-run trusts only such a profile.
+    passed: bool = True
 
     @property
     def nodeid(self) -> str:
@@ -36,7 +42,8 @@ class TestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"profile": self.profile.to_dict(),
-                "result": None if self.result is None else self.result.to_dict()}
+                "result": None if self.result is None else self.result.to_dict(),
+                PASSED_KEY: self.passed}
 
     @classmethod
     def from_dict(cls, data: Any) -> TestRecord:
@@ -45,7 +52,11 @@ class TestRecord:
             raise OpprofError("not a test record")
         profile = Profile.from_dict(data.get("profile"))
         result = data["result"]
-        return cls(profile, None if result is None else TestResult.from_dict(result, profile))
+        passed = data.get(PASSED_KEY, True)
+        if not isinstance(passed, bool):
+            raise OpprofError(f"malformed test record: {PASSED_KEY!r} is not true or false")
+        return cls(profile, None if result is None else TestResult.from_dict(result, profile),
+                   passed)
 
 
 def dumps(records: list[TestRecord]) -> str:
@@ -53,7 +64,8 @@ def dumps(records: list[TestRecord]) -> str:
 
 
 def loads(text: str) -> list[TestRecord]:
-    """A worker's records; OpprofError if they cannot be read."""
+    """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
+    ``--opprof-profile-out`` file); OpprofError if they cannot be read."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError, TypeError) as exc:  # ValueError: a 5,000-digit int

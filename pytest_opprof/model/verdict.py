@@ -192,8 +192,8 @@ class BudgetVerdict:
 
 @dataclass(frozen=True)
 class TestResult:
-    """What the gate concluded about one profiled test; made once with its final values
-    (a later stage makes a new one with :func:`dataclasses.replace`)."""
+    """What the gate concluded about one profiled test; made once, with its final values
+    (by :func:`pytest_opprof.judge.gate.judge` or ``gate.updated``), never rebuilt."""
 
     __test__ = False  # not a pytest test class
 

@@ -73,7 +73,8 @@ HELP_MARKDOWN = ("write a Markdown summary (regressions, improvements, new and m
 HELP_TRACE = ("write one Chrome trace (Perfetto, chrome://tracing) per profiled test into "
               "DIR")
 HELP_HTML = "write a self-contained HTML report with charts to PATH (needs matplotlib)"
-HELP_PROFILE_OUT = "write the profile of the (one) profiled test to this file (used by re-runs)"
+HELP_PROFILE_OUT = ("write the records of the profiled tests to this file (used by "
+                    "pytest-opprof's own child processes: re-runs, opprof compare)")
 
 
 def whole_number(what: str, minimum: int, maximum: int = MAX_ITERATIONS) -> Callable[[str], int]:

@@ -10,17 +10,14 @@ profiles, and says so with its own flags).
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from ..errors import OpprofError
 from ..model.profile import Profile
+from .launcher import run_pytest
 
 if TYPE_CHECKING:
     from ..model.verdict import OpVerdict
@@ -87,13 +84,16 @@ def node_arg(config: pytest.Config, nodeid: str) -> str:
 
 
 def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-            profile_out: Path, measure: str | None = None) -> list[str]:
-    """The re-run's command: the user's arguments, then the node id and the flags
-    that make it profile the one test and write its profile to ``profile_out``."""
-    args = [sys.executable, "-m", "pytest", *user_args(config), node_arg(config, nodeid),
+            profile_out: Path | None = None, measure: str | None = None) -> list[str]:
+    """The re-run's pytest arguments: the user's, then the node id and the flags that
+    make it profile the one test (and write its records to ``profile_out``; the
+    launcher names that file itself)."""
+    args = [*user_args(config), node_arg(config, nodeid),
             "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
             f"--opprof-backend={backend}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
-            "--opprof-no-gate", f"--opprof-profile-out={profile_out}"]
+            "--opprof-no-gate"]
+    if profile_out is not None:
+        args.append(f"--opprof-profile-out={profile_out}")
     if measure is not None:  # the first run's measure, not auto's choice of the moment
         args.append(f"--opprof-measure={measure}")
     if config.inipath is not None:
@@ -123,15 +123,13 @@ def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) 
 
 def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
                   timeout: float, measure: str | None = None) -> Profile | None:
-    """The test's profile from a new process, or None when it gave none (the first
-    run's verdict then stands)."""
-    with tempfile.TemporaryDirectory(prefix="opprof-rerun-") as tmp:
-        out = Path(tmp, "profile.json")
-        args = command(config, nodeid, backend=backend, skip=skip, profile_out=out,
-                       measure=measure)
-        try:
-            subprocess.run(args, cwd=config.invocation_params.dir, capture_output=True,
-                           check=False, timeout=timeout)
-            return Profile.from_json(out.read_text(encoding="utf-8"))
-        except (subprocess.TimeoutExpired, OSError, OpprofError):
-            return None
+    """The test's profile from a new process (its last profile from a call that
+    passed), or None when it gave none (the first run's verdict then stands)."""
+    args = command(config, nodeid, backend=backend, skip=skip, measure=measure)
+    try:
+        child = run_pytest(args, cwd=config.invocation_params.dir, records=True,
+                           timeout=timeout)
+    except OSError:
+        return None
+    passed = [r.profile for r in child.records or () if r.passed]
+    return passed[-1] if passed else None

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +96,8 @@ class OpprofSession:
         self.machine = settings.machine_key or f"{self.backend}{kernel}-{self.device}"
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
+        #: The profiled tests whose call did not pass (their records say so).
+        self.failed_calls: set[str] = set()
         #: Records sent by xdist workers (on the controller).
         self.remote: list[TestRecord] = []
         self._records: tuple[tuple[int, int, int], list[TestRecord]] | None = None
@@ -155,13 +156,16 @@ class OpprofSession:
         if started is None:
             return
         profile, per_test = started[0].profile, started[1]
+        if report.passed:
+            self.failed_calls.discard(item.nodeid)
+        else:
+            self.failed_calls.add(item.nodeid)
         if profile is None or profile.counted == 0:
             return
         from ..model.verdict import TestResult, Verdict
         from ..render.verdicts import failure_text, summary_line
         from ..store.baseline import BaselineError
 
-        self._write_profile(profile, report)
         not_gated = TestResult(item.nodeid, Verdict.NOT_GATED, self.machine, profile)
         if not self.settings.gate:
             self._benchmark_extra_info(item, not_gated)
@@ -169,10 +173,9 @@ class OpprofSession:
         if not report.passed:
             self.results[item.nodeid] = not_gated
             return
-        rerun = (lambda suspects: self._rerun(item.nodeid, report.duration, suspects)) \
-            if self.settings.confirm else None
         try:
-            result = self._verdict(profile, per_test, rerun)
+            result = self._verdict(profile, per_test,
+                                   TestEnvironment(self, item.nodeid, report.duration))
         except BaselineError as exc:
             report.outcome = "failed"
             report.longrepr = f"opprof: {exc}"
@@ -185,18 +188,6 @@ class OpprofSession:
             report.sections.append(("opprof", summary_line(result)))
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
-
-    def _write_profile(self, profile: Profile, report: pytest.TestReport) -> None:
-        """``--opprof-profile-out``: the profile of a passing test, for the re-run."""
-        if self.settings.profile_out is None or not report.passed:
-            return
-        from ..store.files import atomic_write
-
-        try:
-            atomic_write(self.settings.profile_out, profile.to_json())
-        except OSError as exc:
-            report.outcome = "failed"
-            report.longrepr = f"opprof: --opprof-profile-out: cannot write ({exc})"
 
     @staticmethod
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
@@ -223,41 +214,39 @@ class OpprofSession:
         benchmark.extra_info["opprof"] = extra_info(result)
 
     def _verdict(self, profile: Profile, per_test: TestSettings,
-                 rerun: Callable[[list[OpVerdict]], Profile | None] | None) -> TestResult:
-        from ..judge.gate import gate_config, judge
+                 environment: TestEnvironment) -> TestResult:
+        from ..judge.gate import check_budgets, gate_config, judge, updated
 
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances,
                              profile.measure)
         if self.settings.update_baseline:
-            result = judge(profile, None, machine=self.machine, config=config,
-                           budgets=per_test.budgets, strict_ops=False)
-            return result if result.failed else self._record_baseline(result)
+            if check_budgets(profile, per_test.budgets):  # the old baseline is kept
+                return judge(profile, None, machine=self.machine, config=config,
+                             budgets=per_test.budgets, strict_ops=False)
+            return updated(profile, machine=self.machine,
+                           baseline_path=self._record_baseline(profile))
         key = self.baseline_keys.get(profile.nodeid, profile.nodeid)
         baseline = self.store.load(key)
-        result = judge(profile, baseline, machine=self.machine, config=config,
-                       budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
-                       probe_drift=self._probe_drift, rerun=rerun,
-                       refusal=self._conditions_differ)
-        if baseline is None:
-            return result
-        return replace(result, baseline_path=str(self.store.path_for(key)))
+        return judge(profile, baseline, machine=self.machine, config=config,
+                     budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
+                     environment=environment,
+                     refusal=None if baseline is None else self._conditions_differ(baseline),
+                     baseline_path=None if baseline is None else str(self.store.path_for(key)))
 
-    def _record_baseline(self, result: TestResult) -> TestResult:
-        """Store the test's run as a baseline run; called only for a test within its
-        budgets (an op over its budget keeps the old baseline). Repetitions of one test
-        (pytest-repeat) share its baseline key and one batch."""
-        from ..model.verdict import Verdict
+    def _record_baseline(self, profile: Profile) -> str:
+        """Store the test's run as a baseline run, and say where; called only for a test
+        within its budgets (an op over its budget keeps the old baseline). Repetitions
+        of one test (pytest-repeat) share its baseline key and one batch."""
         from ..store.baseline import BaselineRun
 
-        run = BaselineRun.from_profile(result.profile, self.run_meta)
-        key = self.baseline_keys.get(result.nodeid)
+        run = BaselineRun.from_profile(profile, self.run_meta)
+        key = self.baseline_keys.get(profile.nodeid)
         batch = self.settings.baseline_batch if key is None else self.repeat_batch
-        path = self.store.record(key or result.nodeid, run, batch,
-                                 append=self.settings.append_baseline)
-        return replace(result, verdict=Verdict.UPDATED, baseline_path=str(path))
+        return str(self.store.record(key or profile.nodeid, run, batch,
+                                     append=self.settings.append_baseline))
 
-    def _rerun(self, nodeid: str, duration: float,
-               suspects: list[OpVerdict]) -> Profile | None:
+    def rerun(self, nodeid: str, duration: float,
+              suspects: Sequence[OpVerdict]) -> Profile | None:
         """Profile ``nodeid`` again in a new pytest process with the user's arguments
         (nothing gated there), saying so first."""
         from . import rerun
@@ -274,7 +263,7 @@ class OpprofSession:
 
         return reference_probe(self.xp)
 
-    def _probe_drift(self, baseline: Baseline) -> float | None:
+    def probe_drift(self, baseline: Baseline) -> float | None:
         """The machine's speed now against the baseline's, by the reference probe (the
         fake backend's virtual clock has no machine speed to measure)."""
         then = baseline.probe_ns()
@@ -319,7 +308,7 @@ class OpprofSession:
 
         key = (len(self.profiles), len(self.results), len(self.remote))
         if self._records is None or self._records[0] != key:
-            local = [TestRecord(p, self.results.get(nodeid))
+            local = [TestRecord(p, self.results.get(nodeid), nodeid not in self.failed_calls)
                      for nodeid, p in self.profiles.items()]
             records = local if not self.remote else sorted(  # local: in the order they ran
                 local + self.remote, key=lambda r: r.nodeid)
@@ -379,10 +368,36 @@ class OpprofSession:
             raise pytest.UsageError(f"opprof: {exc}") from None
 
     def write_outputs(self) -> None:
-        """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``);
-        on the controller only. An unwritable path is one OpprofError naming its flag."""
-        from .outputs import wanted, write_all
+        """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``),
+        and the records for the process that started this one (``--opprof-profile-out``,
+        see :mod:`pytest_opprof.run.launcher`: no run info, no machine info); on the
+        controller only. An unwritable path is one OpprofError naming its flag."""
+        from .outputs import wanted, write, write_all
 
-        if self.is_worker or not wanted(self.settings):
+        if self.is_worker:
             return
-        write_all(self.settings, self.records(), self.run_info)
+        if self.settings.profile_out is not None:
+            from ..model.records import dumps
+
+            write("--opprof-profile-out", self.settings.profile_out, dumps(self.records()))
+        if wanted(self.settings):
+            write_all(self.settings, self.records(), self.run_info)
+
+
+class TestEnvironment:
+    """What the gate asks of the run while it judges one test (``judge.gate.Environment``):
+    the session's reference probe, and a confirmation re-run of this test."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, session: OpprofSession, nodeid: str, duration: float) -> None:
+        self.session = session
+        self.nodeid = nodeid
+        self.duration = duration
+        self.confirms = session.settings.confirm
+
+    def probe_drift(self, baseline: Baseline) -> float | None:
+        return self.session.probe_drift(baseline)
+
+    def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
+        return self.session.rerun(self.nodeid, self.duration, suspects)

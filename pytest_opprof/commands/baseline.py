@@ -1,0 +1,329 @@
+"""``opprof baseline update | show | prune``: the stored baselines from the shell.
+
+    opprof baseline update [--runs N] [PYTEST ARGS...]
+    opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
+    opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
+
+``update`` runs pytest in new processes (:mod:`pytest_opprof.run.launcher`) into a
+staging folder and commits it; which run replaces which and what is committed or
+pruned is the store's policy (:mod:`pytest_opprof.store.policy`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ..judge import agreement, rule
+from ..judge.config import BLIND, GATE_SEES_QUANTILE
+from ..judge.gate import gate_config
+from ..judge.rule import GateConfig
+from ..model.conditions import describe as describe_conditions
+from ..render import display_name, duration
+from ..render.text import paddle_table, singa_ops, stat_table, wall_line
+from ..run.launcher import run_pytest
+from ..run.options import DEFAULT_TOLERANCE
+from ..stats.power import blind, sees
+from ..store import policy
+from ..store.baseline import OUTLYING_OPS, Baseline, BaselineError
+from .common import (
+    CommandError,
+    Resolver,
+    UsageProblem,
+    add_store_arguments,
+    in_process,
+    pytest_view,
+    stores,
+    whole_number,
+)
+
+DEFAULT_RUNS = 5
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``opprof baseline`` and its actions (unrecognised arguments of update and prune
+    go to pytest)."""
+    baseline = commands.add_parser("baseline", help="update, show or prune stored baselines")
+    baseline.set_defaults(help_parser=baseline, run=run, takes_pytest_args=False)
+    actions = baseline.add_subparsers(dest="action", metavar="ACTION")
+
+    update_parser = actions.add_parser(
+        "update", help="run pytest N times, each in a new process, and store the profiled "
+                       "tests that passed as their baselines on this machine",
+        description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
+                    "a new process, so that the gate learns each op's spread between "
+                    "processes. A run whose ops sit far from the test's other runs (taken "
+                    "while the machine was busy) is taken again, once; ops whose runs still "
+                    "disagree are named. The runs go to a staging folder; only when all of "
+                    "them passed are the new baselines committed to the store: the command "
+                    "completes or changes nothing. Unrecognised arguments go to pytest.")
+    update_parser.add_argument("--runs", type=whole_number("--runs"), default=DEFAULT_RUNS,
+                               metavar="N",
+                               help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
+    update_parser.set_defaults(takes_pytest_args=True)
+
+    show_parser = actions.add_parser("show", help="print stored baselines: a list, or one "
+                                                  "test's ops in the verbosity-2 formats")
+    show_parser.add_argument("test", nargs="?", default=None,
+                             help="a node id, or part of one, to print in full")
+    add_store_arguments(show_parser)
+    prune_parser = actions.add_parser(
+        "prune", help="remove the baselines of tests that no longer exist (dry run unless "
+                      "--apply)",
+        description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
+                    "stored baselines whose test is provably gone: its file no longer exists "
+                    "under the rootdir, or its file was collected in full (not narrowed by "
+                    "FILE::TEST; -k and -m do not count) without it. Unrecognised arguments "
+                    "go to pytest.")
+    prune_parser.add_argument("--apply", action="store_true",
+                              help="delete them (default: only list)")
+    add_store_arguments(prune_parser)
+    prune_parser.set_defaults(takes_pytest_args=True)
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.action == "update":
+        return update(args.runs, extra)
+    if args.action == "show":
+        view = pytest_view([])
+        return show(args.dir or view.settings.baseline_dir,
+                    args.machine_key or view.settings.machine_key, args.test,
+                    view.settings.tolerance)
+    return prune(args.dir, args.machine_key, extra, args.apply)
+
+
+# -- update ------------------------------------------------------------------------------
+
+def update(runs: int, pytest_args: list[str]) -> int:
+    """Run pytest ``runs`` times into a staging folder, take again the runs that
+    disagree with their test's others, then commit every test's new baseline at once:
+    the command completes or leaves the store as it was."""
+    view = pytest_view(pytest_args)
+    if view.own_options:
+        raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
+                           "this itself; leave it out")
+    root = view.settings.baseline_dir
+    batch = uuid.uuid4().hex[:12]
+    staging = policy.open_staging(root, batch)
+    try:
+        _take(staging, batch, pytest_args,
+              [f"baseline run {run} of {runs}" for run in range(1, runs + 1)])
+        retaken, unreliable = _retake_disagreeing(staging, batch, pytest_args, runs,
+                                                  view.settings.tolerance)
+        with policy.signals_deferred():
+            stored = policy.commit(staging, root, batch)
+    finally:
+        policy.discard(staging)
+    if not stored:
+        raise CommandError("the runs stored no baseline: no test that passed used the "
+                           "gpu_profiler fixture; name the profiled tests")
+    for line in unreliable:
+        print(line)
+    print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)"
+          + (f" ({retaken} re-taken)" if retaken else ""))
+    return 0
+
+
+def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -> None:
+    """One pytest process per label, each storing its baselines into ``folder``, its
+    output passed on as it comes."""
+    for label in labels:
+        print(f"opprof: {label}: pytest --opprof-update-baseline " + " ".join(pytest_args),
+              flush=True)
+        child = run_pytest(["--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
+                            *pytest_args, f"--opprof-baseline-dir={folder}"], echo=True)
+        _check_run(child.code, child.last, label)
+
+
+def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs: int,
+                        tolerance: float) -> tuple[int, list[str]]:
+    """Runs that disagree with their test's other runs (agreement.py: taken while the
+    machine was busy) are taken again, each in a new process, once: as many new runs
+    as the test with the most such runs needs (fewer than ``runs``). A new run replaces a
+    disagreeing one in the staged baseline (:func:`policy.replace_runs`); where the runs
+    still disagree, the runs that sit far off name their ops in their meta (``opprof
+    baseline show`` says so). Returns how many runs were re-taken, and one line per test
+    still disagreeing."""
+    found = [(store, baseline, agreement.check([r.samples() for r in baseline.runs],
+                                               _config(baseline, tolerance)))
+             for store, baseline in policy.staged(staging)]
+    disagreeing = [(store, baseline, agreed) for store, baseline, agreed in found
+                   if not agreed.agrees]
+    retake = max((len(agreed.outliers) for *_, agreed in disagreeing), default=0)
+    if not retake:
+        return 0, []
+    far = sorted({j + 1 for *_, agreed in disagreeing for j in agreed.outliers})
+    print(f"opprof: run(s) {', '.join(map(str, far))} of {len(disagreeing)} test(s) sit far "
+          f"from their other runs (a busy machine?); taking {retake} run(s) again", flush=True)
+    again = policy.again_folder(staging)
+    _take(again, batch, pytest_args, [f"extra baseline run {k} of {retake}"
+                                      for k in range(1, retake + 1)])
+    unreliable = []
+    for store, baseline, agreed in disagreeing:
+        policy.replace_runs(baseline, list(agreed.outliers),
+                            policy.runs_taken_again(again, store, baseline.nodeid))
+        agreed = agreement.check([r.samples() for r in baseline.runs],
+                                 _config(baseline, tolerance))
+        policy.mark_outlying(baseline, agreed.outliers)
+        store.save(baseline)
+        if not agreed.agrees:
+            unreliable.append(_unreliable_line(baseline.nodeid, agreed, runs, pytest_args))
+    return retake, unreliable
+
+
+def _config(baseline: Baseline, tolerance: float) -> GateConfig:
+    """The rule's settings for the backend and measure the baseline was taken with."""
+    measure = (baseline.conditions() or {}).get("measure")
+    return gate_config(str(baseline.runs[-1].meta.get("backend", "cpu")), tolerance, {},
+                       measure if isinstance(measure, str) else None)
+
+
+def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
+                     pytest_args: list[str]) -> str:
+    """What to tell of a test whose runs still disagree after they were taken again."""
+    names = sorted({display_name(name) for name, _ in agreed.ops()})
+    which = (f"op {names[0]} of {display_name(nodeid)} disagrees" if len(names) == 1 else
+             f"ops {', '.join(names)} of {display_name(nodeid)} disagree")
+    command = shlex.join(["opprof", "baseline", "update", "--runs", str(max(runs, DEFAULT_RUNS)),
+                          *pytest_args])
+    return (f"opprof: {which} between runs (spread {max(agreed.spread.values()):.0%}): the "
+            f"machine was busy? the gate is blind to slowdowns within that spread; re-run "
+            f"`{command}` on a quiet machine")
+
+
+def _check_run(code: int, last: str, label: str) -> None:
+    if code == pytest.ExitCode.USAGE_ERROR:
+        raise UsageProblem(f"pytest refused the arguments ({last}); nothing was stored")
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise UsageProblem("pytest collected no tests: name the tests to take baselines "
+                           "of; nothing was stored")
+    if code != 0:
+        raise CommandError(f"{label} failed (pytest exit code {code}: "
+                           f"{last}); nothing was stored: fix the failures and rerun")
+
+
+# -- show ---------------------------------------------------------------------------------
+
+def show(root: Path, machine_key: str | None, test: str | None,
+         tolerance: float = DEFAULT_TOLERANCE) -> int:
+    broken = 0
+    matched = 0
+    for store in stores(root, machine_key):
+        for path, entry in store.entries():
+            if isinstance(entry, BaselineError):
+                broken += 1
+                print(f"unreadable: {entry}")
+                continue
+            if test is not None and test not in entry.nodeid:
+                continue
+            matched += 1
+            print(_describe(entry, tolerance) if test is not None else _list_line(entry, path))
+    if test is not None and not matched:
+        raise CommandError(f"no stored baseline matches {test!r} under {root}")
+    return 1 if broken else 0
+
+
+def _list_line(b: Baseline, path: Path) -> str:
+    last = b.runs[-1]
+    outlying = _outlying(b)
+    return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {last.n_ops} ops, "
+            f"{last.meta.get('date', '?')}  [{path.name}]"
+            + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
+
+
+def _outlying(b: Baseline) -> list[str]:
+    """The ops on which some run sat far from the others, as the update recorded."""
+    return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
+
+
+def _describe(b: Baseline, tolerance: float) -> str:
+    lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
+    for i, run in enumerate(b.runs, 1):
+        commit = run.meta.get("commit") or {}
+        commit_id = commit.get("id", "?") if isinstance(commit, dict) else "?"
+        probe = run.meta.get("probe_ns")
+        outlying = run.meta.get(OUTLYING_OPS)
+        lines.append(
+            f"  run {i}: {run.meta.get('date', '?')}, commit {str(commit_id)[:12]}, "
+            f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
+            + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else "")
+            + (f"; far from the other runs on {', '.join(map(display_name, outlying))}"
+               if outlying else ""))
+        conditions = run.meta.get("conditions")
+        lines.append("    conditions: " + (describe_conditions(conditions) if conditions
+                                             else "not recorded (judged under any)"))
+    profile = b.to_profile()
+    lines += ["", *_noise_lines(b, tolerance), "",
+              "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
+              wall_line(profile), ""]
+    return "\n".join(lines)
+
+
+def _slowdown(effect: float) -> str:
+    """+26%; beyond ten times slower only a bound: an op whose runs disagree by several
+    times gets margins of thousands of percent, where the figure no longer tells more."""
+    return f"+{effect:.0%}" if effect <= 10 else ">+1000%"
+
+
+def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
+    """Per op, what the gate sees in these runs: the median, the spread of the op's
+    median between runs and the smallest slowdown it would catch (rule.noise); and a
+    line saying what would help when the typical op's is beyond the gate's blindness limit
+    (``judge.config.BLIND``)."""
+    samples = b.samples()
+    noise = rule.noise(samples, _config(b, tolerance))
+    if not noise:
+        return ["What the gate sees: no op has samples enough to judge"]
+    ids = b.op_ids()
+    rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
+             f"median={duration(float(np.median([np.median(r) for r in samples[key]])))}",
+             f"spread={op.spread:.1%}", f"detectable={_slowdown(op.detectable)}",
+             f"runs={op.runs}"]
+            for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
+    lines = ["What the gate sees (spread: of the op's median between processes; detectable: "
+             "the smallest slowdown it catches):", stat_table(rows)]
+    typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
+    if blind(typical, BLIND):
+        runs = max(DEFAULT_RUNS, 2 * len(b.runs))
+        lines.append(
+            f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
+            f"typical op; more baseline runs (opprof baseline update --runs {runs}), more "
+            "iterations (gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) "
+            "would help")
+    return lines
+
+
+# -- prune --------------------------------------------------------------------------------
+
+def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
+          apply: bool) -> int:
+    """Remove the baselines whose test is provably gone (:func:`policy.gone`), listing
+    them first; a dry run unless ``apply``."""
+    resolver = Resolver(collect=True)
+    code = in_process(["--collect-only", "-q", "-p", "no:cacheprovider", *pytest_args],
+                      resolver)
+    if resolver.errors or code not in (0, 5):
+        why = resolver.errors[0] if resolver.errors else f"exit code {code}"
+        raise CommandError(f"pytest could not collect the tests ({why}); nothing was pruned")
+    assert resolver.view is not None
+    view = resolver.view
+    root = root or view.settings.baseline_dir
+    found = stores(root, machine_key or view.settings.machine_key)
+    stale = policy.stale(found, root, lambda nodeid: policy.gone(
+        nodeid, view.rootdir, resolver.items, resolver.files, view.narrowed))
+    for path, nodeid in stale:
+        print(f"{'remove' if apply else 'would remove'}: {nodeid}  [{path}]")
+    if not stale:
+        print("opprof: no stale baselines")
+    elif not apply:
+        print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
+    else:
+        with policy.signals_deferred():
+            policy.remove([path for path, _ in stale])
+        print(f"opprof: removed {len(stale)} stale baseline(s)")
+    return 0

@@ -1,0 +1,42 @@
+"""``opprof report RESULTS.json [-o report.html]``: a results file drawn as HTML."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..run.outputs import Output, problem, write
+from .common import CommandError
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = commands.add_parser(
+        "report", help="draw a results file (pytest --opprof-json) as a self-contained HTML "
+                       "report with charts (needs matplotlib: the 'report' extra)")
+    sub.add_argument("results", type=Path, help="the results JSON file")
+    sub.add_argument("-o", "--output", type=Path, default=Path("opprof-report.html"),
+                     help="the HTML file to write (default opprof-report.html)")
+    sub.set_defaults(run=run, takes_pytest_args=False)
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    return report(args.results, args.output)
+
+
+def report(results: Path, output: Path) -> int:
+    from ..render.html import render_tests
+    from ..store.results import load
+
+    why = problem(Output("-o", output))
+    if why is not None:
+        raise CommandError(f"-o {output}: {why}")
+    run_info, records = load(results)
+    try:
+        text = render_tests(records, run_info)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # a file written by hand or by another version: its fields are not what they say
+        raise CommandError(f"{results}: malformed results ({type(exc).__name__}: {exc}); "
+                           "write it again with pytest --opprof-json") from None
+    write("-o", output, text)
+    print(f"opprof: wrote {output} ({len(records)} test(s))")
+    return 0

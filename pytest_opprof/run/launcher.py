@@ -1,0 +1,219 @@
+"""The one way pytest-opprof runs pytest in a child process, and the one way back.
+
+:func:`run_pytest` starts ``python -m pytest ARGS`` in a given folder with given
+changes to the environment, in a process group of its own, and either passes its
+output on as it comes (``echo=True``: ``opprof baseline update``) or keeps it (the
+confirmation re-run, ``opprof compare``). It returns a :class:`ChildResult`: the exit
+code, the last line that says what went wrong (:func:`last_line`) and, when asked
+(``records=True``), the child's typed :class:`~pytest_opprof.model.records.TestRecord`
+objects, which the child writes with ``--opprof-profile-out`` to a file named here:
+no results file, no pytest-benchmark machine info, nothing rendered.
+
+Ctrl-C and SIGTERM to this process end the child's whole group (pytest and whatever
+it started: xdist workers), wait for it, then raise KeyboardInterrupt
+(:class:`Terminated` for SIGTERM) to the caller. The child has a group of its own so
+that a signal meant for it reaches every process it started, and one meant for this
+process is not also delivered to the child half way through its write.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import OpprofError
+
+if TYPE_CHECKING:
+    from ..model.records import TestRecord
+
+#: The lines of output kept to find the last meaningful one when output is passed on.
+TAIL_LINES = 20
+#: How long a child group has to end after SIGTERM before it is killed.
+GRACE_S = 5.0
+
+
+def last_line(text: str) -> str:
+    """What pytest said was wrong: its argparse "error:" line, else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
+    if errors:
+        return errors[-1]
+    return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: a cancelled CI job, a kill."""
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM is handled as Ctrl-C (raises :class:`Terminated`, a KeyboardInterrupt)
+    while the block runs, so that child processes are stopped and temporary folders
+    removed (by default SIGTERM ends Python at once, cleaning nothing). Off the main
+    thread, or where a handler other than the default is set, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _sigterm_unless_handled() -> Iterator[None]:
+    """:func:`sigterm_as_ctrl_c` where SIGTERM still has its default action (a handler
+    set by the caller, the ``opprof`` command's own, is left in place)."""
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        with sigterm_as_ctrl_c():
+            yield
+    else:
+        yield
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What a child pytest process did."""
+
+    #: Its exit status (pytest's ExitCode; negative: ended by that signal).
+    code: int
+    #: What it said last (:func:`last_line`): its argparse error, else its last line.
+    last: str
+    #: Its output (stdout and stderr together); empty when it was passed on.
+    output: str = ""
+    #: Its records, when asked for and written; None when it wrote none.
+    records: tuple[TestRecord, ...] | None = None
+    #: Why its records could not be read (one line); empty when they were, or none was asked.
+    records_problem: str = ""
+    #: Whether it ran past its timeout (and was ended).
+    timed_out: bool = False
+
+
+def pytest_command(args: Sequence[str]) -> list[str]:
+    """``python -m pytest ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "pytest", *args]
+
+
+def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
+               env: Mapping[str, str] | None = None, echo: bool = False,
+               records: bool = False, timeout: float | None = None) -> ChildResult:
+    """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
+    process group of its own; its output passed on as it comes (``echo``) or kept.
+    With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
+    named here) and the child's records are read back. ``timeout`` (seconds; output
+    kept only) ends the child's group when it runs longer. OSError when it cannot be
+    started."""
+    with tempfile.TemporaryDirectory(prefix="opprof-child-") as tmp:
+        out = Path(tmp, "records.json")
+        command = pytest_command([*args, f"--opprof-profile-out={out}"] if records else args)
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        with _sigterm_unless_handled():
+            proc = subprocess.Popen(command, cwd=cwd, env=environment, text=True,
+                                    errors="replace", stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
+            except BaseException:  # Ctrl-C, SIGTERM: the whole group, then the caller
+                end_group(proc)
+                raise
+            finally:
+                if proc.stdout is not None:
+                    proc.stdout.close()
+        last = last_line(output)
+        if echo:
+            output = ""
+        if not records or timed_out:
+            return ChildResult(proc.returncode, last, output, timed_out=timed_out)
+        found, problem = read_records(out)
+        return ChildResult(proc.returncode, last, output, found, problem)
+
+
+def _passed_on(proc: subprocess.Popen[str]) -> tuple[str, bool]:
+    """The child's output written to this process's stdout line by line; its last
+    lines returned."""
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        tail.append(line)
+    proc.wait()
+    return "".join(tail), False
+
+
+def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool]:
+    """The child's whole output, and whether it ran past ``timeout`` (then its group
+    is ended)."""
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return output, False
+    except subprocess.TimeoutExpired:
+        end_group(proc)
+        output, _ = proc.communicate()
+        return output, True
+
+
+def end_group(proc: subprocess.Popen[str]) -> None:
+    """The child's process group ended: SIGTERM, then SIGKILL after :data:`GRACE_S`;
+    waited for. Ctrl-C and SIGTERM are ignored until it is done."""
+    with _signals_held():
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(proc.pid, signal.SIGKILL)  # what SIGTERM left (workers, a hang)
+        proc.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """A second Ctrl-C or SIGTERM while the group ends does not leave it running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = [(sig, signal.signal(sig, signal.SIG_IGN))
+                for sig in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for sig, handler in previous:
+            signal.signal(sig, handler)
+
+
+def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:
+    """The records a child wrote to ``path``: (None, "") when it wrote none, (None,
+    the reason) when they cannot be read."""
+    from ..model.records import loads
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{path}: cannot read the child's records ({exc})"
+    try:
+        return tuple(loads(text)), ""
+    except OpprofError as exc:
+        return None, f"{path}: {exc}"

@@ -1,0 +1,171 @@
+"""The store's policy for the commands that change it: which run replaces which, what a
+staged update commits, and what pruning may remove.
+
+``opprof baseline update`` takes its runs into a staging folder (:func:`open_staging`,
+never read as baselines), replaces the runs that disagree with their test's others by
+runs taken again (:func:`replace_runs`), then commits every staged baseline at once
+(:func:`commit`, under :func:`signals_deferred`): the command completes or changes
+nothing. ``opprof baseline prune`` removes what is provably stale (:func:`gone`,
+:func:`stale`, :func:`remove`). Every error is one :class:`~pytest_opprof.errors.OpprofError`
+line that says what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from ..errors import OpprofError
+from .baseline import (
+    OUTLYING_OPS,
+    STAGING_PREFIX,
+    Baseline,
+    BaselineError,
+    BaselineRun,
+    BaselineStore,
+    obstacle,
+)
+
+#: Where the runs taken again go, inside the staging folder: a dot folder, so neither
+#: a machine folder nor ever committed.
+AGAIN = ".again"
+
+
+# -- update: staging, replacing runs, committing ----------------------------------------
+
+def staging_folder(root: Path, batch: str) -> Path:
+    """The staging folder of the update ``batch`` under the store ``root``."""
+    return Path(root) / f"{STAGING_PREFIX}{batch}"
+
+
+def open_staging(root: Path, batch: str) -> Path:
+    """The staging folder of ``batch``, made (with the store's folders); OpprofError
+    when it cannot be."""
+    folder = staging_folder(root, batch)
+    try:
+        folder.mkdir(parents=True)
+    except OSError as exc:
+        raise OpprofError(obstacle(folder) or f"{folder}: cannot create ({exc}); make its "
+                          "folder writable or choose another with --opprof-baseline-dir") \
+            from None
+    return folder
+
+
+def staged(staging: Path) -> list[tuple[BaselineStore, Baseline]]:
+    """Every readable baseline staged under ``staging``, with its machine's store."""
+    return [(store, baseline) for store in BaselineStore.every_machine(staging)
+            for _, baseline in store.entries() if isinstance(baseline, Baseline)]
+
+
+def again_folder(staging: Path) -> Path:
+    """Where the runs taken again are stored, inside the staging folder."""
+    return staging / AGAIN
+
+
+def runs_taken_again(folder: Path, store: BaselineStore, nodeid: str) -> list[BaselineRun]:
+    """The runs of ``nodeid`` that the extra runs into ``folder`` stored for ``store``'s
+    machine (none when it did not run again: skipped, or deselected by chance)."""
+    again = BaselineStore(folder, store.machine, folder=folder / store.folder.name)
+    try:
+        found = again.load(nodeid)
+    except BaselineError:
+        return []
+    return found.runs if found is not None else []
+
+
+def replace_runs(baseline: Baseline, outliers: Sequence[int],
+                 again: Sequence[BaselineRun]) -> None:
+    """The runs at ``outliers`` (indices into ``baseline.runs``, in order) replaced, one
+    for one, by the runs taken again; those with none taken again stay."""
+    for j, run in zip(outliers, again, strict=False):
+        baseline.runs[j] = run
+
+
+def mark_outlying(baseline: Baseline, outlying: Mapping[int, Sequence[tuple[str, int]]]) -> None:
+    """Each run that still sits far from the others names its ops in its meta
+    (``opprof baseline show`` says so)."""
+    for j, keys in outlying.items():
+        baseline.runs[j].meta[OUTLYING_OPS] = sorted({name for name, _ in keys})
+
+
+def commit(staging: Path, root: Path, batch: str) -> int:
+    """Every staged machine folder copied into the store; the number of tests whose
+    stored baseline now holds this batch (read back, not assumed)."""
+    stored = 0
+    for staged_store in BaselineStore.every_machine(staging):
+        store = BaselineStore(root, staged_store.machine,
+                              folder=root / staged_store.folder.name)
+        for baseline in store.commit(staged_store):
+            with contextlib.suppress(BaselineError):
+                kept = store.load(baseline.nodeid)
+                stored += kept is not None and kept.batch == batch
+    return stored
+
+
+def discard(staging: Path) -> None:
+    """The staging folder removed, whatever it holds."""
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are ignored while the store is written: a commit is not left
+    half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = [(sig, signal.signal(sig, signal.SIG_IGN))
+                for sig in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for sig, handler in previous:
+            signal.signal(sig, handler)
+
+
+# -- prune: what is provably stale ---------------------------------------------------
+
+def gone(nodeid: str, rootdir: Path, collected: set[str], files: set[str],
+         narrowed: frozenset[str]) -> bool:
+    """Provably gone: its file no longer exists under the rootdir, or its file was
+    collected in full (in ``files``, not ``narrowed`` by ``file.py::test``) without it.
+    A test merely deselected (-k, -m) or outside the paths given is kept."""
+    if nodeid in collected:
+        return False
+    module = nodeid.split("::", 1)[0]
+    if not (rootdir / module).exists():
+        return True
+    return module in files and module not in narrowed
+
+
+def stale(stores: Sequence[BaselineStore], root: Path,
+          is_gone: Callable[[str], bool]) -> list[tuple[Path, str]]:
+    """What prune removes, each with what it is: the baselines of tests gone, the
+    temporary files of interrupted writes, the staging folders of interrupted updates."""
+    found = [(path, entry.nodeid) for store in stores for path, entry in store.entries()
+             if isinstance(entry, Baseline) and is_gone(entry.nodeid)]
+    found += [(path, "temporary file of an interrupted write")
+              for store in stores for path in store.stale_temporary_files()]
+    found += [(path, "staging folder of an interrupted update")
+              for path in BaselineStore.stale_staging_folders(root)]
+    return found
+
+
+def remove(paths: Sequence[Path]) -> None:
+    """Each path removed (a folder with what it holds); OpprofError at the first that
+    cannot be."""
+    for path in paths:
+        try:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            continue  # removed meanwhile: what was asked holds
+        except OSError as exc:
+            raise OpprofError(f"{path}: cannot remove ({exc}); the baselines listed "
+                              "before it were removed") from None
