@@ -53,6 +53,21 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
     fork = multiprocessing.get_context("fork")
     rnd = random.Random(4)
     interrupted = {signal.SIGKILL: 0, signal.SIGINT: 0}
+    # the writers inherit SIGINT's disposition: in a process where it is ignored (an xdist
+    # worker was seen with SIGINT ignored after earlier tests), every Ctrl-C'd writer went
+    # on writing until the 30 s bound below, minutes in all
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_writers(tmp_path, store, fork, rnd, interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert min(interrupted.values()) > 20
+    leftovers = {p.name for p in store.folder.iterdir()} - {
+        store.path_for(n).name for n in TESTS}
+    assert all(name.endswith(".tmp") for name in leftovers)  # only SIGKILL's, never read
+
+
+def _interrupt_writers(tmp_path, store, fork, rnd, interrupted) -> None:
     for _ in range(100):
         writer = fork.Process(target=_write_forever, args=(str(tmp_path),))
         writer.start()
@@ -72,10 +87,6 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
         for nodeid in TESTS:
             baseline = store.load(nodeid)  # raises if a file were damaged
             assert baseline.nodeid == nodeid and baseline.runs
-    assert min(interrupted.values()) > 20
-    leftovers = {p.name for p in store.folder.iterdir()} - {
-        store.path_for(n).name for n in TESTS}
-    assert all(name.endswith(".tmp") for name in leftovers)  # only SIGKILL's, never read
 
 
 def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsys):
