@@ -222,14 +222,14 @@ class Check:
                 rc, _ = self.pytest(["--opprof-update-baseline", "--opprof-baseline-batch=b",
                                      f"--opprof-profile-out={out}", "-q"], folder)
                 if rc == 0 and out.exists():
-                    profiles.append(json.loads(out.read_text("utf-8")))
+                    profiles += _passed_profiles(out)
             aa_failed = 0
             for i in range(aa_runs):
                 out = folder / f"aa{i}.json"
                 rc, _ = self.pytest([f"--opprof-profile-out={out}", "-q"], folder)
                 aa_failed += rc != 0
                 if out.exists():
-                    profiles.append(json.loads(out.read_text("utf-8")))
+                    profiles += _passed_profiles(out)
             self.spread_table(profiles)
             self.say("", f"A/A: {aa_failed} false failure(s) in {aa_runs} runs against a "
                      f"{baseline_runs}-run baseline", "", "| injected into | change | caught "
@@ -391,6 +391,13 @@ def _range(values: list[float]) -> str:
 def _spread(values: list[float]) -> str:
     logs = [math.log(v) for v in values if math.isfinite(v) and v > 0]
     return f"{statistics.stdev(logs):.2%}" if len(logs) > 1 else "-"
+
+
+def _passed_profiles(path: Path) -> list[dict[str, Any]]:
+    """The profiles of the tests that passed, from a ``--opprof-profile-out`` file (the
+    records of the run's profiled tests)."""
+    return [record["profile"] for record in json.loads(path.read_text("utf-8"))
+            if record.get("call_passed", True)]
 
 
 def main(argv: list[str]) -> int:

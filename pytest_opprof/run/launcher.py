@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,16 +171,30 @@ def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool
 
 
 def end_group(proc: subprocess.Popen[str]) -> None:
-    """The child's process group ended: SIGTERM, then SIGKILL after :data:`GRACE_S`;
-    waited for. Ctrl-C and SIGTERM are ignored until it is done."""
+    """The child's process group ended: SIGTERM, then SIGKILL to what is left (workers,
+    a hang) once the child has exited or after :data:`GRACE_S`; waited for. The child is
+    reaped only after the SIGKILL, so that its pid, the group's id, cannot meanwhile
+    name another process. Ctrl-C and SIGTERM are ignored until it is done."""
     with _signals_held():
+        if not hasattr(os, "killpg"):  # no process groups (Windows): the child alone
+            proc.kill()
+            proc.wait()
+            return
         _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(proc.pid, signal.SIGKILL)  # what SIGTERM left (workers, a hang)
+        deadline = time.monotonic() + GRACE_S
+        while proc.returncode is None and not _exited(proc.pid) \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, without reaping it (its pid stays taken)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
