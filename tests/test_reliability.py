@@ -34,7 +34,11 @@ def run_of(tag: int) -> BaselineRun:
 
 def _write_forever(root: str) -> None:
     """A writer that never stops: every test's baseline rewritten, over and over, both
-    replacing (a new batch) and appending."""
+    replacing (a new batch) and appending. Ctrl-C gets Python's own handling here, in
+    the writer: it inherits the disposition of the process that forked it, and an xdist
+    worker ignores SIGINT (so that a Ctrl-C goes to the controller); changing the
+    worker's own disposition would let any stray SIGINT end the worker instead."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     store = BaselineStore(Path(root), "m")
     tag = 0
     while True:
@@ -53,14 +57,7 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
     fork = multiprocessing.get_context("fork")
     rnd = random.Random(4)
     interrupted = {signal.SIGKILL: 0, signal.SIGINT: 0}
-    # the writers inherit SIGINT's disposition: in a process where it is ignored (an xdist
-    # worker was seen with SIGINT ignored after earlier tests), every Ctrl-C'd writer went
-    # on writing until the 30 s bound below, minutes in all
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        _interrupt_writers(tmp_path, store, fork, rnd, interrupted)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    _interrupt_writers(tmp_path, store, fork, rnd, interrupted)
     assert min(interrupted.values()) > 20
     leftovers = {p.name for p in store.folder.iterdir()} - {
         store.path_for(n).name for n in TESTS}
