@@ -18,11 +18,12 @@ import pytest_opprof
 
 PACKAGE = Path(pytest_opprof.__file__).parent
 
-#: Lowest first. The foundation (the error type and the version) is below every layer;
-#: the plugin, the CLI and the deprecated aliases of moved modules sit above them all.
+#: Lowest first. The foundation (the error type, the version, signals held off) is below
+#: every layer; the plugin, the CLI and the deprecated aliases of moved modules sit above
+#: them all.
 LAYERS = ("foundation", "model", "measure", "stats", "judge", "store", "render", "run",
           "commands", "top")
-FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version"}
+FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version", "pytest_opprof.signals"}
 #: The package's root: it loads ``op`` and friends lazily from model and measure.
 TOP = {"pytest_opprof", "pytest_opprof.plugin", "pytest_opprof.cli",
        "pytest_opprof.profile", "pytest_opprof.profiler"}

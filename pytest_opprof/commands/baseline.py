@@ -28,6 +28,7 @@ from ..render import display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
 from ..run.launcher import run_pytest
 from ..run.options import DEFAULT_TOLERANCE
+from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
 from ..store.baseline import OUTLYING_OPS, Baseline, BaselineError
@@ -115,7 +116,7 @@ def update(runs: int, pytest_args: list[str]) -> int:
               [f"baseline run {run} of {runs}" for run in range(1, runs + 1)])
         retaken, unreliable = _retake_disagreeing(staging, batch, pytest_args, runs,
                                                   view.settings.tolerance)
-        with policy.signals_deferred():
+        with held():
             stored = policy.commit(staging, root, batch)
     finally:
         policy.discard(staging)
@@ -323,7 +324,7 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
     elif not apply:
         print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
     else:
-        with policy.signals_deferred():
+        with held():
             policy.remove([path for path, _ in stale])
         print(f"opprof: removed {len(stale)} stale baseline(s)")
     return 0

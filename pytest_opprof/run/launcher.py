@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
+from ..signals import held
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -175,7 +176,7 @@ def end_group(proc: subprocess.Popen[str]) -> None:
     a hang) once the child has exited or after :data:`GRACE_S`; waited for. The child is
     reaped only after the SIGKILL, so that its pid, the group's id, cannot meanwhile
     name another process. Ctrl-C and SIGTERM are ignored until it is done."""
-    with _signals_held():
+    with held():
         if not hasattr(os, "killpg"):  # no process groups (Windows): the child alone
             proc.kill()
             proc.wait()
@@ -200,21 +201,6 @@ def _exited(pid: int) -> bool:
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """A second Ctrl-C or SIGTERM while the group ends does not leave it running."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = [(sig, signal.signal(sig, signal.SIG_IGN))
-                for sig in (signal.SIGINT, signal.SIGTERM)]
-    try:
-        yield
-    finally:
-        for sig, handler in previous:
-            signal.signal(sig, handler)
 
 
 def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:

@@ -4,7 +4,7 @@ staged update commits, and what pruning may remove.
 ``opprof baseline update`` takes its runs into a staging folder (:func:`open_staging`,
 never read as baselines), replaces the runs that disagree with their test's others by
 runs taken again (:func:`replace_runs`), then commits every staged baseline at once
-(:func:`commit`, under :func:`signals_deferred`): the command completes or changes
+(:func:`commit`, under :func:`pytest_opprof.signals.held`): the command completes or changes
 nothing. ``opprof baseline prune`` removes what is provably stale (:func:`gone`,
 :func:`stale`, :func:`remove`). Every error is one :class:`~pytest_opprof.errors.OpprofError`
 line that says what to do.
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import OpprofError
@@ -109,22 +107,6 @@ def commit(staging: Path, root: Path, batch: str) -> int:
 def discard(staging: Path) -> None:
     """The staging folder removed, whatever it holds."""
     shutil.rmtree(staging, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM are ignored while the store is written: a commit is not left
-    half done."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = [(sig, signal.signal(sig, signal.SIG_IGN))
-                for sig in (signal.SIGINT, signal.SIGTERM)]
-    try:
-        yield
-    finally:
-        for sig, handler in previous:
-            signal.signal(sig, handler)
 
 
 # -- prune: what is provably stale ---------------------------------------------------
