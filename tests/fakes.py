@@ -1,7 +1,8 @@
-"""Helpers shared by the tests: profiles on the fake backend."""
+"""Helpers shared by the tests: profiles on the fake backend, children to interrupt."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 from pytest_opprof import Profile, Profiler
@@ -63,3 +64,11 @@ def test_net(gpu_profiler):
             with gpu_profiler.op(name):
                 dev.kernel(int((k + 1) * 10_000 * factor(name)))
 """
+
+
+def ctrl_c_as_from_a_terminal() -> None:
+    """``preexec_fn`` of a child that a test interrupts with SIGINT: Ctrl-C's default
+    disposition, as a terminal's shell starts a command. A process inherits an ignored
+    SIGINT (an xdist worker may ignore it, so that a Ctrl-C reaches the controller), and
+    Python then raises no KeyboardInterrupt: the child would not notice the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

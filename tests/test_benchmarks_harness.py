@@ -187,3 +187,16 @@ def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
     assert "gate_runs.py: run aa-n0-002: benchmarks/manyop/test_manyop.py::test_manyop has " \
            "no baseline in " in err
     assert len(json.loads((folder / "outcomes.json").read_text())) == 1
+
+
+@pytest.mark.e2e
+def test_the_child_channel_benchmark_times_both_channels(capsys):
+    """Both channels answer for the many-op test (a child that wrote nothing would fail
+    the run: the benchmark removes each file it asked for)."""
+    from benchmarks import child_channel
+
+    assert child_channel.main(["--runs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| results file (--opprof-json) |" in out
+    assert "| typed records (--opprof-profile-out) |" in out
+    assert "saved per child: median" in out

@@ -17,6 +17,8 @@ import pytest
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.run.launcher import last_line, run_pytest
 
+from .fakes import ctrl_c_as_from_a_terminal
+
 PROFILED = """
 def test_ok(gpu_profiler):
     for _ in gpu_profiler.iterations(3):
@@ -155,7 +157,8 @@ def test_a_signal_to_the_parent_ends_the_childs_group_then_interrupts(project, s
     write(project, "test_hang.py", HANG)
     (project / "parent.py").write_text(PARENT)
     parent = subprocess.Popen([sys.executable, "parent.py", str(project)], cwd=project,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=ctrl_c_as_from_a_terminal)
     pids = project / "pids"
     deadline = time.monotonic() + 60
     while not pids.exists() or not pids.read_text():

@@ -21,7 +21,7 @@ from pytest_opprof.store.baseline import (
     parse,
 )
 
-from .fakes import train_profile
+from .fakes import ctrl_c_as_from_a_terminal, train_profile
 
 TESTS = [f"t.py::test_{k}[a/b-{k}]" for k in range(4)]
 
@@ -361,7 +361,7 @@ def _opprof(*args: str, cwd: Path, **kwargs):
 
     return subprocess.Popen([sys.executable, "-m", "pytest_opprof.cli", *args], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **kwargs)
+                            preexec_fn=ctrl_c_as_from_a_terminal, **kwargs)
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
