@@ -69,6 +69,7 @@ def test_net(gpu_profiler):
 def ctrl_c_as_from_a_terminal() -> None:
     """``preexec_fn`` of a child that a test interrupts with SIGINT: Ctrl-C's default
     disposition, as a terminal's shell starts a command. A process inherits an ignored
-    SIGINT (an xdist worker may ignore it, so that a Ctrl-C reaches the controller), and
-    Python then raises no KeyboardInterrupt: the child would not notice the Ctrl-C."""
+    SIGINT (a shell starts a background job with SIGINT ignored, and the suite's
+    processes and their children keep that), and Python then raises no
+    KeyboardInterrupt: the child would not notice the Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)

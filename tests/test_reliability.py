@@ -35,9 +35,9 @@ def run_of(tag: int) -> BaselineRun:
 def _write_forever(root: str) -> None:
     """A writer that never stops: every test's baseline rewritten, over and over, both
     replacing (a new batch) and appending. Ctrl-C gets Python's own handling here, in
-    the writer: it inherits the disposition of the process that forked it, and an xdist
-    worker ignores SIGINT (so that a Ctrl-C goes to the controller); changing the
-    worker's own disposition would let any stray SIGINT end the worker instead."""
+    the writer: it inherits the disposition of the process that forked it, which ignores
+    SIGINT when the suite runs as a background job; changing the suite's own disposition
+    would let a stray SIGINT end it instead."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     store = BaselineStore(Path(root), "m")
     tag = 0
