@@ -42,13 +42,12 @@ from pytest_opprof.commands import compare  # noqa: E402
 from pytest_opprof.judge import comparison, config, paired  # noqa: E402
 from pytest_opprof.model import comparison as data  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
-from pytest_opprof.stats.robust import positive_or_nan  # noqa: E402
-from pytest_opprof.store.results import load  # noqa: E402
+from pytest_opprof.store.results import load_records  # noqa: E402
 
 
 def counted(profile: Profile) -> np.ndarray:
     """A process's counted samples, as the command reads them."""
-    return positive_or_nan(profile.counted_matrix())
+    return comparison.counted(profile)
 
 
 def record(folder: Path, processes: int) -> None:
@@ -71,7 +70,7 @@ def profiles(folder: Path) -> list[Profile]:
     files = sorted(folder.glob("p*.json"), key=lambda f: int(f.stem[1:]))
     found = []
     for f in files:
-        (test,) = load(f)[1]
+        (test,) = load_records(f)[1]
         found.append(test.profile)
     if len(found) < 4:
         raise SystemExit(f"{folder}: {len(found)} results files p*.json; record some first "

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 
 from pytest_opprof.judge import agreement, changepoints, comparison, rule  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
-from pytest_opprof.store.results import load  # noqa: E402
+from pytest_opprof.store.results import load_records  # noqa: E402
 
 
 def _samples(p: Profile) -> dict[tuple[str, int], np.ndarray]:
@@ -45,7 +45,7 @@ def _num(x: Any) -> float | None:
 
 def profiles(folder: Path, even: bool) -> list[Profile]:
     files = sorted(folder.glob("p*.json"), key=lambda f: int(f.stem[1:]))
-    found = [load(f)[1][0].profile for f in files]
+    found = [load_records(f)[1][0].profile for f in files]
     if even:
         found = [replace(p, samples=p.samples[:-1], wall=p.wall[:-1], op_time=p.op_time[:-1])
                  for p in found]

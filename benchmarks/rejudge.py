@@ -24,13 +24,13 @@ if str(ROOT) not in sys.path:
 from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
 from pytest_opprof.model.verdict import Verdict  # noqa: E402
 from pytest_opprof.store.baseline import load_file  # noqa: E402
-from pytest_opprof.store.results import load  # noqa: E402
+from pytest_opprof.store.results import load_records  # noqa: E402
 
 
 def failed_ops(path: Path, config) -> tuple[set[str], bool]:
     """The ops today's gate fails in one run's results file, and whether any test of it
     is left unjudged."""
-    _, tests = load(path)
+    _, tests = load_records(path)
     files = {t["nodeid"]: t.get("baseline_file") for t in json.loads(path.read_text())["tests"]}
     failed, unjudged = set(), False
     for reported in tests:

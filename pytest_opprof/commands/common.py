@@ -25,7 +25,7 @@ from ..store.baseline import BaselineStore
 from ..store.files import safe_name
 
 __all__ = ["CommandError", "PytestView", "Resolver", "UsageProblem", "add_store_arguments",
-           "in_process", "last_line", "pytest_view", "stores", "whole_number"]
+           "in_process", "pytest_view", "stores", "whole_number"]
 
 class CommandError(Exception):
     """Ends the command with its message and exit status 1."""

@@ -141,7 +141,7 @@ def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
 
 
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
-    from ..store.results import load
+    from ..store.results import load_records
 
     if len(extra) != 1 or any(x is not None for x in (args.pairs, args.setup,
                                                       args.max_pairs)):
@@ -153,7 +153,7 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
             raise UsageProblem(f"{name}: no such results file (pytest --opprof-json=PATH "
                                "writes one)")
         try:
-            runs.append({r.profile.nodeid: r.profile for r in load(Path(name))[1]})
+            runs.append({r.profile.nodeid: r.profile for r in load_records(Path(name))[1]})
         except OpprofError as exc:
             raise CommandError(str(exc)) from None
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),

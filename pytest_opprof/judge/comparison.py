@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model.comparison import OpRow, PairedResult, Report, TestComparison
 from ..model.profile import Profile
+from ..model.verdict import Key
 from ..stats.power import sees
 from ..stats.robust import is_positive, positive_or_nan
 from . import config, paired
@@ -28,7 +29,6 @@ DEFAULT_DETECT = 0.15
 
 #: One process's profiles, by node id.
 Run = dict[str, Profile]
-Key = tuple[str, int]
 
 
 def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
@@ -55,6 +55,12 @@ def pairs_needed(report: Report) -> int:
                 for t in report.tests if t.ops and t.result.pairs > 1), default=report.pairs)
 
 
+def counted(profile: Profile) -> np.ndarray:
+    """A process's counted samples (iterations, ops) as a compare judges them: NaN where
+    an op did not run or has no time to take a logarithm of."""
+    return positive_or_nan(profile.counted_matrix())
+
+
 def _ops(profile: Profile) -> dict[Key, int]:
     """Each op's OP_ID by (name, occurrence); ops that never ran in a counted iteration
     left out."""
@@ -74,7 +80,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
     if keys:
         # every process's log times of the judged ops, base and head of each pair in turn
-        logs = [np.log(positive_or_nan(profile.counted_matrix()[:, [ids[k] for k in keys]]))
+        logs = [np.log(counted(profile)[:, [ids[k] for k in keys]])
                 for pair, ids_of in zip(pairs, sides, strict=True)
                 for profile, ids in zip(pair, ids_of, strict=True)]
         state = state_adjusted(logs)

@@ -81,18 +81,22 @@ def write(flag: str, path: Path, text: str) -> None:
 
 
 def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:
-    """Render and write every output the run asks for."""
+    """Render and write every output the run asks for; the reports' one view of each
+    test is built once, for all of them."""
     from ..render import html, markdown, results_json, trace
+    from ..stats.reports import report_of
 
     outputs = wanted(settings)
     if any(o.flag == "--opprof-json" for o in outputs):
         run_info = run_info.with_machine_info()  # only the results file holds it
+    reports = [report_of(r) for r in records] if any(not o.folder for o in outputs) else []
     for output in outputs:
         if output.folder:
             for record in records:
                 write(output.flag, output.path / trace.file_name(record.nodeid),
                       trace.render(record))
             continue
-        render = {"--opprof-json": results_json.render, "--opprof-markdown": markdown.render,
-                  "--opprof-html": html.render}[output.flag]
-        write(output.flag, output.path, render(records, run_info))
+        render = {"--opprof-json": results_json.render_reports,
+                  "--opprof-markdown": markdown.render_reports,
+                  "--opprof-html": html.render_tests}[output.flag]
+        write(output.flag, output.path, render(reports, run_info))

@@ -26,8 +26,21 @@ MAX_BYTES = 512 * 2**20
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
-    """A results file's run info and its tests; OpprofError naming the file when it
-    cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
+    """A results file's run info and its tests as the reports render them; OpprofError
+    naming the file when it cannot be read (see :func:`load_records`)."""
+    run_info, records = load_records(path)
+    reports = []
+    for record in records:
+        try:
+            reports.append(report_of(record))
+        except OpprofError as exc:
+            raise OpprofError(f"{path}: {record.profile.nodeid!r}: {exc}") from None
+    return run_info, reports
+
+
+def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
+    """A results file's run info and its tests' typed records; OpprofError naming the
+    file when it cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
     try:
         data = json.loads(read_bounded(Path(path), MAX_BYTES).decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: undecodable, not
@@ -39,15 +52,15 @@ def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
     tests, machine = data.get("tests"), data.get("machine")
     if not isinstance(tests, list) or not isinstance(machine, dict):
         raise OpprofError(f"{path}: malformed results (tests or machine missing)")
-    reports = []
+    records = []
     for test in tests:
         if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
             raise OpprofError(f"{path}: malformed results (a test without ops)")
         try:
-            reports.append(report_of(_record(test)))
+            records.append(_record(test))
         except OpprofError as exc:
             raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
-    return RunInfo.from_dict(data), reports
+    return RunInfo.from_dict(data), records
 
 
 def _record(test: dict[str, Any]) -> TestRecord:
