@@ -26,6 +26,8 @@ SESSION = pytest.StashKey["OpprofSession"]()
 #: Set by this plugin's pytest_configure: a config that never ran it (xdist's tests
 #: make such configs) gets no session, whatever hook asks.
 CONFIGURED = pytest.StashKey[bool]()
+#: On an xdist controller: the run ids its workers had (their instruction-count files).
+RUN_IDS = pytest.StashKey[set[str]]()
 #: What the keys of a worker's records start with (``records.WORKER_KEY``), checked
 #: here without importing the records module.
 WORKER_PREFIX = "opprof"
@@ -58,6 +60,16 @@ def session(config: pytest.Config) -> OpprofSession:
 def existing(config: pytest.Config) -> OpprofSession | None:
     """The session if this run made one: hooks of an unused plugin do nothing."""
     return config.stash.get(SESSION, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """Under ``--opprof-measure=instructions``, the profiled tests are counted in a
+    callgrind child before the first test runs (``run.instructions``)."""
+    opprof = existing(session.config)
+    if opprof is not None and not session.config.option.collectonly:
+        opprof.count_instructions(session.items)
+    return (yield)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -101,6 +113,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    run_ids = session.config.stash.get(RUN_IDS, set())
+    if run_ids:
+        from .run.instructions import remove_shares
+
+        remove_shares(run_ids)
     opprof = existing(session.config)
     if opprof is None:
         return
@@ -124,6 +141,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     """On the controller: a worker finished; its records join the report (a worker
     that profiled something made the session here, see ``records``)."""
     workeroutput = getattr(node, "workeroutput", None) or {}
+    workerinput = getattr(node, "workerinput", None) or {}
+    if "testrunuid" in workerinput:  # where its workers left their instruction counts
+        node.config.stash.setdefault(RUN_IDS, set()).add(str(workerinput["testrunuid"]))
     ours = any(str(key).startswith(WORKER_PREFIX) for key in workeroutput)
     if ours and node.config.stash.get(CONFIGURED, False):
         session(node.config).add_worker_output(workeroutput)

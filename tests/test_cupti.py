@@ -560,7 +560,7 @@ def test_kernel_on_the_cpu_backend_is_one_usage_error(suite):
     (["--opprof-measure=cycles"], "", "*argument --opprof-measure: invalid choice: 'cycles'*"),
     ([], "opprof_measure = cycles",
      "ERROR: ini option opprof_measure = 'cycles': the measure must be one of auto, kernel, "
-     "events"),
+     "events, instructions"),
 ])
 def test_a_wrong_measure_is_one_line(suite, args, ini, message):
     suite.makeini(f"[pytest]\nopprof_backend = fake\n{ini}\n")

@@ -10,6 +10,7 @@ import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,13 +33,16 @@ def run_of(tag: int) -> BaselineRun:
 
 # ---- interruption -----------------------------------------------------------------
 
-def _write_forever(root: str) -> None:
+def _write_forever(root: str, ready: Any) -> None:
     """A writer that never stops: every test's baseline rewritten, over and over, both
     replacing (a new batch) and appending. Ctrl-C gets Python's own handling here, in
     the writer: it inherits the disposition of the process that forked it, which ignores
     SIGINT when the suite runs as a background job; changing the suite's own disposition
-    would let a stray SIGINT end it instead."""
+    would let a stray SIGINT end it instead. ``ready`` is set once that is done: a
+    signal sent before it would meet the forked copy of the xdist worker, which would
+    report the Ctrl-C to the controller over the worker's channel as its own."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    ready.set()
     store = BaselineStore(Path(root), "m")
     tag = 0
     while True:
@@ -66,8 +70,10 @@ def test_killed_or_interrupted_writers_leave_every_baseline_old_or_new(tmp_path)
 
 def _interrupt_writers(tmp_path, store, fork, rnd, interrupted) -> None:
     for _ in range(100):
-        writer = fork.Process(target=_write_forever, args=(str(tmp_path),))
+        ready = fork.Event()
+        writer = fork.Process(target=_write_forever, args=(str(tmp_path), ready))
         writer.start()
+        ready.wait(60)
         time.sleep(rnd.uniform(0.005, 0.06))
         sig = rnd.choice(list(interrupted))
         os.kill(writer.pid, sig)

@@ -20,12 +20,14 @@ import numpy as np
 import pytest
 
 from ..judge import agreement, rule
-from ..judge.config import BLIND, GATE_SEES_QUANTILE
+from ..judge.config import BLIND, GATE_SEES_QUANTILE, INSTRUCTION_TOLERANCE
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
 from ..model.conditions import describe as describe_conditions
-from ..render import display_name, duration
+from ..model.profile import UNITS
+from ..render import amount, display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
+from ..render.verdicts import spread
 from ..run.launcher import run_pytest
 from ..run.options import DEFAULT_TOLERANCE
 from ..signals import held
@@ -44,6 +46,9 @@ from .common import (
 )
 
 DEFAULT_RUNS = 5
+#: Under --opprof-measure=instructions: counts repeat, so two processes show which ops'
+#: do not (and each costs valgrind's time).
+INSTRUCTION_RUNS = 2
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,9 +68,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "disagree are named. The runs go to a staging folder; only when all of "
                     "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
-    update_parser.add_argument("--runs", type=whole_number("--runs"), default=DEFAULT_RUNS,
+    update_parser.add_argument("--runs", type=whole_number("--runs"), default=None,
                                metavar="N",
-                               help=f"separate pytest processes to take (default {DEFAULT_RUNS})")
+                               help=f"separate pytest processes to take (default {DEFAULT_RUNS}; "
+                                    f"{INSTRUCTION_RUNS} under --opprof-measure=instructions, "
+                                    "whose counts repeat)")
     update_parser.set_defaults(takes_pytest_args=True)
 
     show_parser = actions.add_parser("show", help="print stored baselines: a list, or one "
@@ -100,11 +107,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 # -- update ------------------------------------------------------------------------------
 
-def update(runs: int, pytest_args: list[str]) -> int:
+def update(runs: int | None, pytest_args: list[str]) -> int:
     """Run pytest ``runs`` times into a staging folder, take again the runs that
     disagree with their test's others, then commit every test's new baseline at once:
     the command completes or leaves the store as it was."""
     view = pytest_view(pytest_args)
+    if runs is None:
+        runs = INSTRUCTION_RUNS if view.settings.measure == "instructions" else DEFAULT_RUNS
     if view.own_options:
         raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
                            "this itself; leave it out")
@@ -179,9 +188,8 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
 
 def _config(baseline: Baseline, tolerance: float) -> GateConfig:
     """The rule's settings for the backend and measure the baseline was taken with."""
-    measure = (baseline.conditions() or {}).get("measure")
     return gate_config(str(baseline.runs[-1].meta.get("backend", "cpu")), tolerance, {},
-                       measure if isinstance(measure, str) else None)
+                       baseline.measure())
 
 
 def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
@@ -243,6 +251,8 @@ def _outlying(b: Baseline) -> list[str]:
 
 
 def _describe(b: Baseline, tolerance: float) -> str:
+    if b.measure() == "instructions" and tolerance == DEFAULT_TOLERANCE:
+        tolerance = INSTRUCTION_TOLERANCE  # the default is the measure's
     lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
@@ -281,9 +291,10 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     if not noise:
         return ["What the gate sees: no op has samples enough to judge"]
     ids = b.op_ids()
+    unit = UNITS.get(b.measure() or "events", "ns")
     rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
-             f"median={duration(float(np.median([np.median(r) for r in samples[key]])))}",
-             f"spread={op.spread:.1%}", f"detectable={_slowdown(op.detectable)}",
+             f"median={amount(float(np.median([np.median(r) for r in samples[key]])), unit)}",
+             f"spread={spread(op.spread)}", f"detectable={_slowdown(op.detectable)}",
              f"runs={op.runs}"]
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]
     lines = ["What the gate sees (spread: of the op's median between processes; detectable: "

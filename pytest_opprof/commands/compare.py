@@ -36,7 +36,7 @@ from ..judge.paired import (
 )
 from ..model.comparison import Report
 from ..run.launcher import last_line, run_pytest
-from ..run.options import parse_fraction
+from ..run.options import Settings, parse_fraction
 from ..run.outputs import Output, problem, write
 from .common import CommandError, UsageProblem, pytest_view, whole_number
 
@@ -61,7 +61,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
     sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
-                          f"--detect needs, from {FIRST_PAIRS} up to --max-pairs)")
+                          f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
+                          "--opprof-measure=instructions, whose counts repeat)")
     sub.add_argument("--detect", type=_detect, default=None, metavar="X",
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
@@ -103,8 +104,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace, extra: list[str]) -> int:
-    if args.tolerance is None:
-        args.tolerance = ini_tolerance([] if _files_form(args, extra) else extra)
+    if args.tolerance is None and not _files_form(args, extra):
+        args.tolerance = ini_tolerance(extra)
     outputs = [Output(flag, path) for flag, path in (("--json", args.json),
                                                      ("--markdown", args.markdown)) if path]
     for output in outputs:
@@ -117,9 +118,10 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         report = _pairs_of_processes(args, extra)
     from ..render import compare as render
 
-    print(render.text(report))
+    print(render.text(report, report.unit))
     for output in outputs:
-        text = render.to_json(report) if output.flag == "--json" else render.markdown(report)
+        text = (render.to_json(report, report.unit) if output.flag == "--json"
+                else render.markdown(report, report.unit))
         write(output.flag, output.path, text)
         print(f"opprof: wrote {output.path}")
     return 1 if report.count("regressed") else 0
@@ -129,10 +131,23 @@ def ini_tolerance(pytest_args: list[str]) -> float:
     """The gate's tolerance (``opprof_tolerance``, ``--opprof-tolerance`` in addopts) as
     pytest sees ``pytest_args`` here, as every other command takes it; arguments pytest
     refuses are left for the first process to name (the ini file's alone is taken)."""
+    settings = _settings(pytest_args)
+    return DEFAULT_TOLERANCE if settings is None else settings.tolerance
+
+
+def _counts(pytest_args: list[str]) -> bool:
+    """Whether ``pytest_args`` (and the ini file) ask for the instructions measure."""
+    settings = _settings(pytest_args)
+    return settings is not None and settings.measure == "instructions"
+
+
+def _settings(pytest_args: list[str]) -> Settings | None:
+    """The plugin's settings as pytest sees ``pytest_args`` here, else the ini file's
+    alone (arguments pytest refuses are left for the first process to name)."""
     for args in ([pytest_args, []] if pytest_args else [[]]):
         with contextlib.suppress(UsageProblem):
-            return pytest_view(args).settings.tolerance
-    return DEFAULT_TOLERANCE
+            return pytest_view(args).settings
+    return None
 
 
 def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
@@ -156,6 +171,9 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
             runs.append({r.profile.nodeid: r.profile for r in load_records(Path(name))[1]})
         except OpprofError as exc:
             raise CommandError(str(exc)) from None
+    if args.tolerance is None:  # the files' measure's, unless the ini file says otherwise
+        counts = all(p.measure == "instructions" for run in runs for p in run.values())
+        args.tolerance = ini_tolerance(["--opprof-measure=instructions"] if counts else [])
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
                         tolerance=args.tolerance, detect=_detect_of(args))
 
@@ -192,7 +210,9 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
                            "instead: give one or the other")
     detect = _detect_of(args)
     most = args.max_pairs or MAX_PAIRS
-    planned = args.pairs or min(FIRST_PAIRS, most)
+    # instruction counts repeat: one pair shows them, more cost valgrind's time
+    counts = _counts(extra)
+    planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
     labels = (f"{args.ref} ({sha[:10]})", "working tree")
     with tempfile.TemporaryDirectory(prefix="opprof-compare-") as scratch, \
             _worktree(here, Path(scratch) / "base", sha) as tree:
@@ -213,7 +233,7 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
                 print(f"opprof: pair {p + 1} of {planned}: {shown[side]}", flush=True)
                 runs[side].append(_profiled(side, sides[side], extra))
             p += 1
-            if p == planned and args.pairs is None and p < most:
+            if p == planned and args.pairs is None and p < most and not counts:
                 needed = pairs_needed(compare_runs(runs["base"], runs["head"], mode="pairs",
                                                    labels=labels, tolerance=args.tolerance,
                                                    detect=detect))

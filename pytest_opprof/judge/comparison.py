@@ -20,7 +20,7 @@ from ..stats.power import sees
 from ..stats.robust import is_positive, positive_or_nan
 from . import config, paired
 from .config import COMPARE_ALPHA, TOLERANCE
-from .paired import judge_pairs, judge_single, shared_change, state_adjusted
+from .paired import judge_counts, judge_pairs, judge_single, shared_change, state_adjusted
 
 #: An automatic run adds pairs until nine in ten of every test's ops would catch this
 #: slowdown (with probability config.POWER). On our noisy 2-core runner 18-30 pairs
@@ -44,9 +44,10 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
                  if nodeid in b and nodeid in h]
         if pairs:
             tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
+    units = {p.unit for run in (*base, *head) for p in run.values()}
     return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
                   tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
-                  detect)
+                  detect, unit=units.pop() if len(units) == 1 else "ns")
 
 
 def pairs_needed(report: Report) -> int:
@@ -78,7 +79,13 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
     ops: tuple[OpRow, ...] = ()
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
-    if keys:
+    if keys and all(p.measure == "instructions" for pair in pairs for p in pair):
+        medians = [[_medians(counted(p)[:, [ids[k] for k in keys]]) for p, ids in
+                    zip(pair, ids_of, strict=True)] for pair, ids_of in zip(pairs, sides,
+                                                                          strict=True)]
+        result = judge_counts(np.array([m[0] for m in medians]),
+                              np.array([m[1] for m in medians]), tolerance, alpha)
+    elif keys:
         # every process's log times of the judged ops, base and head of each pair in turn
         logs = [np.log(counted(profile)[:, [ids[k] for k in keys]])
                 for pair, ids_of in zip(pairs, sides, strict=True)
@@ -102,6 +109,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
                     f"every op moved by about {shared:+.1%} between the sides, more than "
                     "the machine's swings between processes explain: a change all ops "
                     "share; judged from plain medians, each op around it")))
+    if keys:
         ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))
     return TestComparison(nodeid, result, ops, _labels(base_keys - head_keys),

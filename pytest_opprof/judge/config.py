@@ -10,6 +10,9 @@ from __future__ import annotations
 
 #: The smallest slowdown that may fail an op (drift-corrected ratio - 1).
 TOLERANCE = 0.05
+#: The same for instruction counts (``--opprof-measure=instructions``), which agree
+#: between processes to about 0.005% (benchmarks/RESULTS.md, "Instruction counts").
+INSTRUCTION_TOLERANCE = 0.01
 #: An op's detectable effect is the slowdown flagged with this probability.
 POWER = 0.8
 #: Fewer ops than this: no drift from the ops (one op's change would be its own drift).

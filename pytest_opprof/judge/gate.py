@@ -68,9 +68,27 @@ KERNEL_TAU_FLOOR = 0.002
 KERNEL_JITTER_NS = 20.0
 
 
+#: Instruction counts (callgrind) agree between processes to a median of 0.005% and
+#: differ by a few instructions per op where hash seeds or allocators differ: a floor of
+#: instructions per call, a tiny prior spread and an absolute jitter in instructions.
+#: No drift: no machine speed moves a count, so a change shared by every op (a slower
+#: common helper) is a change of the code, not of the machine. No rank test: three
+#: counted iterations of a count that repeats say what thirty would.
+INSTRUCTION_FLOOR = 50.0
+INSTRUCTION_TAU_PRIOR = 0.0005
+INSTRUCTION_TAU_FLOOR = 0.0001
+INSTRUCTION_JITTER = 20.0
+
+
 def gate_config(backend: str, tolerance: float, tolerances: Mapping[str, float],
                 measure: str | None = None) -> GateConfig:
-    """The rule's settings for a backend and measure (``kernel``: CUPTI kernel time)."""
+    """The rule's settings for a backend and measure (``kernel``: CUPTI kernel time,
+    ``instructions``: callgrind's counts)."""
+    if measure == "instructions":
+        return GateConfig(tolerance=tolerance, tolerances=dict(tolerances),
+                          floor_ns=INSTRUCTION_FLOOR, tau_prior=INSTRUCTION_TAU_PRIOR,
+                          tau_floor=INSTRUCTION_TAU_FLOOR, jitter_ns=INSTRUCTION_JITTER,
+                          min_samples=1, rank_alpha=1.0, drift=False, spread_inflation=1.0)
     if measure == "kernel":
         floor = 0.0 if backend == "fake" else KERNEL_FLOOR_NS
         return GateConfig(tolerance=tolerance, tolerances=dict(tolerances), floor_ns=floor,
@@ -138,9 +156,12 @@ def judge(
     reason = refusal if baseline is not None else None
     if baseline is not None and reason is None:
         comparison = _compare(profile, baseline, config, environment)
-        reason = drift_problem(comparison) or contention_problem(comparison, config)
+        if config.drift:  # counts have no drift, and ops growing together are a change
+            reason = drift_problem(comparison) or contention_problem(comparison, config)
         if reason is not None:
             comparison = _unjudged(comparison, reason)
+        if profile.op_functions is not None:
+            comparison = _with_growth(comparison, profile, baseline)
         at_fault = tuple(comparison.having(*(STRICT_FAULTS if strict_ops else FAULTS)))
     if over_budget or at_fault:
         verdict = Verdict.FAILED
@@ -152,6 +173,37 @@ def judge(
                       over_budget=over_budget, at_fault=at_fault,
                       baseline_path=baseline_path if baseline is not None else None,
                       reason=reason or "")
+
+
+#: The functions a regressed op's verdict names (those whose instructions grew most).
+GREW_SHOWN = 3
+
+
+def _with_growth(comparison: Comparison, profile: Profile, baseline: Baseline) -> Comparison:
+    """Each regressed op with the functions whose instructions grew most since its
+    baseline's latest run that recorded them (the instructions measure)."""
+    before = baseline.functions()
+    if not before or profile.op_functions is None:
+        return comparison
+    now = {(info.name, info.occurrence): dict(profile.op_functions[info.op_id])
+           for info in profile.ops}
+    ops = []
+    for v in comparison.ops:
+        if v.verdict == OpStatus.REGRESSED and v.key in before and v.key in now:
+            ops.append(replace(v, grew=grown(before[v.key], now[v.key])))
+        else:
+            ops.append(v)
+    return replace(comparison, ops=tuple(ops))
+
+
+def grown(before: Mapping[str, int], after: Mapping[str, int],
+          shown: int = GREW_SHOWN) -> tuple[tuple[str, float, float], ...]:
+    """The ``shown`` functions whose counts grew most from ``before`` to ``after`` (a
+    function absent from one side's costliest counts as 0 there): (name, before, after)."""
+    growth = sorted(((after.get(name, 0) - before.get(name, 0), name)
+                     for name in set(before) | set(after)), reverse=True)
+    return tuple((name, float(before.get(name, 0)), float(after.get(name, 0)))
+                 for delta, name in growth[:shown] if delta > 0)
 
 
 def updated(profile: Profile, *, machine: str, baseline_path: str) -> TestResult:
@@ -232,7 +284,8 @@ def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
     current, ids = current_samples(profile)
     stored = baseline.samples()
     common = sum(1 for key in current if key in stored)
-    drift = environment.probe_drift(baseline) if common < config.min_ops_for_drift else None
+    drift = (environment.probe_drift(baseline)
+             if config.drift and common < config.min_ops_for_drift else None)
     confirms = environment.confirms and not (drift is not None and _absurd(drift))
     # an absurd drift: the test will not be judged, no re-run to confirm anything
     if baseline.span_seconds() >= HISTORY_SPAN_S:

@@ -278,3 +278,34 @@ def _moderated(var: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
     model's shrinker (:func:`pytest_opprof.stats.shrink.moderated`), and the degrees of
     freedom of the result."""
     return moderated(var, dof, min_ops=MIN_OPS_FOR_PRIOR, max_prior_weight=MAX_PRIOR_WEIGHT)
+
+
+# -- instruction counts -------------------------------------------------------------------
+
+#: The least spread credited to an op's count between processes: counts of one op agree
+#: between processes to a median of 0.005% and at worst about 0.1% (benchmarks/RESULTS.md,
+#: "Instruction counts"), so a change under a tolerance of 1% is never within it.
+COUNT_SPREAD_FLOOR = 0.001
+
+
+def judge_counts(base: np.ndarray, head: np.ndarray, tolerance: float,
+                 alpha: float = DEFAULT_ALPHA) -> PairedResult:
+    """Judge every op from its instruction counts: ``base`` and ``head`` are (pairs, ops)
+    median counts. No drift correction (no machine speed moves a count: a change every
+    op shares is the code's), no state adjustment; the change is the mean log ratio
+    over the pairs, its spread what the pairs show, never under
+    :data:`COUNT_SPREAD_FLOOR`. One pair is enough where counts repeat."""
+    base, head = _checked(base, head)
+    r = np.log(head) - np.log(base)
+    pairs, n_ops = r.shape
+    sd = r.std(axis=0, ddof=1) if pairs > 1 else np.zeros(n_ops)
+    sd = np.maximum(sd, COUNT_SPREAD_FLOOR)
+    q = normal_quantile(1 - alpha / (2 * n_ops))
+    se = sd / math.sqrt(pairs)
+    note = ("instruction counts: not drift-corrected (no machine speed moves a count; a "
+            "change every op shares is the code's), each op credited a spread of "
+            f"{COUNT_SPREAD_FLOOR:.1%} or what its pairs show")
+    return PairedResult(ops=_changes(np.median(base, axis=0), np.median(head, axis=0),
+                                     r.mean(axis=0), se, sd, q, tolerance),
+                        pairs=pairs, drift=(1.0,) * pairs, drift_corrected=False,
+                        dof=math.inf, quantile=q, notes=(note,))

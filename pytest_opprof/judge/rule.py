@@ -125,6 +125,9 @@ class GateConfig:
     drift_deadband: float = 0.05
     #: Spread of the drift estimate when it cannot come from the test's own ops.
     drift_uncertainty: float = 0.03
+    #: Whether the run's drift is estimated and divided out (times, which a machine's
+    #: speed moves) or every op judged as measured (instruction counts).
+    drift: bool = True
 
     def tolerance_for(self, name: str) -> float:
         return self.tolerances.get(name, self.tolerance)
@@ -293,6 +296,8 @@ def _drift(raw: np.ndarray, weights: np.ndarray, probe_drift: float | None,
     kernels set its drift, not its launch-bound ops moving 20% with the host.
     """
     n = len(raw)
+    if not config.drift:
+        return 0.0, "none", 0.0
     if n >= config.min_ops_for_drift:
         return weighted_median(raw, weights), "ops", math.nan
     if probe_drift is not None and probe_drift > 0:
@@ -305,7 +310,7 @@ def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
     """One current run's own log drift, from the ops it has (a re-run may lack some);
     the comparison's drift when it has too few."""
     present = ~np.isnan(raw)
-    if present.sum() < config.min_ops_for_drift:
+    if not config.drift or present.sum() < config.min_ops_for_drift:
         return drift_log
     return weighted_median(raw[present], weights[present])
 

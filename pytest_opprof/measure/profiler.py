@@ -115,8 +115,12 @@ class Profiler:
     """
 
     def __init__(self, timer: Timer, *, skip: int = 1, iterations: int = 20,
-                 nodeid: str = "") -> None:
+                 nodeid: str = "", measure: str | None = None, cap: int | None = None) -> None:
         self.timer = timer
+        self._measure = measure
+        #: The most iterations a loop runs, whatever it asks (the instructions measure
+        #: counts a few: the counts repeat, valgrind's cost does not).
+        self.cap = cap
         self.skip = skip
         self.default_iterations = iterations
         self.nodeid = nodeid
@@ -129,6 +133,14 @@ class Profiler:
     def xp(self) -> ModuleType:
         """The array module of the active backend: cupy on CUDA, else numpy."""
         return self.timer.xp
+
+    @property
+    def measure(self) -> str:
+        """What the session gates an op on: ``events`` (time), ``kernel`` (CUPTI kernel
+        time) or ``instructions`` (callgrind's counts), so that a test can size its
+        workload for the measure (counts scale with work: a smaller shape still shows
+        a change of the code, at a fraction of valgrind's cost)."""
+        return self._measure or self.timer.measure
 
     if TYPE_CHECKING:  # staticmethod() would keep only the first overload of op
         @overload
@@ -180,7 +192,7 @@ class Profiler:
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
         self._started = True
-        return self._run(n)
+        return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
 
     def _run(self, n: int) -> Iterator[int]:
         timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink
@@ -208,6 +220,7 @@ class Profiler:
         """
         if self._sink is not None and _impl.get_sink() is self._sink:
             _impl.set_sink(None)
+        self.timer.close()
 
     @property
     def profile(self) -> Profile | None:
@@ -389,7 +402,7 @@ class _GraphBuilder:
         """Every iteration's durations at once, one NumPy step per distinct layout."""
         m = _Matrices(len(self.rows), len(self.ops), len(self.phases),
                       has_host=self.rows[0].host is not None,
-                      has_streams=self.rows[-1].streams is not None)
+                      has_streams=self.rows[-1].streams is not None, final=timer.final)
         groups: dict[int, list[int]] = {}
         for i, row in enumerate(self.rows):
             groups.setdefault(id(row.layout), []).append(i)
@@ -409,7 +422,32 @@ class _GraphBuilder:
                 _add_kernels(profile, self.rows)
             else:
                 _zero_instrumentation(profile, self.rows)
+        elif timer.measure == "instructions":
+            _add_functions(profile, self.rows[-1], timer)
         return profile
+
+
+#: The costliest functions kept per op (instructions measure): what naming the
+#: functions that grew reads.
+TOP_FUNCTIONS = 20
+
+
+def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
+    """Each op's costliest functions in the last iteration (counts are deterministic:
+    one iteration is every counted one), from the timer's per-mark split: an op's
+    functions are those of the marks after its entry up to its exit, nested ops'
+    included, as its count is."""
+    per_mark: dict[int, list[tuple[str, int]]] = getattr(timer, "functions", {})
+    layout, marks = row.layout, row.times
+    functions: list[list[tuple[str, int]]] = [[] for _ in profile.ops]
+    for op_id, enter, exit_ in zip(layout.ids.tolist(), layout.enters.tolist(),
+                                   layout.exits.tolist(), strict=True):
+        total: dict[str, int] = {}
+        for k in range(int(marks[enter + 1]) + 1, int(marks[exit_ + 1]) + 1):
+            for name, count in per_mark.get(k, ()):
+                total[name] = total.get(name, 0) + count
+        functions[op_id] = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
+    profile.op_functions = functions
 
 
 def activity_name(name: str) -> str:
@@ -562,7 +600,8 @@ class _Matrices:
     """The arrays of a Profile being built, NaN where nothing ran."""
 
     def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
-                 has_streams: bool) -> None:
+                 has_streams: bool, final: Callable[[Times], Times] = lambda t: t) -> None:
+        self.final = final
         self.samples = np.full((n_iter, n_ops), np.nan)
         self.starts = np.full((n_iter, n_ops), np.nan)
         self.host = np.full((n_iter, n_ops), np.nan) if has_host else None
@@ -579,7 +618,7 @@ class _Matrices:
         layout = all_rows[members[0]].layout
         rows = np.array(members)[:, None]
         # marks[0] opens the iteration, so event k of `names` is mark k + 1
-        times = np.array([all_rows[i].times for i in members], dtype=np.int64)
+        times = np.array([self.final(all_rows[i].times) for i in members], dtype=np.int64)
         durations = times[:, layout.exits + 1] - times[:, layout.enters + 1]
         self.samples[rows, layout.ids] = durations
         self.starts[rows, layout.ids] = times[:, layout.enters + 1] - times[:, :1]
@@ -600,7 +639,7 @@ class _Matrices:
 
     def _fill_phases(self, all_rows: list[_Iteration], members: list[int], layout: _Layout,
                      rows: IntArray, times: IntArray) -> None:
-        p = np.array([all_rows[i].phase_times for i in members], dtype=np.int64)
+        p = np.array([self.final(all_rows[i].phase_times) for i in members], dtype=np.int64)
         spans = p[:, layout.phase_exits] - p[:, layout.phase_enters]
         # a phase entered several times in one iteration adds up
         n_phases = self.phase_samples.shape[1]

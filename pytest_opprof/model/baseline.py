@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import OpprofError
 from . import conditions as run_conditions
-from .profile import OpInfo, Profile
+from .profile import MEASURES, OpInfo, Profile, read_functions
 from .verdict import Key
 
 SCHEMA = "pytest-opprof/baseline/2"
@@ -75,6 +75,9 @@ class BaselineRun:
     op_time_ns: list[int]
     phases: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Per op (column order), its costliest functions as (name, instructions) under the
+    #: instructions measure; None otherwise.
+    functions: list[list[tuple[str, int]]] | None = None
 
     @property
     def n_ops(self) -> int:
@@ -99,6 +102,8 @@ class BaselineRun:
                                ("samples_ns", [round(x) for x in column[-MAX_SAMPLES:].tolist()])):
                 ops[key].append(value)
         return cls(
+            functions=None if profile.op_functions is None
+            else [list(profile.op_functions[info.op_id]) for info in profile.ops],
             ops=ops,
             wall_ns=[round(x) for x in profile.wall[profile.skip:][-MAX_SAMPLES:].tolist()],
             op_time_ns=[round(x) for x in profile.op_time[profile.skip:][-MAX_SAMPLES:].tolist()],
@@ -109,8 +114,11 @@ class BaselineRun:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"meta": self.meta, "ops": self.ops, "wall_ns": self.wall_ns,
+        data = {"meta": self.meta, "ops": self.ops, "wall_ns": self.wall_ns,
                 "op_time_ns": self.op_time_ns, "phases": self.phases}
+        if self.functions is not None:
+            data["functions"] = [[[name, n] for name, n in op] for op in self.functions]
+        return data
 
 
 @dataclass
@@ -128,6 +136,15 @@ class Baseline:
             for key, values in run.samples().items():
                 found.setdefault(key, []).append(values)
         return found
+
+    def functions(self) -> dict[Key, dict[str, int]]:
+        """Each op's costliest functions (instructions measure) in the latest run that
+        recorded them; empty when none did."""
+        for run in reversed(self.runs):
+            if run.functions is not None:
+                keys = zip(run.ops["name"], run.ops["occurrence"], strict=True)
+                return {key: dict(f) for key, f in zip(keys, run.functions, strict=True)}
+        return {}
 
     def op_ids(self) -> dict[Key, int]:
         """OP_IDs as the latest run numbered them."""
@@ -183,7 +200,13 @@ class Baseline:
                 ops["name"], ops["occurrence"], ops["depth"], ops["phase"], strict=True))],
             samples=samples, phase_samples=np.full((width, 0), np.nan), phases=[],
             wall=_right_aligned(r.wall_ns, width), op_time=_right_aligned(r.op_time_ns, width),
+            measure=self.measure(),
         )
+
+    def measure(self) -> str | None:
+        """The measure its runs recorded in their conditions (None: not recorded)."""
+        measure = (self.conditions() or {}).get("measure")
+        return measure if measure in MEASURES else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
@@ -372,8 +395,15 @@ def _parse_run(data: Any) -> BaselineRun:
     phases = data.get("phases", [])
     if not isinstance(phases, list):
         raise TypeError("phases is not a list")
+    functions = data.get("functions")
+    if functions is not None:
+        if not isinstance(functions, list) or len(functions) != len(names):
+            raise ValueError("functions is a list of one entry per op")
+        functions = [read_functions(f, f"functions of {names[i]!r}")
+                     for i, f in enumerate(functions)]
     return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall_ns=wall,
-                       op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta)
+                       op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta,
+                       functions=functions)
 
 
 #: What every refusal of a stored file advises.

@@ -85,6 +85,9 @@ class Report:
     head_only_tests: tuple[str, ...]
     #: The slowdown the run was sized to see (--detect).
     detect: float
+    #: What the ops' figures count: ``ns``, or ``instructions`` (every profile of the
+    #: comparison counted them).
+    unit: str = "ns"
 
     def count(self, verdict: str) -> int:
         return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)

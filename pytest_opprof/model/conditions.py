@@ -32,6 +32,10 @@ WORKER_COUNT_VARIABLE = "PYTEST_XDIST_WORKER_COUNT"
 MAX_ENTRIES = 64
 MAX_VALUE_CHARS = 200
 
+#: What instruction counts also depend on (``run.instructions.conditions``): shown with
+#: the others, compared as every condition is.
+COUNT_CONDITIONS = ("valgrind", "architecture", "python", "numpy", "blas", "PYTHONHASHSEED")
+
 #: Recorded and shown, never refused: the device differs only under an explicit
 #: ``--opprof-machine-key``, which pools machines on purpose (hosted runners change CPU
 #: model from run to run); the drift correction is what makes them comparable.
@@ -115,10 +119,13 @@ def describe(conditions: Mapping[str, Any]) -> str:
     """``serial, backend cpu (x86_64), measure events, OMP_NUM_THREADS=1, others unset``:
     a baseline run's conditions for ``opprof baseline show``."""
     workers = conditions.get("workers")
-    parts = ["serial" if workers == 1 else f"{_shown(workers)} xdist workers"]
+    parts = [] if workers is None else [  # instruction counts do not depend on workers
+        "serial" if workers == 1 else f"{_shown(workers)} xdist workers"]
     parts.append(f"backend {_value(conditions.get('backend'))} "
                  f"({_value(conditions.get('device'))})")
     parts.append(f"measure {_value(conditions.get('measure'))}")
+    parts += [f"{name} {_shown(conditions[name])}" for name in COUNT_CONDITIONS
+              if conditions.get(name) is not None]
     threads = [f"{name}={_shown(conditions[name])}" for name in THREAD_VARIABLES
                if conditions.get(name) is not None]
     parts.append(", ".join(threads) + ", others unset" if threads

@@ -32,9 +32,16 @@ MAX_NAME_LENGTH = 1024
 #: distinct activity names.
 MAX_ACTIVITIES = 2**22
 MAX_ACTIVITY_NAMES = 100_000
-#: What an op's time is: "events" (CUDA event spans, or host time on the CPU) or "kernel"
-#: (the summed durations of the GPU activities it launched, from CUPTI).
-MEASURES = ("events", "kernel")
+#: What an op's figure is: "events" (CUDA event spans, or host time on the CPU), "kernel"
+#: (the summed durations of the GPU activities it launched, from CUPTI) or "instructions"
+#: (the instructions it executed, counted by callgrind).
+MEASURES = ("events", "kernel", "instructions")
+#: The unit of a profile's figures under each measure (the ``*_ns`` arrays of a profile
+#: of measure ``instructions`` hold instruction counts, not nanoseconds).
+UNITS = {"events": "ns", "kernel": "ns", "instructions": "instructions"}
+#: The most functions kept per op, and the longest function name.
+MAX_FUNCTIONS = 100
+MAX_FUNCTION_NAME = 2048
 #: Activity kinds: the ``kind`` column of :class:`Activities`.
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
@@ -181,6 +188,14 @@ class Profile:
     kernel_counts: np.ndarray | None = None
     #: Every activity of every iteration (kernel measure only).
     activities: Activities | None = None
+    #: Per OP_ID, its costliest functions as (name, instructions) in the last iteration,
+    #: nested ops included (instructions measure only).
+    op_functions: list[list[tuple[str, int]]] | None = None
+
+    @property
+    def unit(self) -> str:
+        """What the figures count: ``ns``, or ``instructions``."""
+        return UNITS.get(self.measure or "events", "ns")
 
     @property
     def iterations(self) -> int:
@@ -247,6 +262,8 @@ class Profile:
             "kernel_counts": None if self.kernel_counts is None
             else _matrix_to_json(self.kernel_counts),
             "activities": None if self.activities is None else self.activities.to_dict(),
+            "op_functions": None if self.op_functions is None
+            else [[[name, count] for name, count in op] for op in self.op_functions],
         }
 
     @classmethod
@@ -352,7 +369,16 @@ class _Reader:
             kernel_counts=self.counts(),
             activities=None if data.get("activities") is None else Activities.from_dict(
                 data["activities"], iterations=self.n_iter, ops=self.n_ops),
+            op_functions=self.functions(),
         )
+
+    def functions(self) -> list[list[tuple[str, int]]] | None:
+        value = self.data.get("op_functions")
+        if value is None:
+            return None
+        if _bounded_len(value, "op_functions", MAX_OPS) != self.n_ops:
+            raise ValueError(f"op_functions has {len(value)} entries for {self.n_ops} ops")
+        return [read_functions(op, "op_functions") for op in value]
 
     def measure(self) -> str | None:
         value = self.data.get("measure")
@@ -366,6 +392,21 @@ class _Reader:
         if counts is not None and (counts[~np.isnan(counts)] < 0).any():
             raise ValueError("kernel_counts holds a negative count")
         return counts
+
+
+def read_functions(value: Any, key: str) -> list[tuple[str, int]]:
+    """One op's functions as stored: at most MAX_FUNCTIONS [name, count] pairs."""
+    _bounded_len(value, key, MAX_FUNCTIONS)
+    found = []
+    for pair in value:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"{key}: each function is a [name, count] pair")
+        name, count = pair
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_FUNCTION_NAME:
+            raise ValueError(f"{key}: a function name must be a non-empty string of at most "
+                             f"{MAX_FUNCTION_NAME} characters")
+        found.append((name, _bounded_int(count, key, 2**62)))
+    return found
 
 
 def check_name(kind: str, name: object) -> str:

@@ -99,6 +99,9 @@ class OpVerdict:
     #: smallest slowdown this comparison would catch with the rule's power (0.12: +12%).
     spread: float = math.nan
     detectable: float = math.nan
+    #: Instructions measure, a regressed op: the functions whose instructions grew most,
+    #: as (name, baseline count, current count) in its last iteration, nested ops included.
+    grew: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def key(self) -> Key:
@@ -111,6 +114,7 @@ class OpVerdict:
             **{name: _float_out(getattr(self, name)) for name in _OP_FLOATS + _OP_NEWER},
             "n_current": self.n_current, "n_baseline": self.n_baseline, "runs": self.runs,
             "reason": self.reason, "suspect": self.suspect,
+            "grew": [[name, before, after] for name, before, after in self.grew],
         }
 
     @classmethod
@@ -123,7 +127,22 @@ class OpVerdict:
             **{name: _float(d, name) if name in d else math.nan for name in _OP_NEWER},
             n_current=_int(d, "n_current"), n_baseline=_int(d, "n_baseline"),
             runs=_int(d, "runs"), reason=_str(d, "reason"), suspect=_bool(d, "suspect"),
+            grew=_grew(d.get("grew", [])),
         )
+
+
+def _grew(value: Any) -> tuple[tuple[str, float, float], ...]:
+    """A verdict's functions that grew, as stored: [name, before, after] triples."""
+    if not isinstance(value, list) or len(value) > 100:
+        raise OpprofError("malformed op verdict: grew is not a list of at most 100 functions")
+    found = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                        for x in item[1:])):
+            raise OpprofError("malformed op verdict: grew holds [name, before, after] triples")
+        found.append((item[0], float(item[1]), float(item[2])))
+    return tuple(found)
 
 
 _OP_FLOATS = ("baseline_median", "current_median", "ratio", "corrected_ratio", "margin",

@@ -1,5 +1,6 @@
 """How a value is written, the same in every message of every layer: a name from user
-code (escaped so it cannot forge a line), a duration, a percentage, a verdict's word.
+code (escaped so it cannot forge a line), a duration or an instruction count (a figure
+in its unit), a percentage, a verdict's word.
 
 It sits in the model layer, below everything that speaks: the gate's reasons and the
 conditions' advice use it as the renderers do (:mod:`pytest_opprof.render` re-exports it).
@@ -41,6 +42,25 @@ def duration(ns: float | None) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:.3g} {unit}"
     return f"{ns:.0f} ns"
+
+
+def count(n: float | None) -> str:
+    """812, 25.1k, 3.42M, 1.25G; ``-`` for no value."""
+    if n is None or not math.isfinite(n):
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def amount(value: float | None, unit: str = "ns") -> str:
+    """A figure in its unit: a duration for ``ns`` (``25.1 us``), an instruction count
+    for ``instructions`` (``3.42M instr``); ``-`` for no value."""
+    if unit == "instructions":
+        text = count(value)
+        return text if text == "-" else f"{text} instr"
+    return duration(value)
 
 
 def percent(ratio: float | None) -> str:

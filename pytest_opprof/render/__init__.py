@@ -8,6 +8,6 @@ record); :mod:`pytest_opprof.run.outputs` writes them. The words every surface s
 
 from __future__ import annotations
 
-from ..model.words import display_name, duration, percent, word
+from ..model.words import amount, count, display_name, duration, percent, word
 
-__all__ = ["display_name", "duration", "percent", "word"]
+__all__ = ["amount", "count", "display_name", "duration", "percent", "word"]

@@ -3,7 +3,8 @@
 Each op's counted samples go through pytest-benchmark's own ``Stats`` (in seconds, as
 its JSON has them), so ``--benchmark-json`` and ``--benchmark-autosave`` hold the same
 fields per op as per benchmark: min, max, mean, stddev, median, iqr, q1, q3, outliers,
-ops (calls per second) and so on.
+ops (calls per second) and so on. Under the instructions measure the statistics are of
+instruction counts, not seconds (``unit``: ``instructions``; else ``s``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ def extra_info(result: TestResult) -> dict[str, Any]:
     if result.comparison is not None:
         verdicts = {(v.name, v.occurrence): word(v.verdict) for v in result.comparison.ops}
     samples = profile.counted_samples()
+    counts = profile.unit == "instructions"
+    scale = 1.0 if counts else 1e9
     ops = []
     for info in profile.ops:
         stats = Stats()  # type: ignore[no-untyped-call]  # pytest-benchmark is untyped
         for ns in samples[info.op_id].tolist():
-            stats.update(ns / 1e9)  # type: ignore[no-untyped-call]
+            stats.update(ns / scale)  # type: ignore[no-untyped-call]
         ops.append({
             "op_id": info.op_id, "name": info.name, "occurrence": info.occurrence,
             "phase": info.phase, "verdict": verdicts.get((info.name, info.occurrence)),
@@ -34,5 +37,6 @@ def extra_info(result: TestResult) -> dict[str, Any]:
         })
     return {"verdict": word(result.verdict), "machine": result.machine, "backend": profile.backend,
             "device": profile.device, "iterations": profile.iterations, "skip": profile.skip,
-            "measure": "kernel" if profile.kernel_samples is not None else "events",
-            "ops": ops}
+            "measure": "instructions" if counts
+            else "kernel" if profile.kernel_samples is not None else "events",
+            "unit": "instructions" if counts else "s", "ops": ops}

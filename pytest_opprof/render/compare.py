@@ -2,6 +2,10 @@
 ``pytest-opprof/compare/1``: pytest_opprof/schemas/compare-1.schema.json) and
 ``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
 :class:`~pytest_opprof.commands.compare.Report`; none prints, none writes.
+
+A comparison holds no measure of its own: each output takes the unit of the profiles it
+was made from (``unit``: ``ns``, or ``instructions`` under
+``--opprof-measure=instructions``), and writes the medians in it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..stats.power import blind
-from . import display_name, duration, percent
+from . import amount, display_name, percent
 from .markdown import code
 from .table import align
 
@@ -22,9 +26,10 @@ SCHEMA = "pytest-opprof/compare/1"
 COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "detectable", "verdict"]
 
 
-def _cells(row: OpRow) -> list[str]:
+def _cells(row: OpRow, unit: str = "ns") -> list[str]:
     c = row.change
-    return [str(row.op_id), display_name(row.name), duration(c.base_ns), duration(c.head_ns),
+    return [str(row.op_id), display_name(row.name), amount(c.base_ns, unit),
+            amount(c.head_ns, unit),
             percent(c.change), f"{percent(c.low)} .. {percent(c.high)}",
             percent(1 + c.detectable), c.verdict]
 
@@ -70,24 +75,27 @@ def _one_side(report: Report) -> list[tuple[str, str]]:
     return found
 
 
-def text(report: Report) -> str:
-    """The terminal table: per test, every op with its change and verdict."""
+def text(report: Report, unit: str = "ns") -> str:
+    """The terminal table: per test, every op with its change and verdict (medians in
+    ``unit``)."""
     lines = [f"opprof compare: base {display_name(report.base)}, head "
-             f"{display_name(report.head)}; change is head/base, drift-corrected"]
+             f"{display_name(report.head)}; change is head/base, "
+             + ("instructions executed" if unit == "instructions" else "drift-corrected")]
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
         blind = _blind(report, test)
         lines += [f"  blind: {blind}"] if blind else []
-        rows = [COLUMNS, *(_cells(row) for row in test.ops)]
+        rows = [COLUMNS, *(_cells(row, unit) for row in test.ops)]
         lines += ["  " + line for line in align(rows, right=set(range(len(COLUMNS))) - {1})]
     lines += [f"{where} only: {display_name(what)}" for what, where in _one_side(report)]
     lines += ["", f"opprof compare: {_summary(report)}"]
     return "\n".join(lines)
 
 
-def markdown(report: Report) -> str:
-    """A job summary: the counts, then a table per test (regressions first)."""
+def markdown(report: Report, unit: str = "ns") -> str:
+    """A job summary: the counts, then a table per test (regressions first; medians in
+    ``unit``)."""
     lines = ["## opprof compare", "",
              f"Base {code(report.base)}, head {code(report.head)}: {_summary(report)}."]
     order = {"regressed": 0, "improved": 1, "ok": 2}
@@ -99,7 +107,7 @@ def markdown(report: Report) -> str:
         lines += [f"> **blind:** {blind}"] if blind else []
         lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
         for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
-            cells = _cells(row)
+            cells = _cells(row, unit)
             cells[1] = code(row.name)
             cells[-1] = f"**{cells[-1]}**" if cells[-1] != "ok" else cells[-1]
             lines.append("| " + " | ".join(cells) + " |")
@@ -114,10 +122,11 @@ def _number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def to_json(report: Report) -> str:
-    """The comparison as schema compare/1."""
+def to_json(report: Report, unit: str = "ns") -> str:
+    """The comparison as schema compare/1 (``unit``: what its ``*_ns`` medians count)."""
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
+        "unit": unit,
         "pairs": report.pairs, "tolerance": report.tolerance, "alpha": report.alpha,
         "detect": report.detect,
         "regressed": report.count("regressed"), "improved": report.count("improved"),

@@ -9,6 +9,8 @@
      "unreadable": ["<one line per baseline file that could not be read>"],
      "tests": [{
         "nodeid": "tests/test_net.py::test_net", "machine": "<machine key>",
+        "unit": "ns" or "instructions",      # what the *_ns figures count (the measure
+                                             # of the latest run's conditions)
         "runs": [{"date": "2026-11-30T01:02:03+00:00" or null,
                   "commit": {pytest-benchmark's commit info: "id", "time", "branch",
                              "dirty", ...} or null}],      # oldest first
@@ -51,7 +53,8 @@ from ..judge.changepoints import (
 )
 from ..model.baseline import BaselineRun
 from ..model.history import History, OpHistory, Step
-from . import display_name, duration, percent
+from . import amount, display_name, percent
+from .kernels import history_unit
 from .table import align
 
 SCHEMA = "pytest-opprof/history/1"
@@ -76,9 +79,11 @@ def _op_name(op: OpHistory) -> str:
 
 
 def step_line(test: History, op: OpHistory, step: Step) -> str:
-    """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms``."""
+    """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms`` (in the
+    history's unit: ``1.2M instr -> 1.5M instr`` for instructions)."""
+    unit = history_unit(test)
     return (f"{_op_name(op)}: {percent(step.ratio)} at {test.where(step.run)}: "
-            f"{duration(step.before)} -> {duration(step.after)} (margin "
+            f"{amount(step.before, unit)} -> {amount(step.after, unit)} (margin "
             f"\u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
@@ -88,10 +93,12 @@ def drift_step_line(test: History, step: Step) -> str:
             f"change that moved every op (margin \u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
-def trend_cells(op: OpHistory, chars: str) -> list[str]:
+def trend_cells(op: OpHistory, chars: str, unit: str = "ns") -> list[str]:
     """``OP_ID0. conv2d``, ``1 ms``, ``..``, ``1.18 ms``, ``▁▁▁▁████  noise 0.4%, 8 runs``
-    (drift-corrected): one op's trend line, as the cells :func:`trend_lines` lines up."""
-    return [_op_name(op), duration(op.corrected_ns[0]), "..", duration(op.corrected_ns[-1]),
+    (drift-corrected; figures in ``unit``): one op's trend line, as the cells
+    :func:`trend_lines` lines up."""
+    return [_op_name(op), amount(op.corrected_ns[0], unit), "..",
+            amount(op.corrected_ns[-1], unit),
             f"{sparkline(op.corrected_ns, chars)}  noise {op.noise * 100:.1f}%, "
             f"{len(op.runs)} run(s)"]
 
@@ -116,7 +123,8 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
                      "history with pytest --opprof-append-baseline")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
-    rows = [trend_cells(op, chars) for op in test.ops]
+    unit = history_unit(test)
+    rows = [trend_cells(op, chars, unit) for op in test.ops]
     if test.drift is None:
         lines.append(f"  trends, oldest run first (fewer than {DRIFT_MIN_OPS} ops: machine "
                      "drift not taken out):")
@@ -150,7 +158,7 @@ def _test_json(test: History) -> dict[str, Any]:
                 "date": test.date(step.run), "ratio": step.ratio, "margin": step.margin}
 
     return {
-        "nodeid": test.nodeid, "machine": test.machine,
+        "nodeid": test.nodeid, "machine": test.machine, "unit": history_unit(test),
         "runs": [{"date": test.date(k), "commit": commit(run)}
                  for k, run in enumerate(test.runs)],
         "drift": None if test.drift is None else {

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import charts, duration, percent
+from . import amount, charts, percent
 from .charts import TOP_OPS
 from .html import STYLE, _h
+from .kernels import history_unit
 
 if TYPE_CHECKING:
     from ..model.history import History, OpHistory
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
 
 def step_table(test: History) -> str:
     """Every step of the test: the machine drift's (all ops), then each op's."""
+    unit = history_unit(test)
     rows = [("", "all ops (machine drift)", step, "-", "-") for step in test.drift_steps]
-    rows += [(str(op.op_id), op.name, step, duration(step.before), duration(step.after))
+    rows += [(str(op.op_id), op.name, step, amount(step.before, unit),
+              amount(step.after, unit))
              for op in test.ops for step in op.steps]
     if not rows:
         return "<p>No step beyond the noise and the tolerance.</p>"
@@ -47,6 +50,7 @@ def _drawn(test: History) -> list[OpHistory]:
 
 def _section(test: History) -> list[str]:
     drawn = _drawn(test)
+    unit = history_unit(test)
     shown = {id(op) for op in drawn}
     undrawn = [op for op in test.ops if id(op) not in shown]
     stepped = sum(1 for op in undrawn if op.steps)
@@ -58,7 +62,7 @@ def _section(test: History) -> list[str]:
             + (f"; not drawn: {' and '.join(left)}" if left else "")
             + ".</p>",
             step_table(test),
-            *(f'<div class="chart">{charts.history_chart(test, op)}</div>' for op in drawn),
+            *(f'<div class="chart">{charts.history_chart(test, op, unit)}</div>' for op in drawn),
             "</section>"]
 
 

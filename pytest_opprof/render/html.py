@@ -22,8 +22,8 @@ from ..model.reports import TestReport
 from ..model.runinfo import RunInfo
 from ..stats.kernels import kernel_stats
 from ..stats.reports import report_of
+from . import amount, display_name, duration, percent
 from . import charts as draw
-from . import display_name, duration, percent
 from .kernels import measure_word
 
 if TYPE_CHECKING:
@@ -56,16 +56,18 @@ def _css_class(verdict: Any) -> str:
 def op_table(test: TestReport) -> str:
     """Each op's numbers, in graph order: what the charts show, as figures. With kernel
     time, the medians are kernel time and the op's event span and kernels per iteration
-    follow."""
+    follow; with instructions, they are instruction counts."""
     kernel = test.measure == "kernel"
+    unit = test.profile.unit
     extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
+    what = " (kernel time)" if kernel else " (instructions)" if unit == "instructions" else ""
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
-            f"<th>current median{' (kernel time)' if kernel else ''}</th>{extra}"
+            f"<th>current median{what}</th>{extra}"
             "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
     for op in test.ops:
         base = op.baseline
-        figures = [duration(None if base is None else base.baseline_median),
-                   duration(op.median)]
+        figures = [amount(None if base is None else base.baseline_median, unit),
+                   amount(op.median, unit)]
         if kernel:
             count = None if op.kernel is None else op.kernel.count
             figures += [duration(None if op.kernel is None else op.kernel.span_median),
@@ -100,6 +102,10 @@ def kernel_table(test: TestReport) -> str:
     return "\n".join(out)
 
 
+def _figures(test: TestReport) -> str:
+    return "op figures" if test.profile.unit == "instructions" else "op times"
+
+
 def _section(test: TestReport, charts: bool) -> list[str]:
     verdict, reason, drift = test.verdict, test.result.reason, test.drift
     parts = [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
@@ -108,7 +114,7 @@ def _section(test: TestReport, charts: bool) -> list[str]:
              f"{test.profile.counted} counted iterations; "
              f"{test.baseline_runs} baseline runs"
              + (f"; machine drift {percent(drift)}" if drift else "")
-             + f"; op times are {_h(measure_word(test.measure))}.</p>",
+             + f"; {_figures(test)} are {_h(measure_word(test.measure))}.</p>",
              op_table(test), kernel_table(test)]
     if charts:
         parts += [f'<div class="chart">{chart}</div>'

@@ -1,15 +1,21 @@
-"""Kernel time in the reports, in words: which measure an op's figures are, and kernel
-names cut to a width. The figures themselves (the GPU activities grouped by name, per op
-or for the whole test) are in :mod:`pytest_opprof.stats.kernels`.
+"""Kernel time in the reports, in words: which measure an op's figures are (and in which
+unit), and kernel names cut to a width. The figures themselves (the GPU activities grouped
+by name, per op or for the whole test) are in :mod:`pytest_opprof.stats.kernels`.
 """
 
 from __future__ import annotations
 
-from ..model.profile import Profile
+from typing import TYPE_CHECKING
+
+from ..model.profile import UNITS, Profile
 from . import display_name
 
+if TYPE_CHECKING:
+    from ..model.history import History
+
 #: How each measure is named in a report.
-MEASURE_WORDS = {"kernel": "kernel time", "events": "event span"}
+MEASURE_WORDS = {"kernel": "kernel time", "events": "event span",
+                 "instructions": "instructions executed"}
 #: The widest kernel name the terminal report prints; longer ones end in ``...`` there
 #: (the results JSON keeps them whole).
 NAME_WIDTH = 72
@@ -18,6 +24,16 @@ NAME_WIDTH = 72
 def measure_word(measure: str) -> str:
     """``kernel`` -> ``kernel time``, ``events`` -> ``event span``."""
     return MEASURE_WORDS.get(measure, display_name(str(measure)))
+
+
+def history_unit(test: History) -> str:
+    """The unit of a history's figures: that of the measure its latest run recorded in
+    its run conditions (``ns`` for runs that recorded none)."""
+    for run in reversed(test.runs):
+        conditions = run.meta.get("conditions")
+        if isinstance(conditions, dict) and conditions.get("measure") is not None:
+            return UNITS.get(str(conditions["measure"]), "ns")
+    return "ns"
 
 
 def has_kernel_time(profile: Profile) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..model.reports import OpReport, TestReport
 from ..model.runinfo import RunInfo
 from ..stats.reports import report_of
-from . import display_name, duration, percent
+from . import amount, display_name, duration, percent
 from .kernels import measure_word
 
 if TYPE_CHECKING:
@@ -36,9 +36,10 @@ def code(text: str) -> str:
 
 
 def _row(test: TestReport, op: OpReport) -> str:
-    base = op.baseline
+    base, unit = op.baseline, test.profile.unit
     cells = [code(test.nodeid), f"OP_ID{op.op_id}. {code(op.name)}",
-             duration(None if base is None else base.baseline_median), duration(op.median),
+             amount(None if base is None else base.baseline_median, unit),
+             amount(op.median, unit),
              percent(None if base is None else base.corrected_ratio),
              percent(None if base is None else base.margin)]
     if op.status == "over_budget":
@@ -48,13 +49,15 @@ def _row(test: TestReport, op: OpReport) -> str:
 
 def _measures(tests: list[TestReport]) -> str:
     """Which measure the op times are: ``op times are kernel time``, or how many tests
-    used each when they differ."""
+    used each when they differ (``op figures are`` when some are instruction counts)."""
     counts: dict[str, int] = {}
     for t in tests:
-        counts[t.measure] = counts.get(t.measure, 0) + 1
+        measure = t.measure
+        counts[measure] = counts.get(measure, 0) + 1
+    are = "op figures are" if "instructions" in counts else "op times are"
     if len(counts) <= 1:
-        return f"op times are {measure_word(next(iter(counts), 'events'))}"
-    return "op times are " + " and ".join(
+        return f"{are} {measure_word(next(iter(counts), 'events'))}"
+    return f"{are} " + " and ".join(
         f"{measure_word(m)} in {n} test(s)" for m, n in sorted(counts.items()))
 
 

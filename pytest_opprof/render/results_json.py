@@ -4,7 +4,8 @@ Schema ``pytest-opprof/results/1``: pytest_opprof/schemas/results-1.schema.json 
 Schema, validated in the tests); the fields are described in README.md. Each test's
 entry is its :class:`~pytest_opprof.model.reports.TestReport` written out, the same
 figures the Markdown and HTML reports show; :func:`pytest_opprof.store.results.load`
-reads a file back.
+reads a file back. Each test's ``unit`` says what its figures count: ``ns``, or
+``instructions`` (its ``*_ns`` fields then hold instruction counts).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def entry(report: TestReport) -> dict[str, Any]:
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "baseline_runs": report.baseline_runs, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
-        "measure": report.measure,
+        "measure": report.measure, "unit": report.profile.unit,
         "zero_instrumentation": report.zero_instrumentation,
         "ops": [_op(op) for op in report.ops],
         "outside_ops_kernels": _kernels(report.outside_ops_kernels),

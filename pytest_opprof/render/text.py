@@ -9,6 +9,10 @@ With kernel time (CUPTI: ``Profile.kernel_samples`` set) the op figures are kern
 time, each op's event span follows as a second figure, each op lists the kernels it
 launched, and PaddlePaddle's table gains a per-kernel section (as Paddle's CUPTI tracer
 and torch.profiler's kernel table); long kernel names are cut to a width with ``...``.
+
+With instructions (callgrind: ``Profile.unit == "instructions"``) every figure is an
+instruction count, written ``1.57M instr`` in place of seconds or milliseconds, and
+verbosity 2 adds each op's costliest functions (``Profile.op_functions``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from ..model.profile import Profile
 from ..stats.kernels import kernel_stats, kernels_by_op
 from ..stats.summary import op_stats, op_type_stats, phase_times, wall_summary
-from . import display_name
+from . import amount, display_name
 from .kernels import abbreviate, has_kernel_time, measure_word, op_name, zero_instrumentation
 from .table import align
 
@@ -32,6 +36,19 @@ def milliseconds(ns: float) -> str:
     return f"{ns / 1e6:g}"
 
 
+def instructions(profile: Profile) -> bool:
+    """Whether the profile's figures are instruction counts (callgrind), not ns."""
+    return profile.unit == "instructions"
+
+
+def figure(profile: Profile, value: float) -> str:
+    """An op, phase or iteration figure as SINGA's lists print it: ``1.73722e-05 sec``,
+    or ``1.57M instr`` for instructions."""
+    if instructions(profile):
+        return amount(value, "instructions")
+    return f"{seconds(value)} sec"
+
+
 def phase_label(name: str) -> str:
     """``forward`` -> ``Forward Propagation``; ``update`` -> ``Update``."""
     name = display_name(name)
@@ -45,12 +62,20 @@ def header(profile: Profile) -> str:
         profile.backend, "perf_counter_ns")
     if profile.kernel_samples is not None:  # ops on kernel time; phases and wall on events
         timeline += ", ops on kernel time from CUPTI"
+    if instructions(profile):
+        timeline = "instructions executed, counted by callgrind"
     return (f"backend {profile.backend} ({profile.device}; {timeline}): "
             f"{profile.counted} of {profile.iterations} iterations counted ({skipped})")
 
 
 def singa_phases(profile: Profile) -> str:
-    """SINGA's verbosity-1 block: each phase's time per counted iteration."""
+    """SINGA's verbosity-1 block: each phase's time (or instructions) per counted
+    iteration."""
+    if instructions(profile):
+        lines = ["Instruction Profiling:"]
+        lines += [f"{phase_label(name)} Instructions : {figure(profile, ns)}"
+                  for name, ns in phase_times(profile)]
+        return "\n".join(lines)
     lines = ["Time Profiling:"]
     lines += [f"{phase_label(name)} Time : {seconds(ns)} sec"
               for name, ns in phase_times(profile)]
@@ -65,22 +90,28 @@ def measure_line(profile: Profile) -> str:
     if has_kernel_time(profile):
         return ("Measure: kernel time (the GPU activities each op launched, nested ops "
                 "included); span: the op's event span")
+    if instructions(profile):
+        return ("Measure: instructions executed (counted by callgrind between the op's "
+                "boundaries, nested ops included)")
     return f"Measure: {measure_word('events')} (the op's time between its boundaries)"
 
 
 def singa_ops(profile: Profile) -> str:
-    """SINGA's verbosity-2 list: every OP_ID in graph order, mean seconds per run; with
-    kernel time, each op's event span second and the kernels it launched under it."""
+    """SINGA's verbosity-2 list: every OP_ID in graph order, mean seconds per run (mean
+    instructions, with instructions); with kernel time, each op's event span second and
+    the kernels it launched under it."""
     kernel = has_kernel_time(profile)
-    lines = ["Time Profiling:"]
-    if kernel:
+    counts = instructions(profile)
+    lines = ["Instruction Profiling:" if counts else "Time Profiling:"]
+    if kernel or counts:
         lines.append(measure_line(profile))
     zero = zero_instrumentation(profile)
     kernel = kernel and not zero  # its ops are its kernels: no span, no kernels under them
     by_op = kernels_by_op(profile) if kernel or zero else {}
     span_stats = op_stats(profile, profile.samples) if kernel else []
     for s in op_stats(profile):
-        value = f"{seconds(s.mean)} sec" if s.count else "- sec (ran only in skipped iterations)"
+        value = figure(profile, s.mean) if s.count else (
+            f"- {'instr' if counts else 'sec'} (ran only in skipped iterations)")
         if kernel and s.count:
             value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
         lines.append(f"OP_ID{s.op_id}. {op_name(profile, s.name)} : {value}")
@@ -94,6 +125,28 @@ def singa_ops(profile: Profile) -> str:
     return "\n".join(lines)
 
 
+#: The functions each op lists in the verbosity-2 report (its costliest).
+FUNCTIONS_SHOWN = 3
+
+
+def top_functions(profile: Profile) -> str:
+    """Each op's costliest functions in its last iteration, nested ops included, in graph
+    order (instructions only: ``Profile.op_functions``), names and counts aligned."""
+    found = profile.op_functions
+    if not instructions(profile) or not found:
+        return ""
+    rows = []
+    for info, functions in zip(profile.ops, found, strict=False):
+        ranked = sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN]
+        for k, (name, n) in enumerate(ranked):
+            rows.append([f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
+                         abbreviate(name), amount(n, "instructions")])
+    if not rows:
+        return ""
+    return ("Top functions per op (instructions in the last iteration, nested ops "
+            "included):\n" + "\n".join("    " + line for line in align(rows, right={2})))
+
+
 def stat_table(rows: list[list[str]]) -> str:
     """PaddlePaddle's ``Stat=`` lines: ``key=value`` cells, columns three spaces apart."""
     return "\n".join(align(rows, sep="   "))
@@ -101,7 +154,14 @@ def stat_table(rows: list[list[str]]) -> str:
 
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
-    measure the gate uses)."""
+    measure the gate uses); with instructions, by total instructions, in instructions."""
+    if instructions(profile):
+        return stat_table([
+            [f"Stat={op_name(profile, s.name)}", f"total={amount(s.total, 'instructions')}",
+             f"avg={amount(s.mean, 'instructions')}", f"max={amount(s.max, 'instructions')}",
+             f"min={amount(s.min, 'instructions')}", f"count={s.count}"]
+            for s in op_type_stats(profile)
+        ])
     return stat_table([
         [f"Stat={op_name(profile, s.name)}", f"total={milliseconds(s.total)}",
          f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
@@ -128,6 +188,9 @@ def kernel_table(profile: Profile) -> str:
 def wall_line(profile: Profile) -> str:
     """Op time against iteration wall time, and the share outside any op."""
     w = wall_summary(profile)
+    if instructions(profile):
+        return (f"Op instructions : {figure(profile, w.op_time)} of {figure(profile, w.wall)} "
+                f"executed per counted iteration, {100 * w.outside_share:.1f}% outside any op")
     return (f"Op time : {seconds(w.op_time)} sec of {seconds(w.wall)} sec iteration wall time "
             f"per counted iteration, {100 * w.outside_share:.1f}% outside any op")
 
@@ -138,8 +201,8 @@ def render(profile: Profile, verbosity: int) -> str:
         return ""
     parts = [header(profile), singa_phases(profile)]
     if verbosity >= 2:
-        parts += [singa_ops(profile), paddle_table(profile), kernel_table(profile),
-                  wall_line(profile)]
+        parts += [singa_ops(profile), top_functions(profile), paddle_table(profile),
+                  kernel_table(profile), wall_line(profile)]
     if profile.unbalanced:
         parts.append(f"{profile.unbalanced} op or phase boundaries were unbalanced "
                      "(an exit with nothing open, or still open when the iteration ended) "

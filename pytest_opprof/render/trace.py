@@ -13,6 +13,11 @@ device), with ``args`` naming it, its kind, its op and iteration. An activity th
 cross a slice's edge there (the event clock and CUPTI's differ by a little; an activity
 can outlast its op's span) goes to ``GPU stream N (outside op spans)`` instead, since a
 trace viewer drops slices that are not properly nested.
+
+With instructions (callgrind: ``Profile.unit == "instructions"``) the time axis counts
+instructions executed: one instruction is drawn as one ns of trace time (a slice of
+1.57 ms is 1.57M instructions). The CPU track's name and ``otherData`` say so, and each
+op's slice has its count in ``args.instructions``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ CPU_TID = 1
 GPU_TID0 = 100
 #: Tracks of activities that do not nest in the slices of their stream's track.
 LOOSE_TID0 = 10_000
+#: What the time axis is under the instructions measure.
+INSTRUCTIONS_AXIS = "time axis: instructions executed, 1 ns = 1 instruction"
 
 
 def _us(ns: float) -> float:
@@ -48,10 +55,14 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     act_streams = set() if acts is None else set(acts.stream.tolist())
     streams = sorted(set(profile.op_streams or [0]) | act_streams) if cuda else []
     gpu_tid = {s: GPU_TID0 + k for k, s in enumerate(streams)}
+    counts = profile.unit == "instructions"
+    cpu_name = "CPU (host dispatch)" if cuda else "CPU"
+    if counts:
+        cpu_name += f" ({INSTRUCTIONS_AXIS})"
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": profile.nodeid}},
         {"ph": "M", "pid": 1, "tid": CPU_TID, "name": "thread_name",
-         "args": {"name": "CPU (host dispatch)" if cuda else "CPU"}},
+         "args": {"name": cpu_name}},
     ]
     out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
              "args": {"name": f"GPU stream {s}"}} for s, tid in gpu_tid.items()]
@@ -97,10 +108,13 @@ def events(profile: Profile) -> list[dict[str, Any]]:
             for tid, starts, durations in op_tracks(k):
                 start, dur = starts[i, k], durations[i, k]
                 if math.isfinite(start) and math.isfinite(dur):
+                    args = {"op_id": k, "occurrence": info.occurrence,
+                            "phase": info.phase, "skipped": skipped}
+                    if counts:
+                        args["instructions"] = _ns(dur)
                     out.append({"ph": "X", "pid": 1, "tid": tid, "name": info.name,
                                 "cat": "op", "ts": _us(t0 + start), "dur": _us(dur),
-                                "args": {"op_id": k, "occurrence": info.occurrence,
-                                         "phase": info.phase, "skipped": skipped}})
+                                "args": args})
                     if tid != CPU_TID:
                         gpu_slices.append((tid, _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
         if i in by_iteration:
@@ -198,9 +212,11 @@ def _activity_events(profile: Profile, indices: list[int], t0: float,
 
 
 def trace(profile: Profile) -> dict[str, Any]:
-    return {"traceEvents": events(profile), "displayTimeUnit": "ns",
-            "otherData": {"nodeid": profile.nodeid, "backend": profile.backend,
-                          "device": profile.device, "skip": profile.skip}}
+    other: dict[str, Any] = {"nodeid": profile.nodeid, "backend": profile.backend,
+                             "device": profile.device, "skip": profile.skip}
+    if profile.unit == "instructions":
+        other.update(unit="instructions", axis=INSTRUCTIONS_AXIS)
+    return {"traceEvents": events(profile), "displayTimeUnit": "ns", "otherData": other}
 
 
 def render(record: TestRecord) -> str:

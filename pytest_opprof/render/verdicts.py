@@ -11,7 +11,7 @@ from ..judge.config import GATE_SEES_QUANTILE
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind, sees
-from . import display_name, duration, percent, word
+from . import amount, count, display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time
 from .table import align
 
@@ -31,20 +31,47 @@ def op_name(v: OpVerdict | BudgetVerdict) -> str:
         else display_name(v.name)
 
 
-def op_line(v: OpVerdict) -> str:
-    """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence."""
+def op_line(v: OpVerdict, unit: str = "ns") -> str:
+    """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence, the
+    figures in ``unit`` (``ns``, or ``instructions``: ``1.2M instr -> 1.5M instr``, not
+    drift-corrected)."""
     head = f"OP_ID{v.op_id}. {display_name(v.name)}"
     if v.verdict in COMPARED:
         beyond = "" if math.isnan(v.margin) else f" beyond its margin {percent(v.margin)}"
-        return (f"{head}: {duration(v.baseline_median)} -> {duration(v.current_median)} "
-                f"({percent(v.ratio)}; {percent(v.corrected_ratio)} drift-corrected{beyond}, "
-                f"z={v.z:.1f} for a spread of {spread(v.spread)} between processes; "
-                f"rank test p={v.rank_p_value:.2g}; {v.runs} baseline runs)")
+        corrected = ("" if unit == "instructions"
+                     else f"; {percent(v.corrected_ratio)} drift-corrected")
+        # counts repeat: no rank test judges them (gate.gate_config)
+        rank = "" if unit == "instructions" else f"; rank test p={v.rank_p_value:.2g}"
+        return (f"{head}: {amount(v.baseline_median, unit)} -> "
+                f"{amount(v.current_median, unit)} "
+                f"({percent(v.ratio)}{corrected}{beyond}, "
+                f"z={v.z:.1f} for a spread of {spread(v.spread)} between processes"
+                f"{rank}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
-        return f"{head}: new, {duration(v.current_median)} (not in the baseline)"
+        return f"{head}: new, {amount(v.current_median, unit)} (not in the baseline)"
     if v.verdict == OpStatus.MISSING:
-        return f"{head}: missing (the baseline had it at {duration(v.baseline_median)})"
+        return (f"{head}: missing (the baseline had it at "
+                f"{amount(v.baseline_median, unit)})")
     return f"{head}: not judged ({v.reason})"
+
+
+#: The functions a regressed op's failure text names (those that grew most), and the
+#: longest function name it prints whole (C++ names can run to hundreds of characters).
+GREW_SHOWN = 3
+FUNCTION_WIDTH = 80
+
+
+def grew_lines(v: OpVerdict) -> list[str]:
+    """``    grew: DOUBLE_add 1.2M -> 1.5M instr (+300k)``: one line per function whose
+    instructions grew most in a regressed op (instructions measure), at most GREW_SHOWN."""
+    lines = []
+    for name, before, after in v.grew[:GREW_SHOWN]:
+        change = after - before
+        sign = "-" if change < 0 else "+"
+        lines.append(f"    grew: {display_name(abbreviate(name, FUNCTION_WIDTH))} "
+                     f"{count(before)} -> "
+                     f"{amount(after, 'instructions')} ({sign}{count(abs(change))})")
+    return lines
 
 
 def spread(value: float) -> str:
@@ -77,14 +104,18 @@ def verdict_table(result: TestResult) -> str:
     c = result.comparison
     if c is None:
         return ""
+    unit = result.profile.unit
     rows = [["OP_ID", "op", "baseline", "now", "change", "margin", "detectable", "spread",
              "verdict"]]
     for v in c.ops:
         rows.append([str(v.op_id) if v.op_id >= 0 else "-", display_name(v.name),
-                     duration(v.baseline_median), duration(v.current_median),
+                     amount(v.baseline_median, unit), amount(v.current_median, unit),
                      percent(v.corrected_ratio), percent(v.margin),
                      percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
     lines = align(rows, right=set(range(len(rows[0]))) - {1})
+    if unit == "instructions":
+        return (f"gate: {c.runs} baseline runs; instructions executed, not drift-corrected\n"
+                + "\n".join(lines))
     return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
             "runs; change is drift-corrected\n" + "\n".join(lines))
 
@@ -107,10 +138,15 @@ def failure_text(result: TestResult) -> str:
     c = result.comparison
     if c is not None and result.at_fault:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
+        counted = result.profile.measure == "instructions"
+        drift = ("instructions are not drift-corrected" if counted
+                 else f"this run's drift {percent(c.drift)}, from {c.drift_source}")
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
-                 f"this run's drift {percent(c.drift)}, from {c.drift_source}{confirmed})")
+                 f"{drift}{confirmed})")
         kernel = has_kernel_time(result.profile)
-        measure = " in kernel time" if kernel else ""
+        measure = (" in instructions executed" if counted
+                   else " in kernel time" if kernel else "")
+        unit = result.profile.unit
         heads = {
             OpStatus.REGRESSED: f"op(s) regressed{measure} against {where}",
             OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict-ops)",
@@ -120,11 +156,14 @@ def failure_text(result: TestResult) -> str:
         for status, ops in result.at_fault_by_verdict().items():
             lines.append(f"opprof: {len(ops)} {heads[status]}:")
             for v in ops:
-                lines.append("  " + op_line(v))
+                lines.append("  " + op_line(v, unit))
                 if kernel and status == OpStatus.REGRESSED:
                     lines += kernel_lines(result, v.op_id)
+                if status == OpStatus.REGRESSED:
+                    lines += grew_lines(v)
         lines.append("To accept: opprof baseline update "
-                     + display_name(shlex.quote(result.nodeid)))
+                     + display_name(shlex.quote(result.nodeid))
+                     + (" --opprof-measure=instructions" if counted else ""))
     return "\n".join(lines)
 
 

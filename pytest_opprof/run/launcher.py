@@ -114,7 +114,8 @@ def pytest_command(args: Sequence[str]) -> list[str]:
 
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                env: Mapping[str, str] | None = None, echo: bool = False,
-               records: bool = False, timeout: float | None = None) -> ChildResult:
+               records: bool = False, timeout: float | None = None,
+               wrapper: Sequence[str] = ()) -> ChildResult:
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
     With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
@@ -123,7 +124,8 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     started."""
     with tempfile.TemporaryDirectory(prefix="opprof-child-") as tmp:
         out = Path(tmp, "records.json")
-        command = pytest_command([*args, f"--opprof-profile-out={out}"] if records else args)
+        command = [*wrapper, *pytest_command([*args, f"--opprof-profile-out={out}"]
+                                             if records else args)]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         with _sigterm_unless_handled():
             proc = subprocess.Popen(command, cwd=cwd, env=environment, text=True,

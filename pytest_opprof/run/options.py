@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ..errors import OpprofError
-from ..judge.config import TOLERANCE
+from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE
 from ..measure.timers import BACKENDS, MEASURE_CHOICES
 
 DEFAULT_VERBOSITY = 0
@@ -47,10 +47,13 @@ HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the
 HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
                 "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
                 f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
-HELP_MEASURE = ("what an op's time is on CUDA: kernel (the summed GPU time of the kernels, "
+HELP_MEASURE = ("what an op's figure is: on CUDA kernel (the summed GPU time of the kernels, "
                 "copies and memsets it launched, from CUPTI: pip install "
                 "'pytest-opprof[cupti]'), events (its CUDA event span), auto (kernel when "
-                f"cupti-python loads and CUPTI starts, else events) (default {DEFAULT_MEASURE})")
+                "cupti-python loads and CUPTI starts, else events); on the CPU instructions "
+                "(the instructions it executed, counted by valgrind's callgrind in a child "
+                "process: steady on a shared runner; default tolerance "
+                f"{INSTRUCTION_TOLERANCE:.0%}%) (default {DEFAULT_MEASURE})")
 HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELINE_DIR}/ at the "
                      "rootdir); one folder per machine key")
 HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
@@ -62,7 +65,8 @@ HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored ru
 HELP_BATCH = ("runs of one baseline update share this id and are kept together "
               "(set by opprof baseline update --runs N)")
 HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
-                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%)")  # %% for argparse
+                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%, "
+                  f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
 HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
 HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
@@ -336,19 +340,21 @@ class Settings:
 
 
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
+        measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
+        tolerance = INSTRUCTION_TOLERANCE if measure == "instructions" else DEFAULT_TOLERANCE
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
             iterations=_resolve(config, "opprof_iterations", _iterations, DEFAULT_ITERATIONS),
             backend=_resolve(config, "opprof_backend", _backend, DEFAULT_BACKEND),
-            measure=_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE),
+            measure=measure,
             baseline_dir=_baseline_dir(config),
             machine_key=machine_key,
             update_baseline=bool(config.getoption("opprof_update_baseline", False)
                                  or config.getoption("opprof_append_baseline", False)),
             append_baseline=bool(config.getoption("opprof_append_baseline", False)),
             baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
-            tolerance=_resolve(config, "opprof_tolerance", _tolerance, DEFAULT_TOLERANCE),
+            tolerance=_resolve(config, "opprof_tolerance", _tolerance, tolerance),
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
             json_path=path("opprof_json"),
             markdown_path=path("opprof_markdown"),

@@ -7,6 +7,8 @@ only then. The gate's and the reports' modules are imported where they are first
 
 from __future__ import annotations
 
+import os
+import platform
 import re
 import uuid
 from collections.abc import Sequence
@@ -20,6 +22,7 @@ from ..measure.profiler import Profiler
 from ..measure.timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
 from ..model import conditions as run_conditions
 from ..model.profile import Profile
+from . import instructions
 from .options import Settings, TestSettings, test_settings
 
 if TYPE_CHECKING:
@@ -81,19 +84,35 @@ class OpprofSession:
         self.is_worker = hasattr(config, "workerinput")
         if not self.is_worker:
             self._check_outputs()
-        probe = make_session_timer(settings.backend, worker_number(config))
+        #: Under the instructions measure: whether this is the child counting under
+        #: callgrind, and (in the process the user started) what starts and reads it.
+        self.instructions = settings.measure == "instructions"
+        self.counting_child = self.instructions and instructions.in_child()
+        self.counting: instructions.Counting | None = None
+        if self.instructions:
+            self._check_instructions()
+        probe = make_session_timer("cpu" if self.instructions else settings.backend,
+                                   worker_number(config))
         self.backend = probe.kind
         self.device = probe.device
         self.xp = probe.xp
         try:
             #: The kernel tracer of this process (kernel measure), started once.
-            self.tracer, self.measure_line = start_tracer(self.backend, settings.measure)
+            self.tracer, self.measure_line = start_tracer(
+                self.backend, "events" if self.instructions else settings.measure)
         except BackendUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
         self.measure = "kernel" if self.tracer is not None else "events"
         # kernel times and event spans of one op differ by up to 25x: never one baseline
         kernel = "-kernel" if self.tracer is not None else ""
         self.machine = settings.machine_key or f"{self.backend}{kernel}-{self.device}"
+        if self.instructions:
+            self.measure, self.measure_line = "instructions", instructions.header_line()
+            # counts do not depend on the machine's speed or model: one key per architecture
+            self.device = f"callgrind ({platform.machine()})"
+            self.machine = settings.machine_key or f"callgrind-{platform.machine()}"
+            if not self.counting_child:
+                self.counting = instructions.Counting(config, settings.skip)
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
         #: The profiled tests whose call did not pass (their records say so).
@@ -112,20 +131,52 @@ class OpprofSession:
 
         return BaselineStore(self.settings.baseline_dir, self.machine)
 
-    def new_timer(self) -> Timer:
-        """A fresh timer of the resolved backend for one test (CuPy is not probed again)."""
+    def _check_instructions(self) -> None:
+        """The instructions measure's requirements, each refused with one line."""
+        if self.settings.backend not in ("auto", "cpu"):
+            raise pytest.UsageError(
+                f"--opprof-measure=instructions counts CPU instructions; it cannot run with "
+                f"--opprof-backend={self.settings.backend}: use --opprof-backend=cpu or auto")
+        if not self.counting_child:
+            problem = instructions.problem()
+            if problem is not None:
+                raise pytest.UsageError(problem)
+
+    def new_timer(self, skip: int = 0) -> Timer:
+        """A fresh timer of the resolved backend for one test (CuPy is not probed again);
+        in the counting child, one whose marks are callgrind's dumps from iteration
+        ``skip`` on."""
+        if self.counting_child:
+            from ..measure.timers.callgrind import OUT_VARIABLE, CallgrindTimer
+
+            return CallgrindTimer(os.environ[OUT_VARIABLE], skip)
         return build_timer(self.backend, self.tracer)
+
+    def count_instructions(self, items: Sequence[pytest.Item]) -> None:
+        """Before the first test: this process's child counts its share of the profiled
+        tests under callgrind (the instructions measure; nothing otherwise)."""
+        if self.counting is None:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        say = None
+        if reporter is not None and not self.is_worker:
+            def say(line: str) -> None:
+                reporter.ensure_newline()
+                reporter.write_line(line)
+        self.counting.count(items, say)
 
     def header_lines(self) -> list[str]:
         s = self.settings
         mode = "updating baselines" if s.update_baseline else f"tolerance {s.tolerance:.0%}"
+        counted = (f" natively, {s.skip} + {instructions.COUNTED} under callgrind"
+                   if self.instructions else "")
         lines = [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
-                 f"skip {s.skip}, iterations {s.iterations}",
+                 f"skip {s.skip}, iterations {s.iterations}{counted}",
                  f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
         if self.measure_line:
             lines.append(self.measure_line)
         if self.backend == "cpu" and s.gate and self.store.root.is_dir() and \
-                not run_conditions.pinned():
+                not self.instructions and not run_conditions.pinned():
             lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
                          "can slow multi-threaded ops for minutes; set OPENBLAS_NUM_THREADS=1 "
                          "OMP_NUM_THREADS=1 for baselines and checks (README: 'On shared CPU "
@@ -135,8 +186,10 @@ class OpprofSession:
     # -- one test ----------------------------------------------------------------------
     def start(self, item: pytest.Item) -> Profiler:
         per_test = test_settings(item, self.settings)
-        profiler = Profiler(self.new_timer(), skip=per_test.skip,
-                            iterations=per_test.iterations, nodeid=item.nodeid)
+        cap = per_test.skip + instructions.COUNTED if self.counting_child else None
+        profiler = Profiler(self.new_timer(per_test.skip), skip=per_test.skip,
+                            iterations=per_test.iterations, nodeid=item.nodeid,
+                            measure=self.measure, cap=cap)
         item.stash[PROFILER] = (profiler, per_test)
         key = baseline_key(item)
         if key != item.nodeid:
@@ -147,7 +200,14 @@ class OpprofSession:
         profiler.close()
         profile = profiler.profile
         if profile is not None:
-            self.profiles[profile.nodeid] = profile
+            self.profiles[profile.nodeid] = self._counted(profile)[0] or profile
+
+    def _counted(self, profile: Profile) -> tuple[Profile | None, str]:
+        """The profile the test is judged on: its own, or under the instructions
+        measure the one its callgrind child counted (None, and why there is none)."""
+        if self.counting is None:
+            return profile, ""
+        return self.counting.profile(profile.nodeid)
 
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Gate the test, or record its baseline; a failing verdict fails this test only.
@@ -165,6 +225,16 @@ class OpprofSession:
         from ..model.verdict import TestResult, Verdict
         from ..render.verdicts import failure_text, summary_line
         from ..store.baseline import BaselineError
+
+        counted, why = self._counted(profile)
+        if counted is None:  # the instructions measure, and its child counted nothing
+            if report.passed and self.settings.gate:
+                self.results[item.nodeid] = result = TestResult(
+                    item.nodeid, Verdict.UNJUDGED, self.machine, profile,
+                    reason=f"no instruction counts: {why}")
+                report.sections.append(("opprof", summary_line(result)))
+            return
+        profile = counted
 
         not_gated = TestResult(item.nodeid, Verdict.NOT_GATED, self.machine, profile)
         if not self.settings.gate:
@@ -219,16 +289,18 @@ class OpprofSession:
 
         config = gate_config(self.backend, per_test.tolerance, per_test.tolerances,
                              profile.measure)
+        # max_time budgets are durations: they cannot judge instruction counts
+        budgets = {} if self.instructions else per_test.budgets
         if self.settings.update_baseline:
-            if check_budgets(profile, per_test.budgets):  # the old baseline is kept
+            if check_budgets(profile, budgets):  # the old baseline is kept
                 return judge(profile, None, machine=self.machine, config=config,
-                             budgets=per_test.budgets, strict_ops=False)
+                             budgets=budgets, strict_ops=False)
             return updated(profile, machine=self.machine,
                            baseline_path=self._record_baseline(profile))
         key = self.baseline_keys.get(profile.nodeid, profile.nodeid)
         baseline = self.store.load(key)
         return judge(profile, baseline, machine=self.machine, config=config,
-                     budgets=per_test.budgets, strict_ops=self.settings.strict_ops,
+                     budgets=budgets, strict_ops=self.settings.strict_ops,
                      environment=environment,
                      refusal=None if baseline is None else self._conditions_differ(baseline),
                      baseline_path=None if baseline is None else str(self.store.path_for(key)))
@@ -281,7 +353,10 @@ class OpprofSession:
 
     @cached_property
     def conditions(self) -> run_conditions.Conditions:
-        """The conditions this run's op times were measured under (conditions.py)."""
+        """The conditions this run's op times were measured under (conditions.py); under
+        the instructions measure, its child's (``run.instructions.conditions``)."""
+        if self.instructions:
+            return instructions.conditions()
         return run_conditions.current(getattr(self.config, "workerinput", None),
                                       backend=self.backend, device=self.device,
                                       measure=self.measure)
@@ -297,7 +372,8 @@ class OpprofSession:
         info = self.run_info
         return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
                 "versions": dict(info.versions),
-                "probe_ns": None if self.backend == "fake" else self.probe_ns,
+                "probe_ns": None if self.backend == "fake" or self.instructions
+                else self.probe_ns,
                 "conditions": self.conditions}
 
     # -- the end -----------------------------------------------------------------------
@@ -355,6 +431,10 @@ class OpprofSession:
                 blind = blind_line(result)
                 if blind is not None:
                     tr.write_line(blind)
+                unsteady = instructions.unsteady_line(result.profile) \
+                    if self.instructions else None
+                if unsteady is not None:
+                    tr.write_line(unsteady)
             if not self.settings.update_baseline:
                 tr.write_line(counts_line(results))
 
@@ -394,7 +474,8 @@ class TestEnvironment:
         self.session = session
         self.nodeid = nodeid
         self.duration = duration
-        self.confirms = session.settings.confirm
+        # instruction counts repeat: a re-run would cost valgrind's time and show the same
+        self.confirms = session.settings.confirm and not session.instructions
 
     def probe_drift(self, baseline: Baseline) -> float | None:
         return self.session.probe_drift(baseline)

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from .fake import FakeDevice, FakeTimer
 
 BACKENDS = ("auto", "cpu", "cuda", "fake")
-#: --opprof-measure: kernel time from CUPTI, CUDA event spans, or kernel where it can run.
-MEASURE_CHOICES = ("auto", "kernel", "events")
+#: --opprof-measure: kernel time from CUPTI, CUDA event spans, or kernel where it can run;
+#: on the CPU, instructions counted by callgrind.
+MEASURE_CHOICES = ("auto", "kernel", "events", "instructions")
 
 def __getattr__(name: str) -> Any:
     """``from pytest_opprof.measure.timers import CpuTimer`` loads the cpu backend then."""

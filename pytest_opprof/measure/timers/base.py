@@ -34,7 +34,8 @@ class Timer(ABC):
     device: str
     #: Takes a mark now and returns its token.
     mark: Callable[[], Any]
-    #: What an op's time is: "events" (marks) or "kernel" (CUPTI activity records).
+    #: What an op's figure is: "events" (marks), "kernel" (CUPTI activity records) or
+    #: "instructions" (callgrind's counts between marks).
     measure: str = "events"
 
     @property
@@ -47,6 +48,15 @@ class Timer(ABC):
 
     def end_iteration(self) -> None:  # noqa: B027 - optional hook
         """Called after the last mark of an iteration; may synchronise once."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Called once the test's loop has ended (or was abandoned)."""
+
+    def final(self, times: Times) -> Times:
+        """An iteration's resolved times as the profile keeps them. Identity, except where
+        a mark's value is known only after the loop (callgrind's dumps are read once
+        the test's iterations have run: :mod:`pytest_opprof.measure.timers.callgrind`)."""
+        return times
 
     #: Called with the op's name as it is entered, and with nothing as it is left, in
     #: the recording thread (the CUDA backend's NVTX ranges); None: nothing to call.
