@@ -20,16 +20,15 @@ import numpy as np
 import pytest
 
 from ..judge import agreement, rule
-from ..judge.config import BLIND, GATE_SEES_QUANTILE, INSTRUCTION_TOLERANCE
+from ..judge.config import BLIND, GATE_SEES_QUANTILE, default_tolerance
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
 from ..model.conditions import describe as describe_conditions
-from ..model.profile import UNITS
+from ..model.profile import unit_of
 from ..render import amount, display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
 from ..render.verdicts import spread
 from ..run.launcher import run_pytest
-from ..run.options import DEFAULT_TOLERANCE
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
@@ -101,7 +100,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         view = pytest_view([])
         return show(args.dir or view.settings.baseline_dir,
                     args.machine_key or view.settings.machine_key, args.test,
-                    view.settings.tolerance)
+                    view.settings.given_tolerance)
     return prune(args.dir, args.machine_key, extra, args.apply)
 
 
@@ -219,7 +218,9 @@ def _check_run(code: int, last: str, label: str) -> None:
 # -- show ---------------------------------------------------------------------------------
 
 def show(root: Path, machine_key: str | None, test: str | None,
-         tolerance: float = DEFAULT_TOLERANCE) -> int:
+         tolerance: float | None = None) -> int:
+    """Every stored baseline (a line each), or those matching ``test`` described;
+    ``tolerance`` None: each baseline's measure's default."""
     broken = 0
     matched = 0
     for store in stores(root, machine_key):
@@ -250,9 +251,8 @@ def _outlying(b: Baseline) -> list[str]:
     return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
 
 
-def _describe(b: Baseline, tolerance: float) -> str:
-    if b.measure() == "instructions" and tolerance == DEFAULT_TOLERANCE:
-        tolerance = INSTRUCTION_TOLERANCE  # the default is the measure's
+def _describe(b: Baseline, given: float | None) -> str:
+    tolerance = default_tolerance(b.measure()) if given is None else given
     lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
@@ -291,7 +291,7 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     if not noise:
         return ["What the gate sees: no op has samples enough to judge"]
     ids = b.op_ids()
-    unit = UNITS.get(b.measure() or "events", "ns")
+    unit = unit_of(b.measure())
     rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
              f"median={amount(float(np.median([np.median(r) for r in samples[key]])), unit)}",
              f"spread={spread(op.spread)}", f"detectable={_slowdown(op.detectable)}",

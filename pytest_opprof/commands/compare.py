@@ -104,8 +104,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace, extra: list[str]) -> int:
-    if args.tolerance is None and not _files_form(args, extra):
-        args.tolerance = ini_tolerance(extra)
     outputs = [Output(flag, path) for flag, path in (("--json", args.json),
                                                      ("--markdown", args.markdown)) if path]
     for output in outputs:
@@ -127,27 +125,15 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
     return 1 if report.count("regressed") else 0
 
 
-def ini_tolerance(pytest_args: list[str]) -> float:
-    """The gate's tolerance (``opprof_tolerance``, ``--opprof-tolerance`` in addopts) as
-    pytest sees ``pytest_args`` here, as every other command takes it; arguments pytest
-    refuses are left for the first process to name (the ini file's alone is taken)."""
-    settings = _settings(pytest_args)
-    return DEFAULT_TOLERANCE if settings is None else settings.tolerance
-
-
-def _counts(pytest_args: list[str]) -> bool:
-    """Whether ``pytest_args`` (and the ini file) ask for the instructions measure."""
-    settings = _settings(pytest_args)
-    return settings is not None and settings.measure == "instructions"
-
-
-def _settings(pytest_args: list[str]) -> Settings | None:
-    """The plugin's settings as pytest sees ``pytest_args`` here, else the ini file's
-    alone (arguments pytest refuses are left for the first process to name)."""
+def _settings(pytest_args: list[str]) -> Settings:
+    """The plugin's settings as pytest sees ``pytest_args`` here (the gate's tolerance:
+    ``opprof_tolerance``, ``--opprof-tolerance`` in addopts; the measure), as every
+    other command takes them; arguments pytest refuses are left for the first process
+    to name (the ini file's alone are taken)."""
     for args in ([pytest_args, []] if pytest_args else [[]]):
         with contextlib.suppress(UsageProblem):
             return pytest_view(args).settings
-    return None
+    return Settings()
 
 
 def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
@@ -173,7 +159,7 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
             raise CommandError(str(exc)) from None
     if args.tolerance is None:  # the files' measure's, unless the ini file says otherwise
         counts = all(p.measure == "instructions" for run in runs for p in run.values())
-        args.tolerance = ini_tolerance(["--opprof-measure=instructions"] if counts else [])
+        args.tolerance = _settings([]).tolerance_for("instructions" if counts else None)
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
                         tolerance=args.tolerance, detect=_detect_of(args))
 
@@ -208,10 +194,13 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
     if args.pairs is not None and (args.max_pairs is not None or args.detect is not None):
         raise UsageProblem("--pairs N runs N pairs; --detect and --max-pairs size the run "
                            "instead: give one or the other")
+    settings = _settings(extra)
+    if args.tolerance is None:
+        args.tolerance = settings.tolerance
     detect = _detect_of(args)
     most = args.max_pairs or MAX_PAIRS
     # instruction counts repeat: one pair shows them, more cost valgrind's time
-    counts = _counts(extra)
+    counts = settings.measure == "instructions"
     planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
     labels = (f"{args.ref} ({sha[:10]})", "working tree")
     with tempfile.TemporaryDirectory(prefix="opprof-compare-") as scratch, \

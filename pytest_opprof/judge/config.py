@@ -13,6 +13,15 @@ TOLERANCE = 0.05
 #: The same for instruction counts (``--opprof-measure=instructions``), which agree
 #: between processes to about 0.005% (benchmarks/RESULTS.md, "Instruction counts").
 INSTRUCTION_TOLERANCE = 0.01
+
+
+#: The functions a regressed op's verdict names (those whose instructions grew most).
+GREW_SHOWN = 3
+
+
+def default_tolerance(measure: str | None) -> float:
+    """The tolerance a measure's figures are judged at when none is given."""
+    return INSTRUCTION_TOLERANCE if measure == "instructions" else TOLERANCE
 #: An op's detectable effect is the slowdown flagged with this probability.
 POWER = 0.8
 #: Fewer ops than this: no drift from the ops (one op's change would be its own drift).

@@ -27,6 +27,7 @@ from ..model.verdict import (
     Verdict,
 )
 from ..model.words import percent
+from .config import GREW_SHOWN
 from .rule import FLOOR_NS, GateConfig, compare_with_rerun
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
@@ -173,10 +174,6 @@ def judge(
                       over_budget=over_budget, at_fault=at_fault,
                       baseline_path=baseline_path if baseline is not None else None,
                       reason=reason or "")
-
-
-#: The functions a regressed op's verdict names (those whose instructions grew most).
-GREW_SHOWN = 3
 
 
 def _with_growth(comparison: Comparison, profile: Profile, baseline: Baseline) -> Comparison:

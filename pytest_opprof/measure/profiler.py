@@ -437,7 +437,7 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
     one iteration is every counted one), from the timer's per-mark split: an op's
     functions are those of the marks after its entry up to its exit, nested ops'
     included, as its count is."""
-    per_mark: dict[int, list[tuple[str, int]]] = getattr(timer, "functions", {})
+    per_mark = timer.mark_functions()
     layout, marks = row.layout, row.times
     functions: list[list[tuple[str, int]]] = [[] for _ in profile.ops]
     for op_id, enter, exit_ in zip(layout.ids.tolist(), layout.enters.tolist(),

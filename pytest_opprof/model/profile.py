@@ -39,6 +39,13 @@ MEASURES = ("events", "kernel", "instructions")
 #: The unit of a profile's figures under each measure (the ``*_ns`` arrays of a profile
 #: of measure ``instructions`` hold instruction counts, not nanoseconds).
 UNITS = {"events": "ns", "kernel": "ns", "instructions": "instructions"}
+
+
+def unit_of(measure: str | None) -> str:
+    """The unit of a measure's figures (``ns`` for none or one this version lacks)."""
+    return UNITS.get(measure or "events", "ns")
+
+
 #: The most functions kept per op, and the longest function name.
 MAX_FUNCTIONS = 100
 MAX_FUNCTION_NAME = 2048
@@ -195,7 +202,7 @@ class Profile:
     @property
     def unit(self) -> str:
         """What the figures count: ``ns``, or ``instructions``."""
-        return UNITS.get(self.measure or "events", "ns")
+        return unit_of(self.measure)
 
     @property
     def iterations(self) -> int:

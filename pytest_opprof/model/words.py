@@ -34,24 +34,25 @@ def display_name(name: str) -> str:
     return "".join(_escaped(c) if unicodedata.category(c) in _HIDDEN else c for c in name)
 
 
+def _scaled(value: float | None, units: tuple[tuple[str, float], ...], smallest: str) -> str:
+    """``value`` in the largest of ``units`` (suffix, scale) it reaches, to three
+    figures, else whole with ``smallest``; ``-`` for no value."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    for unit, scale in units:
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.0f}{smallest}"
+
+
 def duration(ns: float | None) -> str:
     """812 ns, 25.1 us, 3.42 ms, 1.25 s; ``-`` for no value."""
-    if ns is None or not math.isfinite(ns):
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.0f} ns"
+    return _scaled(ns, ((" s", 1e9), (" ms", 1e6), (" us", 1e3)), " ns")
 
 
 def count(n: float | None) -> str:
     """812, 25.1k, 3.42M, 1.25G; ``-`` for no value."""
-    if n is None or not math.isfinite(n):
-        return "-"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return f"{n:.0f}"
+    return _scaled(n, (("G", 1e9), ("M", 1e6), ("k", 1e3)), "")
 
 
 def amount(value: float | None, unit: str = "ns") -> str:

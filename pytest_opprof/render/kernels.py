@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model.profile import UNITS, Profile
+from ..model.profile import Profile, unit_of
 from . import display_name
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def history_unit(test: History) -> str:
     for run in reversed(test.runs):
         conditions = run.meta.get("conditions")
         if isinstance(conditions, dict) and conditions.get("measure") is not None:
-            return UNITS.get(str(conditions["measure"]), "ns")
+            return unit_of(str(conditions["measure"]))
     return "ns"
 
 

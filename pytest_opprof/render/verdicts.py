@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 
 from ..judge.config import BLIND as BLIND
-from ..judge.config import GATE_SEES_QUANTILE
+from ..judge.config import GATE_SEES_QUANTILE, GREW_SHOWN
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind, sees
@@ -55,9 +55,8 @@ def op_line(v: OpVerdict, unit: str = "ns") -> str:
     return f"{head}: not judged ({v.reason})"
 
 
-#: The functions a regressed op's failure text names (those that grew most), and the
-#: longest function name it prints whole (C++ names can run to hundreds of characters).
-GREW_SHOWN = 3
+#: The longest function name a regressed op's "grew" line prints whole (C++ names can
+#: run to hundreds of characters).
 FUNCTION_WIDTH = 80
 
 

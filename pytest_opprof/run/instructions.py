@@ -43,7 +43,7 @@ from ..errors import OpprofError
 from ..measure.timers.callgrind import OUT_VARIABLE, extension
 from ..model.conditions import BLAS_PINNING
 from .launcher import run_pytest
-from .rerun import node_arg, user_args
+from .rerun import profiling
 
 if TYPE_CHECKING:
     from ..model.profile import Profile
@@ -255,7 +255,7 @@ class Counting:
             self.worker = int(str(workerinput.get("workerid", "gw0")).removeprefix("gw") or 0)
             self.workers = int(workerinput.get("workercount", 1) or 1)
             self.folder = shares_folder(str(workerinput.get("testrunuid", "run")))
-        self.order: list[str] = []
+        #: The profiled tests of the collection, each with its place in it.
         self._index: dict[str, int] = {}
         self.share: Share | None = None
         self.others: dict[int, Share] = {}
@@ -265,9 +265,9 @@ class Counting:
 
     def count(self, items: Sequence[pytest.Item], say: Any = None) -> None:
         """Runs this process's child over its share of the profiled tests."""
-        self.order = profiled(items)
-        self._index = {nodeid: k for k, nodeid in enumerate(self.order)}
-        mine = self.order[self.worker::self.workers]
+        order = profiled(items)
+        self._index = {nodeid: k for k, nodeid in enumerate(order)}
+        mine = order[self.worker::self.workers]
         if say is not None and mine:
             say(f"opprof: counting instructions of {len(mine)} profiled test(s) under "
                 "callgrind in one child process ...")
@@ -302,7 +302,7 @@ class Counting:
         if self.folder is None:
             return None
         path = self.folder / f"share-{shard}.json"
-        deadline = time.monotonic() + child_timeout(len(self.order))
+        deadline = time.monotonic() + child_timeout(len(self._index))
         while not path.exists() and time.monotonic() < deadline:
             time.sleep(POLL_S)
         try:
@@ -328,20 +328,6 @@ def child_timeout(tests: int) -> float:
     return max(CHILD_MIN_SECONDS, CHILD_SECONDS_PER_TEST * tests)
 
 
-def child_args(config: pytest.Config, nodeids: Sequence[str], skip: int) -> list[str]:
-    """The child's pytest arguments: the user's (less the selection and what writes the
-    user's files), the node ids, and what makes it count and only count."""
-    args = [*user_args(config), *(node_arg(config, n) for n in nodeids),
-            "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
-            "--opprof-backend=cpu", "--opprof-measure=instructions", f"--opprof-skip={skip}",
-            "--opprof-verbosity=0", "--opprof-no-gate"]
-    if config.inipath is not None:
-        args += ["-c", str(config.inipath)]
-    if config.pluginmanager.hasplugin("xdist"):
-        args += ["-n", "0"]
-    return args
-
-
 def valgrind_command(prefix: Path) -> list[str]:
     binary = shutil.which("valgrind") or "valgrind"
     return [binary, "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={prefix}",
@@ -355,7 +341,8 @@ def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int) -> Share
         with tempfile.TemporaryDirectory(prefix="opprof-callgrind-") as tmp:
             prefix = Path(tmp, "dump")
             env = {**child_environment(), OUT_VARIABLE: str(prefix)}
-            child = run_pytest(child_args(config, nodeids, skip),
+            child = run_pytest(profiling(config, nodeids, backend="cpu", skip=skip,
+                                         measure="instructions"),
                                cwd=config.invocation_params.dir, env=env, records=True,
                                timeout=child_timeout(len(nodeids)),
                                wrapper=valgrind_command(prefix))

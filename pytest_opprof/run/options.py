@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ..errors import OpprofError
-from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE
+from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE, default_tolerance
 from ..measure.timers import BACKENDS, MEASURE_CHOICES
 
 DEFAULT_VERBOSITY = 0
@@ -323,6 +323,8 @@ class Settings:
     append_baseline: bool = False
     baseline_batch: str = ""
     tolerance: float = DEFAULT_TOLERANCE
+    #: The tolerance the flag or the ini file gave; None: each measure's default.
+    given_tolerance: float | None = None
     strict_ops: bool = False
     json_path: Path | None = None
     markdown_path: Path | None = None
@@ -331,6 +333,12 @@ class Settings:
     confirm: bool = True
     gate: bool = True
     profile_out: Path | None = None
+
+    def tolerance_for(self, measure: str | None) -> float:
+        """The tolerance figures of ``measure`` are judged at: the one given, else the
+        measure's default (a command reading stored counts under a time session)."""
+        return default_tolerance(measure) if self.given_tolerance is None \
+            else self.given_tolerance
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -341,7 +349,7 @@ class Settings:
 
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
-        tolerance = INSTRUCTION_TOLERANCE if measure == "instructions" else DEFAULT_TOLERANCE
+        given = _resolve(config, "opprof_tolerance", _tolerance, None)
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
@@ -354,7 +362,8 @@ class Settings:
                                  or config.getoption("opprof_append_baseline", False)),
             append_baseline=bool(config.getoption("opprof_append_baseline", False)),
             baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
-            tolerance=_resolve(config, "opprof_tolerance", _tolerance, tolerance),
+            tolerance=default_tolerance(measure) if given is None else given,
+            given_tolerance=given,
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
             json_path=path("opprof_json"),
             markdown_path=path("opprof_markdown"),

@@ -88,7 +88,17 @@ def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
     """The re-run's pytest arguments: the user's, then the node id and the flags that
     make it profile the one test (and write its records to ``profile_out``; the
     launcher names that file itself)."""
-    args = [*user_args(config), node_arg(config, nodeid),
+    return profiling(config, [nodeid], backend=backend, skip=skip, profile_out=profile_out,
+                     measure=measure)
+
+
+def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, skip: int,
+              profile_out: Path | None = None, measure: str | None = None) -> list[str]:
+    """The arguments of a child that only profiles ``nodeids`` as this run would (the
+    re-run, the instructions measure's callgrind child): the user's, the node ids, and
+    the flags that make it profile, serially, without gating or writing the user's
+    files."""
+    args = [*user_args(config), *(node_arg(config, n) for n in nodeids),
             "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
             f"--opprof-backend={backend}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
             "--opprof-no-gate"]
@@ -99,7 +109,7 @@ def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
-        args += ["-n", "0"]  # one test: no workers, whatever addopts say
+        args += ["-n", "0"]  # no workers, whatever addopts say
     return args
 
 

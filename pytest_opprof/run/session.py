@@ -22,7 +22,6 @@ from ..measure.profiler import Profiler
 from ..measure.timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
 from ..model import conditions as run_conditions
 from ..model.profile import Profile
-from . import instructions
 from .options import Settings, TestSettings, test_settings
 
 if TYPE_CHECKING:
@@ -30,6 +29,19 @@ if TYPE_CHECKING:
     from ..model.runinfo import RunInfo
     from ..model.verdict import OpVerdict, TestResult
     from ..store.baseline import Baseline, BaselineStore
+    from .instructions import Counting
+
+def _in_child() -> bool:
+    from .instructions import in_child
+
+    return in_child()
+
+
+def _unsteady_line(profile: Profile) -> str | None:
+    from .instructions import unsteady_line
+
+    return unsteady_line(profile)
+
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 #: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
@@ -87,8 +99,10 @@ class OpprofSession:
         #: Under the instructions measure: whether this is the child counting under
         #: callgrind, and (in the process the user started) what starts and reads it.
         self.instructions = settings.measure == "instructions"
-        self.counting_child = self.instructions and instructions.in_child()
-        self.counting: instructions.Counting | None = None
+        # run.instructions is imported only where that measure is asked for (its
+        # launcher and callgrind reader: 16 ms of every other session's start-up)
+        self.counting_child = self.instructions and _in_child()
+        self.counting: Counting | None = None
         if self.instructions:
             self._check_instructions()
         probe = make_session_timer("cpu" if self.instructions else settings.backend,
@@ -107,12 +121,14 @@ class OpprofSession:
         kernel = "-kernel" if self.tracer is not None else ""
         self.machine = settings.machine_key or f"{self.backend}{kernel}-{self.device}"
         if self.instructions:
-            self.measure, self.measure_line = "instructions", instructions.header_line()
+            from .instructions import Counting, header_line
+
+            self.measure, self.measure_line = "instructions", header_line()
             # counts do not depend on the machine's speed or model: one key per architecture
             self.device = f"callgrind ({platform.machine()})"
             self.machine = settings.machine_key or f"callgrind-{platform.machine()}"
             if not self.counting_child:
-                self.counting = instructions.Counting(config, settings.skip)
+                self.counting = Counting(config, settings.skip)
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
         #: The profiled tests whose call did not pass (their records say so).
@@ -138,7 +154,9 @@ class OpprofSession:
                 f"--opprof-measure=instructions counts CPU instructions; it cannot run with "
                 f"--opprof-backend={self.settings.backend}: use --opprof-backend=cpu or auto")
         if not self.counting_child:
-            problem = instructions.problem()
+            from .instructions import problem as instructions_problem
+
+            problem = instructions_problem()
             if problem is not None:
                 raise pytest.UsageError(problem)
 
@@ -168,8 +186,11 @@ class OpprofSession:
     def header_lines(self) -> list[str]:
         s = self.settings
         mode = "updating baselines" if s.update_baseline else f"tolerance {s.tolerance:.0%}"
-        counted = (f" natively, {s.skip} + {instructions.COUNTED} under callgrind"
-                   if self.instructions else "")
+        counted = ""
+        if self.instructions:
+            from .instructions import COUNTED
+
+            counted = f" natively, {s.skip} + {COUNTED} under callgrind"
         lines = [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
                  f"skip {s.skip}, iterations {s.iterations}{counted}",
                  f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
@@ -186,7 +207,11 @@ class OpprofSession:
     # -- one test ----------------------------------------------------------------------
     def start(self, item: pytest.Item) -> Profiler:
         per_test = test_settings(item, self.settings)
-        cap = per_test.skip + instructions.COUNTED if self.counting_child else None
+        cap = None
+        if self.counting_child:  # the callgrind child counts a few iterations
+            from .instructions import COUNTED
+
+            cap = per_test.skip + COUNTED
         profiler = Profiler(self.new_timer(per_test.skip), skip=per_test.skip,
                             iterations=per_test.iterations, nodeid=item.nodeid,
                             measure=self.measure, cap=cap)
@@ -356,7 +381,9 @@ class OpprofSession:
         """The conditions this run's op times were measured under (conditions.py); under
         the instructions measure, its child's (``run.instructions.conditions``)."""
         if self.instructions:
-            return instructions.conditions()
+            from .instructions import conditions
+
+            return conditions()
         return run_conditions.current(getattr(self.config, "workerinput", None),
                                       backend=self.backend, device=self.device,
                                       measure=self.measure)
@@ -431,8 +458,7 @@ class OpprofSession:
                 blind = blind_line(result)
                 if blind is not None:
                     tr.write_line(blind)
-                unsteady = instructions.unsteady_line(result.profile) \
-                    if self.instructions else None
+                unsteady = _unsteady_line(result.profile) if self.instructions else None
                 if unsteady is not None:
                     tr.write_line(unsteady)
             if not self.settings.update_baseline:

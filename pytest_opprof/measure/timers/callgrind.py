@@ -66,7 +66,7 @@ class CallgrindTimer(Timer):
         self._last_iteration: int | None = None
         self._counts: dict[int, int] | None = None
         #: Per mark (from the last iteration's first on): its costliest functions.
-        self.functions: dict[int, list[tuple[str, int]]] = {}
+        self._functions: dict[int, list[tuple[str, int]]] = {}
 
     @property
     def xp(self) -> ModuleType:
@@ -118,8 +118,11 @@ class CallgrindTimer(Timer):
             total += found.summary[k]
             counts[k] = total
         self._counts = counts
-        self.functions = found.functions
+        self._functions = found.functions
         return counts
+
+    def mark_functions(self) -> dict[int, list[tuple[str, int]]]:
+        return self._functions
 
 
 class Dumps:
