@@ -215,7 +215,7 @@ def describe(conditions: Mapping[str, Any]) -> str:
     a baseline run's conditions for ``opprof baseline show``."""
     workers = conditions.get("workers")
     parts = [] if workers is None else [  # instruction counts do not depend on workers
-        "serial" if workers == 1 else f"{_shown(workers)} xdist workers"]
+        "serial" if _workers_of(workers) == 1 else _workers(workers)]
     parts.append(f"backend {_plain(conditions.get('backend'))} "
                  f"({_plain(conditions.get('device'))})")
     parts.append(f"measure {_plain(conditions.get('measure'))}")
