@@ -44,6 +44,12 @@ from .common import CommandError, UsageProblem, pytest_view, whole_number
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
+#: Its two forms, as ``opprof compare --help`` and a usage error show them.
+USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]\n"
+         "                      [--tolerance X] [--json PATH] [--markdown PATH] "
+         "[PYTEST ARGS...]\n"
+         "       opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] "
+         "[--markdown PATH]")
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +57,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = commands.add_parser(
         "compare", help="compare every op with a git ref (pytest processes taking turns) or "
                         "two results files",
+        usage=USAGE,
         description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
                     "temporary git worktree) and in the working tree, in pytest processes "
                     "taking turns, and judges every op of every test from the pairs. "
@@ -58,7 +65,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
-    sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
+    sub.add_argument("ref", metavar="REF | BASE.json",
+                     help="a commit, branch or tag (then pytest's arguments); or the base "
+                          "results file (then HEAD.json, the head's)")
     sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "

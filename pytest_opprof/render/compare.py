@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..stats.power import blind
 from . import amount, display_name, percent
-from .markdown import code
+from .markdown import code, quote, span
 from .table import align
 
 if TYPE_CHECKING:
@@ -97,14 +97,13 @@ def markdown(report: Report, unit: str = "ns") -> str:
     """A job summary: the counts, then a table per test (regressions first; medians in
     ``unit``)."""
     lines = ["## opprof compare", "",
-             f"Base {code(report.base)}, head {code(report.head)}: {_summary(report)}."]
+             f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}."]
     order = {"regressed": 0, "improved": 1, "ok": 2}
     for test in sorted(report.tests, key=lambda t: min(
             (order[r.change.verdict] for r in t.ops), default=3)):
-        lines += ["", f"### {code(test.nodeid)}", "", _how(report, test) + ".", ""]
-        lines += [f"> {note}" for note in test.result.notes]
+        lines += ["", f"### {span(test.nodeid)}", "", _how(report, test) + ".", ""]
         blind = _blind(report, test)
-        lines += [f"> **blind:** {blind}"] if blind else []
+        lines += quote([*test.result.notes, *([f"**blind:** {blind}"] if blind else [])])
         lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
         for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
             cells = _cells(row, unit)
@@ -114,7 +113,7 @@ def markdown(report: Report, unit: str = "ns") -> str:
     one_side = _one_side(report)
     if one_side:
         lines += ["", "### On one side only", ""]
-        lines += [f"- {where}: {code(what)}" for what, where in one_side]
+        lines += [f"- {where}: {span(what)}" for what, where in one_side]
     return "\n".join(lines) + "\n"
 
 

@@ -1,11 +1,12 @@
 """``--opprof-json``: every profiled test's result, for machines.
 
 Schema ``pytest-opprof/results/1``: pytest_opprof/schemas/results-1.schema.json (a JSON
-Schema, validated in the tests); the fields are described in README.md. Each test's
-entry is its :class:`~pytest_opprof.model.reports.TestReport` written out, the same
-figures the Markdown and HTML reports show; :func:`pytest_opprof.store.results.load`
-reads a file back. Each test's ``unit`` says what its figures count: ``ns``, or
-``instructions`` (its ``*_ns`` fields then hold instruction counts).
+Schema, validated in the tests); the fields are described in docs/reference.md ("Results
+for machines"). Each test's entry is its :class:`~pytest_opprof.model.reports.TestReport`
+written out, the same figures the Markdown and HTML reports show;
+:func:`pytest_opprof.store.results.load` reads a file back. Each test's ``unit`` says
+what its figures count: ``ns``, or ``instructions`` (its ``*_ns`` fields then hold
+instruction counts).
 """
 
 from __future__ import annotations
