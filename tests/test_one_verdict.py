@@ -117,3 +117,25 @@ def test_an_unjudged_tests_markdown_counts_its_stored_runs(wobbling, monkeypatch
     assert test["verdict"] == "unjudged" and test["baseline_runs"] == 2
     assert re.search(r"\| `test_net.py::test_net` \| unjudged: .* \| - \| 2 \|",
                      (wobbling.path / "r.md").read_text())
+
+
+def test_baseline_update_says_how_many_runs_a_baseline_keeps(tmp_path, monkeypatch, capsys):
+    """``--runs 21`` said "from 21 run(s)" where each baseline keeps its latest 20."""
+    from pytest_opprof.commands import baseline as command
+    from pytest_opprof.store.baseline import MAX_RUNS
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    monkeypatch.chdir(tmp_path)
+    taken = []
+    monkeypatch.setattr(command, "_take", lambda folder, batch, args, labels:
+                        taken.extend(labels))
+    monkeypatch.setattr(command, "_retake_disagreeing", lambda *args: (0, []))
+    monkeypatch.setattr(command.policy, "commit", lambda staging, root, batch: 1)
+    assert command.update(MAX_RUNS + 1, []) == 0
+    assert len(taken) == MAX_RUNS + 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"opprof: baselines of 1 test(s) stored, from {MAX_RUNS + 1} run(s); a baseline "
+        f"keeps its latest {MAX_RUNS}, so {MAX_RUNS} of them are kept")
+    assert command.update(MAX_RUNS, []) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"opprof: baselines of 1 test(s) stored, from {MAX_RUNS} run(s)")

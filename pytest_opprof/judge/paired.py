@@ -28,13 +28,15 @@ Fewer than :data:`MIN_PAIRS` pairs (one pair: two results files, or ``--pairs 1`
 cannot see how an op moves between processes: an op's spread over 2 pairs rests on one
 degree of freedom, whose t quantile at the family-wise level runs to the thousands.
 Such pairs are judged by :func:`judge_assumed`: each op is credited a spread between
-processes of :data:`ASSUMED_SPREAD` of its median per process (what the 90th
-percentile op moved between processes on this project's shared 2-core runner), or
+processes of :data:`ASSUMED_SPREAD` of its median per process (a little over what the
+90th percentile op moved between processes on this project's shared 2-core runner), or
 more where the op's stored baselines, its pairs or the test's other ops show more; the
 drift is each pair's median change over the ops (no state adjustment: with one pair a
 change every op shares cannot be told from the machine's state, so it is the drift,
-said as such); normal quantiles. Conservative by design: on a noisy shared runner
-only large changes can be told from one pair.
+said as such); normal quantiles; and an op is called changed only where its fastest
+iteration changed too (a busy machine slows the iterations it preempts, a change of
+the code every one). Conservative by design: on a noisy shared runner only large
+changes can be told from one pair.
 
 Every op's ``change`` is what its medians show (head/base, exactly); its ``corrected``
 change (less the drift) is what the interval and the verdict are read from.
@@ -177,10 +179,10 @@ def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, n
     ops). A change of the code moves every iteration of an op, its fastest too; a busy
     machine (more runnable processes than cores) slows the iterations it preempts, and
     ops of a millisecond or more most: on our loaded 2-core runner such ops ran 2.5-4x
-    slower at their median in a third of the processes, their fastest iteration as
+    slower at their median in about half the processes, their fastest iteration as
     fast as ever. So an op is called changed only where its fastest iteration's
-    change, drift-corrected and given the same interval, is a change too. ``names``: the ops',
-    for the notes."""
+    change, drift-corrected and given the same interval, is a change too. ``names``:
+    the ops', for the notes."""
     b_log, b_se2 = (np.asarray(x, dtype=float) for x in base)
     h_log, h_se2 = (np.asarray(x, dtype=float) for x in head)
     b, h = _checked(np.exp(b_log), np.exp(h_log))
@@ -214,7 +216,8 @@ def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, n
                          "iteration): not called changed")
     notes.append(f"{what}: too few to see how each op moves between processes, so each op "
                  f"is credited a spread of {ASSUMED_SPREAD:.0%} of its median per process or "
-                 "more (what the 90th percentile op moved on a shared runner; wider where its "
+                 "more (a little over what the 90th percentile op moved on a shared 2-core "
+                 "runner; wider where its "
                  f"stored baselines{'' if pairs == 1 else ', its pairs'} or the test's ops "
                  "show more): only large changes can be told; "
                  f"{MIN_PAIRS} or more pairs of processes taking turns learn each op's own "
