@@ -190,3 +190,25 @@ def test_two_results_files_of_a_head_twice_as_fast(pytester, monkeypatch, capsys
     assert [op["change"] for op in test["ops"]] == [pytest.approx(0.5, rel=1e-12)] * 6
     assert [op["corrected"] for op in test["ops"]] == [pytest.approx(1.0, rel=1e-12)] * 6
     assert "| -50.0% | +0.0% |" in (pytester.path / "c.md").read_text()
+
+
+def test_a_files_gated_verdicts_widen_the_spread_of_their_ops(pytester, monkeypatch, capsys):
+    """What the head's gate knew of an op from its stored baselines (the verdict's
+    ``spread``, here 50%: an op that moves that much between processes) widens what one
+    pair assumes for it: its 2.5x is no longer called."""
+    monkeypatch.chdir(pytester.path)
+    base = halved_results(pytester, 1, "a.json")
+    assert pytester.runpytest_inprocess("--opprof-update-baseline").ret == 0
+    costs = COSTS.replace('"mul": 30_000', '"mul": 75_000')
+    pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", costs))
+    pytester.runpytest_inprocess("--opprof-json=b.json", "--opprof-no-confirm")
+    head = pytester.path / "b.json"
+    assert main(["compare", str(base), str(head)]) == 1  # the gate's spreads are small
+    capsys.readouterr()
+    data = json.loads(head.read_text())
+    for op in data["tests"][0]["result"]["comparison"]["ops"]:
+        if op["name"] == "mul":
+            op["spread"] = 0.5
+    head.write_text(json.dumps(data))
+    assert main(["compare", str(base), str(head)]) == 0
+    assert "0 regressed, 0 improved, 6 ok of 6 op(s)" in capsys.readouterr().out
