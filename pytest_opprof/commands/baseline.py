@@ -32,7 +32,7 @@ from ..run.launcher import run_pytest
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
-from ..store.baseline import OUTLYING_OPS, Baseline, BaselineError
+from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError
 from .common import (
     CommandError,
     Resolver,
@@ -147,8 +147,10 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
                            "gpu_profiler fixture; name the profiled tests")
     for line in unreliable:
         print(line)
+    kept = (f"; a baseline keeps its latest {MAX_RUNS}, so {MAX_RUNS} of them are kept"
+            if runs > MAX_RUNS else "")
     print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)"
-          + (f" ({retaken} re-taken)" if retaken else ""))
+          + (f" ({retaken} re-taken)" if retaken else "") + kept)
     return 0
 
 

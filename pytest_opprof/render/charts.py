@@ -81,7 +81,7 @@ def ops_chart(record: TestReport) -> str:
         return ""
     unit = record.profile.unit
     labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops][::-1]
-    current = [op.median or 0 for op in ops][::-1]
+    current = [op.judged_median or 0 for op in ops][::-1]  # the verdict's, as the table's
     baseline = [math.nan if op.baseline is None else op.baseline.baseline_median
                 for op in ops][::-1]
     colors = ["#b00020" if op.status in ("regressed", "over_budget") else

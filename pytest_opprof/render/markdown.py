@@ -61,7 +61,7 @@ def _row(test: TestReport, op: OpReport) -> str:
     base, unit = op.baseline, test.profile.unit
     cells = [code(test.nodeid), f"OP_ID{op.op_id}. {code(op.name)}",
              amount(None if base is None else base.baseline_median, unit),
-             amount(op.median, unit),
+             amount(op.judged_median, unit),
              percent(None if base is None else base.corrected_ratio),
              percent(None if base is None else base.margin)]
     if op.status == "over_budget":
