@@ -153,6 +153,10 @@ def test_a_failing_run_stores_nothing_and_keeps_the_old_baselines(project, capsy
     err = capsys.readouterr().err
     assert "opprof: baseline run 1 of 3 failed (pytest exit code 1: " in err
     assert err.strip().endswith("nothing was stored: fix the failures and rerun")
+    # pytest's own line naming the failure, not its "=====" banner (issue 20)
+    (line,) = [line for line in err.splitlines() if "failed (pytest exit code" in line]
+    assert "FAILED test_broken.py::test_x - assert False; 1 failed, 2 passed in " in line
+    assert "==" not in line
     assert stored(project.path / ".opprof") == before
     assert [p.name for p in (project.path / ".opprof").iterdir() if p.name.startswith(".")] == []
 
@@ -315,8 +319,8 @@ def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
     monkeypatch.setenv("SLOW_RUNS", "2")
     assert main(["baseline", "update", "--runs", "3", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
-    assert ("opprof: run(s) 2 of 1 test(s) sit far from their other runs (a busy machine?); "
-            "taking 1 run(s) again") in out
+    assert ("opprof: run 2 of test_suite.py::test_a sits far from the test's other runs (a "
+            "busy machine?); taking 1 more run to replace it") in out
     assert "opprof: extra baseline run 1 of 1: pytest --opprof-update-baseline" in out
     assert out.splitlines()[-1] == ("opprof: baselines of 1 test(s) stored, from 3 run(s) "
                                     "(1 re-taken)")

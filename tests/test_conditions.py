@@ -147,16 +147,23 @@ def test_baseline_show_prints_each_runs_conditions(suite, monkeypatch, capsys):
             "OPENBLAS_NUM_THREADS=1, others unset") in capsys.readouterr().out.splitlines()
 
 
-def test_difference_names_the_first_difference_and_counts_the_rest():
+def test_difference_names_every_difference_and_one_fix_for_them_all():
     then = {"workers": 1, "backend": "cpu", "OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2"}
     assert difference(then, dict(then)) is None
     assert difference(None, then) is None  # a baseline from before conditions
     assert difference({**then, "future": "x"}, then) is None  # unknown here: not compared
     assert difference({**then, "device": "EPYC"}, {**then, "device": "Xeon"}) is None
     now = {**then, "backend": "cuda", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
+    assert difference(then, now) == (  # the backend is not the shell's: only a re-take
+        "the baseline's backend was cpu, this run's is cuda; OMP_NUM_THREADS was unset in the "
+        "baseline, 4 now; MKL_NUM_THREADS was 2 in the baseline, unset now: re-take the "
+        "baseline with `opprof baseline update --opprof-backend=cuda`")
+    now = {**then, "workers": 3, "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
     assert difference(then, now) == (
-        "the baseline's backend was cpu, this run's is cuda: re-take the baseline with "
-        "`opprof baseline update` (and OMP_NUM_THREADS, MKL_NUM_THREADS differ too)")
+        "the baseline was taken with 1 worker (serial), this run has 3 xdist workers; "
+        "OMP_NUM_THREADS was unset in the baseline, 4 now; MKL_NUM_THREADS was 2 in the "
+        "baseline, unset now: export MKL_NUM_THREADS=2 and unset OMP_NUM_THREADS and run "
+        "serially (-n 0), or re-take the baseline with `opprof baseline update -n 3`")
     assert difference(then, {**then, "MKL_NUM_THREADS": None}) == (
         "MKL_NUM_THREADS was 2 in the baseline, unset now: export MKL_NUM_THREADS=2, or "
         "re-take the baseline with `opprof baseline update`")

@@ -14,16 +14,24 @@ from __future__ import annotations
 import argparse
 import shlex
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ..judge import agreement, rule
-from ..judge.config import BLIND, GATE_SEES_QUANTILE, default_tolerance
+from ..judge.config import (
+    BASELINE_RUNS,
+    BLIND,
+    GATE_SEES_QUANTILE,
+    default_tolerance,
+    more_runs,
+)
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
 from ..model.conditions import describe as describe_conditions
+from ..model.conditions import remedies
 from ..model.profile import unit_of
 from ..render import amount, display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
@@ -44,7 +52,7 @@ from .common import (
     whole_number,
 )
 
-DEFAULT_RUNS = 5
+DEFAULT_RUNS = BASELINE_RUNS
 #: Under --opprof-measure=instructions: counts repeat, so two processes show which ops'
 #: do not (and each costs valgrind's time).
 INSTRUCTION_RUNS = 2
@@ -182,9 +190,8 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
     retake = max((len(agreed.outliers) for *_, agreed in disagreeing), default=0)
     if not retake:
         return 0, []
-    far = sorted({j + 1 for *_, agreed in disagreeing for j in agreed.outliers})
-    print(f"opprof: run(s) {', '.join(map(str, far))} of {len(disagreeing)} test(s) sit far "
-          f"from their other runs (a busy machine?); taking {retake} run(s) again", flush=True)
+    print(_far_line([(baseline.nodeid, agreed.outliers) for _, baseline, agreed in disagreeing],
+                    retake), flush=True)
     again = policy.again_folder(staging)
     _take(again, batch, pytest_args, [f"extra baseline run {k} of {retake}"
                                       for k in range(1, retake + 1)])
@@ -199,6 +206,36 @@ def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs:
         if not agreed.agrees:
             unreliable.append(_unreliable_line(baseline.nodeid, agreed, runs, pytest_args))
     return retake, unreliable
+
+
+#: The tests a line names by their runs far off; the others are counted.
+FAR_TESTS_SHOWN = 3
+
+
+def _far_line(far: list[tuple[str, Collection[int]]], retake: int) -> str:
+    """``opprof: run 2 of t.py::a and runs 1, 3 of t.py::b sit far from their test's other
+    runs (a busy machine?); taking 2 more runs: each test's far runs are replaced by as
+    many of them``: which runs of which test (``far``: 0-based run indices), and how many
+    new runs are taken (as many as the test with the most far runs needs: every test's
+    far runs are replaced from the same new runs)."""
+    def runs_of(nodeid: str, indices: Collection[int]) -> str:
+        numbers = ", ".join(str(j + 1) for j in sorted(indices))
+        return f"{'run' if len(indices) == 1 else 'runs'} {numbers} of {display_name(nodeid)}"
+
+    named = [runs_of(nodeid, indices) for nodeid, indices in far[:FAR_TESTS_SHOWN]]
+    if len(far) > FAR_TESTS_SHOWN:
+        rest = far[FAR_TESTS_SHOWN:]
+        named.append(f"{sum(len(i) for _, i in rest)} run(s) of {len(rest)} other test(s)")
+    which = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+    new = "1 more run" if retake == 1 else f"{retake} more runs"
+    if len(far) == 1:
+        one = len(far[0][1]) == 1
+        return (f"opprof: {which} {'sits' if one else 'sit'} far from the test's other runs "
+                f"(a busy machine?); taking {new} to replace {'it' if one else 'them'}")
+    replaced = ("it replaces each test's far run" if retake == 1 else
+                "each test's far runs are replaced by as many of them")
+    return (f"opprof: {which} sit far from their test's other runs (a busy machine?); "
+            f"taking {new}: {replaced}")
 
 
 def _config(baseline: Baseline, tolerance: float) -> GateConfig:
@@ -317,12 +354,14 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
              "the smallest slowdown it catches):", stat_table(rows)]
     typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
     if blind(typical, BLIND):
-        runs = max(DEFAULT_RUNS, 2 * len(b.runs))
+        runs = more_runs(len(b.runs))
+        helps = [f"more baseline runs (opprof baseline update --runs {runs})"] if runs else []
+        helps.append("more iterations (gpu_profiler.iterations(n))")
+        # what the runs were taken under: no advice to pin what was pinned
+        helps += remedies(b.conditions())
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
-            f"typical op; more baseline runs (opprof baseline update --runs {runs}), more "
-            "iterations (gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) "
-            "would help")
+            f"typical op; {', '.join(helps[:-1])} or {helps[-1]} would help")
     return lines
 
 

@@ -15,6 +15,21 @@ TOLERANCE = 0.05
 INSTRUCTION_TOLERANCE = 0.01
 
 
+#: The runs ``opprof baseline update`` takes by default (each a new process).
+BASELINE_RUNS = 5
+
+
+def more_runs(have: int) -> int | None:
+    """The ``--runs`` every piece of advice names when more baseline runs would help a
+    baseline of ``have`` runs: the update's default while it has fewer, else twice as
+    many, up to the most a baseline keeps; None when it keeps that many already."""
+    from ..model.baseline import MAX_RUNS  # not at import: the unused plugin reads this file
+
+    if have >= MAX_RUNS:
+        return None
+    return BASELINE_RUNS if have < BASELINE_RUNS else min(2 * have, MAX_RUNS)
+
+
 #: The functions a regressed op's verdict names (those whose instructions grew most).
 GREW_SHOWN = 3
 

@@ -10,10 +10,11 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from ..model import conditions as run_conditions
 from ..model.baseline import Baseline
 from ..model.profile import Profile
 from ..model.verdict import (
@@ -158,7 +159,9 @@ def judge(
     if baseline is not None and reason is None:
         comparison = _compare(profile, baseline, config, environment)
         if config.drift:  # counts have no drift, and ops growing together are a change
-            reason = drift_problem(comparison) or contention_problem(comparison, config)
+            conditions = baseline.conditions()  # this run's too: they matched
+            reason = (drift_problem(comparison, conditions)
+                      or contention_problem(comparison, config, conditions))
         if reason is not None:
             comparison = _unjudged(comparison, reason)
         if profile.op_functions is not None:
@@ -221,18 +224,23 @@ def _absurd(drift: float) -> bool:
     return not (1 / ABSURD_DRIFT <= drift <= ABSURD_DRIFT)  # NaN is absurd too
 
 
-def drift_problem(comparison: Comparison) -> str | None:
+def drift_problem(comparison: Comparison,
+                  conditions: Mapping[str, Any] | None = None) -> str | None:
     """Why the comparison's drift is beyond belief (more than :data:`ABSURD_DRIFT`
-    either way, from the probe or from the ops), as one line; None when it is not."""
+    either way, from the probe or from the ops), as one line; None when it is not.
+    Unpinned BLAS threads are named among the causes only where the run's
+    ``conditions`` did not pin them (None: not recorded)."""
     drift, source = comparison.drift, comparison.drift_source
     if source == "none" or not _absurd(drift):
         return None
     factor = f"{drift:.3g}x slower" if drift > 1 else f"{1 / drift:.3g}x faster"
     measured = "the reference probe" if source == "probe" else "the median of its ops"
+    causes = "" if conditions is not None and run_conditions.pinned(conditions) \
+        else "BLAS threads not pinned, "
     return (f"drift {percent(drift)}: the machine measured {factor} than at the baseline "
             f"({measured}), beyond the {ABSURD_DRIFT:g}x a drift correction is trusted "
-            "with; find what changed (BLAS threads not pinned, another load, another "
-            "device) and re-take the baseline with `opprof baseline update`")
+            f"with; find what changed ({causes}another load, another device) and re-take "
+            "the baseline with `opprof baseline update`")
 
 
 def _unjudged(comparison: Comparison, reason: str) -> Comparison:
@@ -248,7 +256,8 @@ def _unjudged(comparison: Comparison, reason: str) -> Comparison:
 TOGETHER_MIN_OPS = 3
 
 
-def contention_problem(comparison: Comparison, config: GateConfig) -> str | None:
+def contention_problem(comparison: Comparison, config: GateConfig,
+                       conditions: Mapping[str, Any] | None = None) -> str | None:
     """One line when a large share of the test's ops (``config.together``, and at least
     :data:`TOGETHER_MIN_OPS`) grew beyond the test's typical margin at once, or None.
 
@@ -256,7 +265,9 @@ def contention_problem(comparison: Comparison, config: GateConfig) -> str | None
     third of a ResNet step's ops, its convolutions, 2-4x slower together while the rest
     did not move, so the drift stayed near 1, and a re-run saw the same); a change of
     the code slows the ops it touches. Failing would be a false alarm and passing would
-    claim a comparison that did not happen: the test is not judged, and says so.
+    claim a comparison that did not happen: the test is not judged, and says so. What
+    would make the machine quieter is said of what the run's ``conditions`` leave to
+    change (:func:`~pytest_opprof.model.conditions.remedies`).
     """
     judged = comparison.having(*COMPARED)
     margins = [v.margin for v in judged if math.isfinite(v.margin)]
@@ -266,13 +277,14 @@ def contention_problem(comparison: Comparison, config: GateConfig) -> str | None
     moved = [v for v in judged if v.corrected_ratio > min(v.margin, typical)]
     if len(moved) < max(TOGETHER_MIN_OPS, config.together * len(judged)):
         return None
+    helps = run_conditions.remedies(conditions)
     low = min(v.corrected_ratio for v in moved)
     high = max(v.corrected_ratio for v in moved)
     return (f"{len(moved)} of {len(judged)} ops grew beyond the test's typical margin "
             f"{percent(typical)} together ({percent(low)} to {percent(high)}): a busy "
             "machine moves a class of ops at once, a change of the code the ops it touches; "
-            "not judged; run it again on a quieter machine (pinned BLAS threads, fewer "
-            "xdist workers)")
+            "not judged; run it again on a quieter machine"
+            + (f" ({', '.join(helps)})" if helps else ""))
 
 
 def _compare(profile: Profile, baseline: Baseline, config: GateConfig,

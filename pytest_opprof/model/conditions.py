@@ -15,6 +15,7 @@ Conditions are a flat mapping of names to a string, a whole number or None (unse
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,55 +61,149 @@ def worker_count(workerinput: Any) -> int:
     return int(given) if given and given.isdigit() and int(given) > 0 else 1
 
 
-def pinned(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether any variable that pins numpy's BLAS threads is set (to anything)."""
-    return any(environ.get(name) for name in BLAS_PINNING)
+def pinned(values: Mapping[str, Any] = os.environ) -> bool:
+    """Whether any variable that pins numpy's BLAS threads is set to something: in this
+    process's environment, or in a run's recorded conditions. An empty value pins
+    nothing (the libraries read it as unset)."""
+    return any(_set(values.get(name)) for name in BLAS_PINNING)
+
+
+def _set(value: Any) -> bool:
+    return value is not None and str(value).strip() != ""
+
+
+def remedies(conditions: Mapping[str, Any] | None) -> list[str]:
+    """What a quieter run would change, of what the run's ``conditions`` leave to
+    change: pinning BLAS threads where none was pinned, fewer xdist workers where there
+    were several. Conditions not recorded (None): both, as either may help."""
+    known = conditions or {}
+    found = []
+    if conditions is None or not pinned(known):
+        found.append("pinned BLAS threads (OMP_NUM_THREADS=1)")
+    workers = _workers_of(known.get("workers"))
+    if conditions is None or (workers is not None and workers > 1):
+        found.append("fewer xdist workers")
+    return found
+
+
+def normal(name: str, value: Any) -> Any:
+    """A condition's value as the comparison sees it: a thread variable as the text the
+    environment holds (a hand-written ``1`` is ``"1"``), the worker count as a whole
+    number (``"2"`` is 2); anything else as stored."""
+    if value is None:
+        return None
+    if name in THREAD_VARIABLES or name in COUNT_CONDITIONS:
+        return str(value)
+    if name == "workers":
+        workers = _workers_of(value)
+        return value if workers is None else workers
+    return value
+
+
+def _workers_of(value: Any) -> int | None:
+    """A worker count a run can have (a whole number, at least 1), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 1 else None
+    if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
+        return int(value)
+    return None
 
 
 def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:
     """One line naming how ``now`` differs from a baseline's conditions ``then`` and
     what to do; None when they agree or the baseline recorded none. Conditions only one
-    side knows (a newer or older version's) are not compared."""
+    side knows (a newer or older version's) are not compared.
+
+    Each piece of advice, followed, makes the conditions match: the exports and unsets
+    of every differing thread variable at once, quoted for the shell (an empty value is
+    ``export X=''``, not an unset); ``-n`` only for a worker count a run can have;
+    re-taking the baseline, with the worker flag this run had, for anything else."""
     if then is None:
         return None
     differing = [name for name in then if name in now and name not in RECORDED_ONLY
-                 and then[name] != now[name]]
+                 and normal(name, then[name]) != normal(name, now[name])]
     if not differing:
         return None
-    first, *others = differing
-    line = _describe_difference(first, then[first], now[first])
-    return line + (f" (and {', '.join(others)} differ too)" if others else "")
-
-
-_RETAKE = "re-take the baseline with `opprof baseline update`"
+    said = [_describe_difference(name, then[name], now[name]) for name in differing]
+    fixes = _fixes(differing, then)
+    retake = f"re-take the baseline with `opprof baseline update{_retake_flags(differing, now)}`"
+    return "; ".join(said) + ": " + (f"{fixes}, or {retake}" if fixes else retake)
 
 
 def _describe_difference(name: str, then: Any, now: Any) -> str:
     if name == "workers":
-        return (f"the baseline was taken with {_workers(then)}, this run has {_workers(now)}: "
-                f"run {_as_run(then)}, or re-take the baseline with "
-                f"`opprof baseline update{_flag(now)}`")
+        return f"the baseline was taken with {_workers(then)}, this run has {_workers(now)}"
     if name in THREAD_VARIABLES:
-        fix = f"unset {name}" if then is None else f"export {name}={_shown(then)}"
-        return (f"{name} was {_value(then)} in the baseline, {_value(now)} now: {fix}, "
-                f"or {_RETAKE}")
-    return f"the baseline's {name} was {_value(then)}, this run's is {_value(now)}: {_RETAKE}"
+        return f"{name} was {_value(then)} in the baseline, {_value(now)} now"
+    return f"the baseline's {name} was {_value(then)}, this run's is {_value(now)}"
+
+
+def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
+    """What this run can change to match ``then``, every differing condition at once;
+    empty when some differing condition is not this run's to change (the backend, the
+    measure, valgrind's version, a value no run can have): then only re-taking helps."""
+    exports, unsets, run = [], [], ""
+    for name in differing:
+        value = then[name]
+        if name in THREAD_VARIABLES:
+            if value is None:
+                unsets.append(name)
+            elif isinstance(value, (str, int)) and not isinstance(value, bool) \
+                    and display_name(str(value)) == str(value):
+                exports.append(f"{name}={shlex.quote(str(value))}")
+            else:
+                return ""  # a value the shell cannot be told in one line
+        elif name == "workers" and (workers := _workers_of(value)) is not None:
+            run = _as_run(workers)
+        else:
+            return ""
+    fixes = ([f"export {' '.join(exports)}"] if exports else []) + \
+        ([f"unset {' '.join(unsets)}"] if unsets else []) + ([f"run {run}"] if run else [])
+    return " and ".join(fixes)
+
+
+#: The conditions a flag of ``opprof baseline update`` sets for the run it takes.
+FLAGGED = {"backend": "--opprof-backend", "measure": "--opprof-measure"}
+
+
+def _retake_flags(differing: list[str], now: Mapping[str, Any]) -> str:
+    """The flags that make ``opprof baseline update`` take its runs under ``now``: this
+    run's xdist workers, and the backend or measure where they differ (the environment
+    is the shell's, as this run's was)."""
+    flags = _flag(now.get("workers"))
+    for name in differing:
+        value = now.get(name)
+        if name in FLAGGED and isinstance(value, str) and value.isidentifier():
+            flags += f" {FLAGGED[name]}={value}"
+    return flags
 
 
 def _workers(count: Any) -> str:
-    return "1 worker (serial)" if count == 1 else f"{_shown(count)} xdist workers"
+    workers = _workers_of(count)
+    if workers == 1:
+        return "1 worker (serial)"
+    return f"{workers} xdist workers" if workers else f"workers {_shown(count)}"
 
 
-def _as_run(count: Any) -> str:
-    return "serially (-n 0)" if count == 1 else f"with -n {_shown(count)}"
+def _as_run(count: int) -> str:
+    return "serially (-n 0)" if count == 1 else f"with -n {count}"
 
 
 def _flag(count: Any) -> str:
-    return "" if count == 1 else f" -n {_shown(count)}"
+    workers = _workers_of(count)
+    return f" -n {workers}" if workers is not None and workers > 1 else ""
 
 
 def _value(value: Any) -> str:
-    return "unset" if value is None else _shown(value)
+    if value is None:
+        return "unset"
+    if isinstance(value, str) and not value:
+        return "set but empty ('')"
+    shown = _shown(value)
+    # blanks shown as the shell would need them: "1 " is not "1"
+    return shlex.quote(shown) if isinstance(value, str) and shown == value else shown
 
 
 def _shown(value: Any) -> str:
@@ -120,10 +215,10 @@ def describe(conditions: Mapping[str, Any]) -> str:
     a baseline run's conditions for ``opprof baseline show``."""
     workers = conditions.get("workers")
     parts = [] if workers is None else [  # instruction counts do not depend on workers
-        "serial" if workers == 1 else f"{_shown(workers)} xdist workers"]
-    parts.append(f"backend {_value(conditions.get('backend'))} "
-                 f"({_value(conditions.get('device'))})")
-    parts.append(f"measure {_value(conditions.get('measure'))}")
+        "serial" if _workers_of(workers) == 1 else _workers(workers)]
+    parts.append(f"backend {_plain(conditions.get('backend'))} "
+                 f"({_plain(conditions.get('device'))})")
+    parts.append(f"measure {_plain(conditions.get('measure'))}")
     parts += [f"{name} {_shown(conditions[name])}" for name in COUNT_CONDITIONS
               if conditions.get(name) is not None]
     threads = [f"{name}={_shown(conditions[name])}" for name in THREAD_VARIABLES
@@ -131,6 +226,10 @@ def describe(conditions: Mapping[str, Any]) -> str:
     parts.append(", ".join(threads) + ", others unset" if threads
                  else "thread variables unset")
     return ", ".join(parts)
+
+
+def _plain(value: Any) -> str:
+    return "unset" if value is None else _shown(value)
 
 
 def check(data: Any) -> Conditions:

@@ -46,10 +46,17 @@ def pyplot() -> Any:
     return plt
 
 
+#: How the charts are written: text as SVG text, not one path per glyph (a chart's
+#: labels were most of its bytes), and no hash salt (the same data, the same bytes).
+SVG_STYLE = {"svg.fonttype": "none", "svg.hashsalt": "opprof"}
+
+
 def svg(fig: Any) -> str:
+    plt = pyplot()
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    pyplot().close(fig)
+    with plt.rc_context(SVG_STYLE):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]  # inline: no XML prologue or doctype
 
@@ -104,6 +111,32 @@ def _moved(op: OpReport) -> float:
     return math.nan if op.baseline is None else op.baseline.corrected_ratio
 
 
+#: A per-iteration series longer than this is drawn as this many buckets: each bucket's
+#: median as the line and its min to max as a band, so that a chart of a million
+#: iterations is as large as one of a thousand (each point was an SVG path of its own).
+SERIES_POINTS = 500
+
+
+def envelope(values: np.ndarray, points: int = SERIES_POINTS
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """``values`` (one per iteration, NaN where the op did not run) in ``points``
+    buckets of consecutive iterations: each bucket's centre, median, min and max
+    (NaN for a bucket where the op never ran); None when the series is short enough to
+    draw point by point."""
+    n = len(values)
+    if n <= points:
+        return None
+    edges = np.linspace(0, n, points + 1).astype(int)
+    centre = (edges[:-1] + edges[1:] - 1) / 2
+    median, low, high = (np.full(points, np.nan) for _ in range(3))
+    for k, (start, end) in enumerate(itertools.pairwise(edges)):
+        bucket = values[start:end]
+        bucket = bucket[np.isfinite(bucket)]
+        if bucket.size:
+            median[k], low[k], high[k] = np.median(bucket), bucket.min(), bucket.max()
+    return centre, median, low, high
+
+
 def moved_chart(record: TestReport) -> str:
     """Per-iteration time (or instructions) of the ops that moved most against the
     baseline (or, with no baseline, took most); skipped iterations shaded."""
@@ -123,10 +156,18 @@ def moved_chart(record: TestReport) -> str:
         return ""
     fig, ax = plt.subplots(figsize=(9, 3.2))
     x = np.arange(profile.iterations)
+    bucketed = profile.iterations > SERIES_POINTS
     for op in chosen:
-        ax.plot(x, scaled(profile.gated_samples()[:, op.op_id], unit), marker="o",
-                markersize=3,
-                label=label(f"OP_ID{op.op_id}. {op.name}"))
+        values = scaled(profile.gated_samples()[:, op.op_id], unit)
+        name = label(f"OP_ID{op.op_id}. {op.name}")
+        drawn = envelope(values)
+        if drawn is None:
+            ax.plot(x, values, marker="o", markersize=3, label=name)
+        else:
+            centre, middle, low, high = drawn
+            ax.plot(centre, middle, linewidth=1, label=name)
+            ax.fill_between(centre, low, high, color=ax.lines[-1].get_color(), alpha=0.25,
+                            linewidth=0)
         median = math.nan if op.baseline is None else op.baseline.baseline_median
         if math.isfinite(median) and median:
             ax.axhline(median / axis(unit)[0], linestyle=":", linewidth=1,
@@ -135,8 +176,11 @@ def moved_chart(record: TestReport) -> str:
         ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
     ax.set_xlabel("iteration")
     ax.set_ylabel(axis(unit)[1])
-    ax.set_title(title + " (dotted: baseline median)")
-    ax.legend(fontsize=8)
+    if bucketed:
+        title += (f"\n{profile.iterations:,} iterations in {SERIES_POINTS} buckets: line "
+                  "median, band min to max;")
+    ax.set_title(title + " (dotted: baseline median)", fontsize=10 if bucketed else None)
+    ax.legend(fontsize=8, loc="upper right")
     return svg(fig)
 
 

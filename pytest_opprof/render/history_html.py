@@ -2,7 +2,8 @@
 
 One self-contained HTML file, drawn as the HTML report is (:mod:`.html`: matplotlib,
 inline SVG, every string from data escaped). Per test: a table of the steps, then one
-chart per op (the ops with steps first, then the slowest; at most ``TOP_OPS``): its
+chart per op (the ops with steps first, then the slowest; at most :data:`CHARTS_PER_TEST`
+a test and :data:`CHARTS_PER_PAGE` a page, the ops with steps of every test first): its
 median in each run against the run's short commit, the level of each segment dotted,
 and a red line where each step happened, labelled with its change.
 """
@@ -43,19 +44,45 @@ def step_table(test: History) -> str:
     return "\n".join(out)
 
 
-def _drawn(test: History) -> list[OpHistory]:
-    """The ops drawn: those with steps, then the slowest (latest median), TOP_OPS in all."""
-    return sorted(test.ops, key=lambda op: (not op.steps, -op.median_ns[-1]))[:TOP_OPS]
+#: The charts a page draws at most, and those of one test: each op's chart is tens of
+#: kB and a fraction of a second to draw (1,000 tests of 25 drawn ops each did not
+#: finish in 600 s). The ops with steps are drawn first, over every test, then each
+#: test's slowest, in page order; the step table lists every step whatever is drawn.
+CHARTS_PER_PAGE = 40
+CHARTS_PER_TEST = 6
 
 
-def _section(test: History) -> list[str]:
-    drawn = _drawn(test)
+def _ranked(test: History) -> list[OpHistory]:
+    """The test's ops in the order they are drawn: those with steps, then the slowest
+    (latest median)."""
+    return sorted(test.ops, key=lambda op: (not op.steps, -op.median_ns[-1]))
+
+
+def _budget(tests: list[History]) -> list[int]:
+    """How many charts each test gets: the ops with steps first (tests in page order),
+    then the slowest ops of each test, until CHARTS_PER_PAGE are given out, at most
+    CHARTS_PER_TEST a test."""
+    given = [0] * len(tests)
+    left = CHARTS_PER_PAGE
+    stepped = [min(sum(1 for op in t.ops if op.steps), CHARTS_PER_TEST) for t in tests]
+    for k, want in enumerate(stepped):
+        given[k] = min(want, left)
+        left -= given[k]
+    for k, test in enumerate(tests):
+        more = min(min(len(test.ops), CHARTS_PER_TEST) - given[k], left)
+        given[k] += max(more, 0)
+        left -= max(more, 0)
+    return given
+
+
+def _section(test: History, charts_given: int = TOP_OPS) -> list[str]:
+    drawn = _ranked(test)[:min(charts_given, TOP_OPS)]
     unit = history_unit(test)
     shown = {id(op) for op in drawn}
     undrawn = [op for op in test.ops if id(op) not in shown]
     stepped = sum(1 for op in undrawn if op.steps)
     left = [f"{len(undrawn) - stepped} op(s) without a step"] if len(undrawn) > stepped else []
-    left += [f"{stepped} op(s) with steps (listed above)"] if stepped else []
+    left += [f"{stepped} op(s) with steps (in the table)"] if stepped else []
     return [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
             f"<p>Machine <code>{_h(test.machine)}</code>: {len(test.runs)} run(s), "
             f"{len(test.ops)} op(s)"
@@ -74,7 +101,14 @@ def render_history(tests: list[History], tolerance: float) -> str:
              f"<p>{len(tests)} test(s). Steps found by PELT (ruptures) on each op's log "
              f"medians; steps under the noise or the tolerance ({tolerance * 100:g}%) "
              "are not shown.</p>"]
-    for test in tests:
-        parts += _section(test)
+    budget = _budget(tests)
+    drawn = sum(budget)
+    total = sum(len(t.ops) for t in tests)
+    if drawn < total:
+        parts.append(f"<p>{drawn} of {total} op charts drawn: the ops with steps first, "
+                     f"then each test's slowest ({CHARTS_PER_TEST} a test, "
+                     f"{CHARTS_PER_PAGE} a page); the tables list every step.</p>")
+    for test, given in zip(tests, budget, strict=True):
+        parts += _section(test, given)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

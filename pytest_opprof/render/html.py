@@ -18,7 +18,7 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..model.reports import TestReport
+from ..model.reports import OpReport, TestReport
 from ..model.runinfo import RunInfo
 from ..stats.kernels import kernel_stats
 from ..stats.reports import report_of
@@ -53,10 +53,30 @@ def _css_class(verdict: Any) -> str:
     return str(verdict).replace(" ", "-") if verdict in STYLED else ""
 
 
+#: The ops a test's table lists at most: those the gate flagged, then the slowest.
+TABLE_ROWS = 200
+#: The tests whose charts a page draws at most (three charts each): failed tests first,
+#: then those with ops that moved, then the rest, in the page's order; the others get
+#: their tables. A chart is tens of kB and a fraction of a second: 1,000 tests drew
+#: 3,000 of them.
+CHARTED_TESTS = 10
+#: Op verdicts a shortened table keeps before the slowest.
+FLAGGED = ("regressed", "over_budget", "improved", "new", "missing")
+
+
+def _table_ops(test: TestReport) -> list[OpReport]:
+    """The ops the table lists: all of them, or TABLE_ROWS of them (the flagged ones,
+    then the slowest), in graph order."""
+    if len(test.ops) <= TABLE_ROWS:
+        return list(test.ops)
+    ranked = sorted(test.ops, key=lambda op: (op.status not in FLAGGED, -(op.median or 0)))
+    return sorted(ranked[:TABLE_ROWS], key=lambda op: op.op_id)
+
+
 def op_table(test: TestReport) -> str:
     """Each op's numbers, in graph order: what the charts show, as figures. With kernel
     time, the medians are kernel time and the op's event span and kernels per iteration
-    follow; with instructions, they are instruction counts."""
+    follow; with instructions, they are instruction counts. At most TABLE_ROWS ops."""
     kernel = test.measure == "kernel"
     unit = test.profile.unit
     extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
@@ -64,7 +84,12 @@ def op_table(test: TestReport) -> str:
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
             f"<th>current median{what}</th>{extra}"
             "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
-    for op in test.ops:
+    listed = _table_ops(test)
+    if len(listed) < len(test.ops):
+        rows.insert(0, f"<p>{len(listed)} of {len(test.ops)} ops listed: those the gate "
+                       "flagged, then the slowest (the results file, --opprof-json, holds "
+                       "every op).</p>")
+    for op in listed:
         base = op.baseline
         figures = [amount(None if base is None else base.baseline_median, unit),
                    amount(op.judged_median, unit)]
@@ -106,7 +131,20 @@ def _figures(test: TestReport) -> str:
     return "op figures" if test.profile.unit == "instructions" else "op times"
 
 
-def _section(test: TestReport, charts: bool) -> list[str]:
+def _charted(tests: Sequence[TestReport]) -> set[int]:
+    """The indices of the tests whose charts are drawn: CHARTED_TESTS of them, failed
+    tests first, then those with an op that moved, then the rest, each in page order."""
+    def rank(k: int) -> tuple[int, int]:
+        test = tests[k]
+        moved = any(op.status in FLAGGED for op in test.ops)
+        return (0 if test.verdict == "failed" else 1 if moved else 2, k)
+
+    return set(sorted(range(len(tests)), key=rank)[:CHARTED_TESTS])
+
+
+def _section(test: TestReport, charts: bool | None) -> list[str]:
+    """A test's section; ``charts`` None: charts were asked for, but the page's budget
+    went to other tests (said so)."""
     verdict, reason, drift = test.verdict, test.result.reason, test.drift
     parts = [f'<section class="test"><h2>{_h(test.nodeid)}</h2>',
              f'<p>Verdict: <span class="verdict {_css_class(verdict)}">{_h(verdict)}</span>'
@@ -120,6 +158,9 @@ def _section(test: TestReport, charts: bool) -> list[str]:
         parts += [f'<div class="chart">{chart}</div>'
                   for chart in (draw.ops_chart(test), draw.moved_chart(test),
                                 draw.phase_chart(test)) if chart]
+    elif charts is None:
+        parts.append(f"<p>Charts not drawn: a page draws those of {CHARTED_TESTS} tests "
+                     "(failed ones first, then those with ops that moved).</p>")
     parts.append("</section>")
     return parts
 
@@ -136,8 +177,12 @@ def render_tests(tests: Sequence[TestReport], run_info: RunInfo, charts: bool = 
              "<title>opprof report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>opprof report</h1>",
              f"<p>Machine <code>{_h(run_info.machine)}</code>: {_h(run_info.device)}, "
-             f"backend {_h(run_info.backend)}. {len(tests)} profiled test(s).</p>"]
-    for test in tests:
-        parts += _section(test, charts)
+             f"backend {_h(run_info.backend)}. {len(tests)} profiled test(s)"
+             + (f"; the charts of {CHARTED_TESTS} of them (failed ones first, then those "
+                "with ops that moved)" if charts and len(tests) > CHARTED_TESTS else "")
+             + ".</p>"]
+    drawn = _charted(tests) if charts else set()
+    for k, test in enumerate(tests):
+        parts += _section(test, True if k in drawn else None if charts else False)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..model.profile import Profile, unit_of
 from . import display_name
+from .table import cut
 
 if TYPE_CHECKING:
     from ..model.history import History
@@ -54,6 +55,6 @@ def op_name(profile: Profile, name: str) -> str:
 
 
 def abbreviate(name: str, width: int = NAME_WIDTH) -> str:
-    """``name`` shown on one line (:func:`display_name`), cut to ``width`` with ``...``."""
-    shown = display_name(name)
-    return shown if len(shown) <= width else shown[:width - 3] + "..."
+    """``name`` shown on one line (:func:`display_name`), cut to ``width`` terminal
+    columns with ``...`` (:func:`~pytest_opprof.render.table.cut`: by display width)."""
+    return cut(display_name(name), width)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["align", "width"]
+__all__ = ["align", "cut", "width"]
 
 #: Zero-width: nonspacing and enclosing marks (combining accents, variation selectors).
 _ZERO = frozenset({"Mn", "Me"})
@@ -29,6 +29,23 @@ def width(text: str) -> int:
             continue
         columns += 2 if unicodedata.east_asian_width(char) in "WF" else 1
     return columns
+
+
+def cut(text: str, columns: int, mark: str = "...") -> str:
+    """``text`` if it takes at most ``columns`` on a terminal, else its longest start
+    that fits with ``mark`` after it (a wide character is not split, a combining mark
+    stays with its character)."""
+    if width(text) <= columns:
+        return text
+    room = columns - width(mark)
+    taken, used = [], 0
+    for char in text:
+        w = width(char)
+        if used + w > room:
+            break
+        taken.append(char)
+        used += w
+    return "".join(taken) + mark
 
 
 def align(rows: Sequence[Sequence[str]], right: Collection[int] = (),

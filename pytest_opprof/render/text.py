@@ -75,11 +75,29 @@ def singa_phases(profile: Profile) -> str:
         lines = ["Instruction Profiling:"]
         lines += [f"{phase_label(name)} Instructions : {figure(profile, ns)}"
                   for name, ns in phase_times(profile)]
-        return "\n".join(lines)
+        return "\n".join(lines + _split_note(profile))
     lines = ["Time Profiling:"]
     lines += [f"{phase_label(name)} Time : {seconds(ns)} sec"
               for name, ns in phase_times(profile)]
-    return "\n".join(lines)
+    return "\n".join(lines + _split_note(profile))
+
+
+def _split_note(profile: Profile) -> list[str]:
+    """What SINGA's split of a test that names no phase left out, said once: no backward
+    line where no op is a backward op (the README: forward is every top-level op before
+    the first op named ``*backward*`` or ``*_grad``), no line at all where no op ran."""
+    if profile.phases or not profile.counted:
+        return []
+    found = [name for name, _ in phase_times(profile)]
+    if not found:
+        return ["(no phase named and no op counted: nothing to split)"]
+    if "backward" not in found:
+        return ["(no phase named: forward is every top-level op; no op is named *backward* "
+                "or *_grad, so there is no backward time)"]
+    if "forward" not in found:
+        return ["(no phase named: the first op is a backward op, so every top-level op is "
+                "backward time)"]
+    return []
 
 
 def measure_line(profile: Profile) -> str:

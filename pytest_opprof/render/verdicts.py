@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..judge.config import BLIND as BLIND
-from ..judge.config import GATE_SEES_QUANTILE, GREW_SHOWN
+from ..judge.config import GATE_SEES_QUANTILE, GREW_SHOWN, more_runs
+from ..model.conditions import remedies
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind, sees
@@ -81,21 +83,26 @@ def spread(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
-def blind_line(result: TestResult) -> str | None:
+def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) -> str | None:
     """One line when the gate could see only large slowdowns of this test's ops (the
     median op's detectable effect beyond :data:`~pytest_opprof.judge.config.BLIND`), and
-    what would help."""
+    what would help: more baseline runs (:func:`~pytest_opprof.judge.config.more_runs`),
+    more iterations, and what a quieter machine would change of the run's ``conditions``
+    (None: not known, everything)."""
     c = result.comparison
     if c is None:
         return None
     seen = sees([v.detectable for v in c.having(*COMPARED)], GATE_SEES_QUANTILE)
     if not blind(seen, BLIND):
         return None
-    more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""
+    runs = more_runs(c.runs)
+    helps = ([f"more baseline runs (opprof baseline update --runs {runs})"] if runs else [])
+    helps.append("more iterations (gpu_profiler.iterations(n))")
+    quieter = remedies(conditions)
+    helps.append("a quieter machine" + (f" with {' and '.join(quieter)}" if quieter else ""))
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
             f"{percent(1 + seen)} for its median op ({c.runs} baseline "
-            f"runs); {more}more iterations (gpu_profiler.iterations(n)), or a quieter machine "
-            "with pinned BLAS threads (OMP_NUM_THREADS=1) would help")
+            f"runs); {', '.join(helps[:-1])}, or {helps[-1]} would help")
 
 
 def verdict_table(result: TestResult) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,13 +45,33 @@ TAIL_LINES = 20
 GRACE_S = 5.0
 
 
+#: pytest's banner lines: ``===== 1 failed in 0.12s =====``, ``!!!! Interrupted: ... !!!!``.
+_BANNER = re.compile(r"[=!_-]{3,} ?(.*?) ?[=!_-]{3,}")
+#: The short test summary's lines (``-r``): what failed, and why.
+_SUMMARY = ("FAILED ", "ERROR ")
+
+
 def last_line(text: str) -> str:
-    """What pytest said was wrong: its argparse "error:" line, else its last line."""
+    """What pytest said was wrong, on one line: its argparse ``error:`` line; else its
+    ``ERROR:`` line (a path not found, a usage error); else the first test its short
+    summary names as failed, with the final count (``FAILED t.py::a - assert 0 ...; 1
+    failed in 0.12s``); else its last line, a banner's text without its ``=`` signs."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
     if errors:
         return errors[-1]
-    return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+    said = [line.removeprefix("ERROR: ") for line in lines if line.startswith("ERROR: ")]
+    if said:
+        return said[-1]
+    if not lines:
+        return "no output"
+    banner = _BANNER.fullmatch(lines[-1])
+    final = banner.group(1) if banner and banner.group(1) else lines[-1]
+    failed = [line for line in lines if line.startswith(_SUMMARY)]
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return failed[0] + more + ("" if final == failed[-1] else f"; {final}")
+    return final
 
 
 class Terminated(KeyboardInterrupt):

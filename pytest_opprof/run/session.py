@@ -453,9 +453,10 @@ class OpprofSession:
         results = [r.result for r in records if r.result is not None]
         if results:
             tr.write_sep("=", f"opprof gate: machine {display_name(self.machine)}")
+            conditions = self.conditions  # the thread settings the report advises on
             for result in results:
                 tr.write_line(summary_line(result))
-                blind = blind_line(result)
+                blind = blind_line(result, conditions)
                 if blind is not None:
                     tr.write_line(blind)
                 unsteady = _unsteady_line(result.profile) if self.instructions else None

@@ -109,7 +109,8 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
 
     A test that names no phases gets SINGA's split: ``forward`` is every
     top-level op before the first op whose name contains "backward" or ends in
-    "_grad", ``backward`` is the rest.
+    "_grad", ``backward`` is the rest. A half with no op in it is left out (no
+    ``backward`` when no op is a backward op), not shown as 0.
     """
     n = profile.counted
     if n == 0:
@@ -123,9 +124,10 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
     per_op = np.nansum(profile.counted_matrix(), axis=0)
     top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
     ids = np.arange(len(profile.ops))
-    forward = float(per_op[top & (ids < first_backward)].sum()) / n
-    backward = float(per_op[top & (ids >= first_backward)].sum()) / n
-    return [("forward", forward), ("backward", backward)]
+    halves = [("forward", top & (ids < first_backward)),
+              ("backward", top & (ids >= first_backward))]
+    return [(name, float(per_op[members].sum()) / n) for name, members in halves
+            if members.any()]
 
 
 def wall_summary(profile: Profile) -> WallSummary:
