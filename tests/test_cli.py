@@ -137,7 +137,8 @@ def test_runs_must_be_positive(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["baseline", "update", "--runs", "0"])
     assert exit_info.value.code == 2
-    assert "--runs must be a whole number >= 1, not '0'" in capsys.readouterr().err
+    assert ("--runs must be a whole number from 1 to 20 (a baseline keeps the last 20 "
+            "runs), not '0'") in capsys.readouterr().err
 
 
 @pytest.mark.e2e

@@ -32,7 +32,7 @@ from ..run.launcher import run_pytest
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
-from ..store.baseline import OUTLYING_OPS, Baseline, BaselineError
+from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError
 from .common import (
     CommandError,
     Resolver,
@@ -67,8 +67,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "disagree are named. The runs go to a staging folder; only when all of "
                     "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
-    update_parser.add_argument("--runs", type=whole_number("--runs"), default=None,
-                               metavar="N",
+    runs = whole_number("--runs", MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
+    update_parser.add_argument("--runs", default=None, metavar="N", type=runs,
                                help=f"separate pytest processes to take (default {DEFAULT_RUNS}; "
                                     f"{INSTRUCTION_RUNS} under --opprof-measure=instructions, "
                                     "whose counts repeat)")

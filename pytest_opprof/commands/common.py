@@ -35,15 +35,18 @@ class UsageProblem(CommandError):
     """Ends the command with its message and exit status 2: the arguments are wrong."""
 
 
-def whole_number(flag: str) -> Callable[[str], int]:
-    """An argparse type for ``flag``: a whole number >= 1, else one usage line."""
+def whole_number(flag: str, maximum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type for ``flag``: a whole number from 1 to ``maximum``, else one
+    usage line (``why`` says where the maximum comes from). Every count a command takes
+    is bounded: ``--runs 1000000000000`` would build a list of a trillion labels."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 20 else 0  # int() of 5,000 digits raises
         except ValueError:
             value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a whole number >= 1, not {text!r}")
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a whole number from 1 to {maximum}{why}, not {text[:40]!r}")
         return value
     return parse
 

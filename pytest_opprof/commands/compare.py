@@ -44,6 +44,8 @@ from .common import CommandError, UsageProblem, pytest_view, whole_number
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
+#: The most pairs --pairs or --max-pairs may ask for (at ~3 s per process, 100 minutes).
+MOST_PAIRS = 1000
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +61,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
     sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
-    sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
+    sub.add_argument("--pairs", type=whole_number("--pairs", MOST_PAIRS), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
                           "--opprof-measure=instructions, whose counts repeat)")
@@ -67,7 +69,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
-    sub.add_argument("--max-pairs", type=whole_number("--max-pairs"), default=None,
+    sub.add_argument("--max-pairs", type=whole_number("--max-pairs", MOST_PAIRS), default=None,
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import OpprofError
 from . import conditions as run_conditions
+from . import jsontext
 from .profile import MEASURES, OpInfo, Profile, read_functions
 from .verdict import Key
 
@@ -424,13 +425,9 @@ def parse(text: str, path: Path | str) -> Baseline:
         raise BaselineError(f"{path}: empty file{FIX}")
     check_values(text.count(","), path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not JSON ({exc}){FIX}") from None
-    except ValueError as exc:  # an integer of thousands of digits: Python's int limit
-        raise BaselineError(f"{path}: not a baseline ({exc}){FIX}") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: not JSON (nested too deeply){FIX}") from None
+        data = jsontext.loads(text)
+    except jsontext.JSONProblem as exc:
+        raise BaselineError(f"{path}: {exc}{FIX}") from None
     try:
         return Baseline.from_dict(data, str(path))
     except BaselineError as exc:

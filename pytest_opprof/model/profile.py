@@ -289,14 +289,12 @@ class Profile:
 
     @classmethod
     def from_json(cls, text: str) -> Profile:
+        from .jsontext import JSONProblem, loads
+
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise OpprofError(f"profile is not JSON: {exc}") from None
-        except RecursionError:
-            raise OpprofError("profile is not JSON: nested too deeply") from None
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise OpprofError(f"profile is not JSON: {exc}") from None
+            data = loads(text)
+        except JSONProblem as exc:
+            raise OpprofError(f"profile: {exc}") from None
         return cls.from_dict(data)
 
 
