@@ -108,3 +108,176 @@ def test_every_count_argument_is_bounded(capsys, argv, says):
         main(argv)
     assert exit_info.value.code == 2
     assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+# -- class 1: a write completes or leaves every file as it was ---------------------------
+
+def _run(date="d", **meta):
+    from pytest_opprof.store.baseline import BaselineRun
+
+    from .fakes import train_profile
+    return BaselineRun.from_profile(train_profile(), {"date": date, **meta})
+
+
+def _snapshot(root) -> dict[str, bytes]:
+    """Every file under ``root`` by its relative path, byte for byte (temporaries too)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("damage", ["newer schema", "merge conflict", "another test's"])
+def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_path, damage):
+    """--opprof-append-baseline onto a file it cannot read replaced a 6-run history with
+    the one new run (and said "baseline updated"); it refuses in one line, the file kept."""
+    from pytest_opprof.store.baseline import BaselineError, BaselineStore
+
+    store = BaselineStore(tmp_path, "m")
+    for k in range(6):
+        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
+    text = path.read_text()
+    path.write_text({
+        "newer schema": text.replace("pytest-opprof/baseline/2", "pytest-opprof/baseline/3"),
+        "merge conflict": "<<<<<<< HEAD\n" + text + "=======\n" + text + ">>>>>>> branch\n",
+        "another test's": text.replace('"t.py::test_x"', '"t.py::test_y"'),
+    }[damage])
+    before = _snapshot(tmp_path)
+    with pytest.raises(BaselineError) as info:
+        store.record("t.py::test_x", _run("2026-02-01"), "", append=True)
+    message = str(info.value)
+    assert "\n" not in message and "this run is not appended, and the file is kept" in message
+    assert str(path) in message and "delete it, or rerun" not in message
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.e2e
+def test_the_plugin_refuses_to_append_onto_a_conflicted_history(pytester):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_one="""
+        def test_a(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(10_000)
+        """)
+    for _ in range(2):
+        assert pytester.runpytest("-p", "no:randomly", "--opprof-append-baseline").ret == 0
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    path.write_text("<<<<<<< HEAD\n" + path.read_text() + "=======\n>>>>>>> other\n")
+    before = path.read_bytes()
+    result = pytester.runpytest("-p", "no:randomly", "--opprof-append-baseline")
+    assert result.ret == 1 and "baseline updated" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*opprof: this run is not appended, and the file is kept*"])
+    assert path.read_bytes() == before
+
+
+def _staged_update(tmp_path, n_tests=3, n_old=2):
+    """A store with old baselines of ``n_old`` tests on two machines, and a staging
+    folder holding a new batch for ``n_tests`` tests on both."""
+    from pytest_opprof.store import policy
+    from pytest_opprof.store.baseline import BaselineStore
+
+    root = tmp_path / "store"
+    for machine in ("m1", "m2"):
+        for k in range(n_old):
+            BaselineStore(root, machine).record(f"t.py::test_{k}", _run("old"), "old")
+    staging = policy.open_staging(root, "new")
+    for machine in ("m1", "m2"):
+        staged = BaselineStore(staging, machine)
+        for k in range(n_tests):
+            staged.record(f"t.py::test_{k}", _run("new"), "new")
+    return root, staging
+
+
+def _without_staging(snapshot):
+    return {k: v for k, v in snapshot.items() if not k.startswith(".staging-")}
+
+
+@pytest.mark.parametrize("call", ["os.replace", "os.write", "os.link"])
+def test_a_commit_failing_at_any_step_leaves_every_file_as_it_was(tmp_path, monkeypatch, call):
+    """A full disk at the k-th write, rename or link of a commit, for every k: every
+    stored file byte for byte as it was (no test with the new batch beside one with the
+    old), no temporary file left, and the advice is about space, not permissions."""
+    import errno
+    import os
+
+    from pytest_opprof.store import policy
+    from pytest_opprof.store.baseline import BaselineError
+
+    name = call.split(".")[1]
+    real = getattr(os, name)
+    counted = {"calls": 0}
+
+    def counting(*args, **kwargs):
+        counted["calls"] += 1
+        return real(*args, **kwargs)
+
+    root, staging = _staged_update(tmp_path / "dry")
+    monkeypatch.setattr(os, name, counting)
+    policy.commit(staging, root, "new")
+    monkeypatch.setattr(os, name, real)
+    total = counted["calls"]
+    assert total >= 4  # six files, four of them replacing old ones
+    for k in range(1, total + 1):
+        root, staging = _staged_update(tmp_path / f"k{k}")
+        before = _without_staging(_snapshot(root))
+        calls = {"n": 0}
+
+        def failing(*args, k=k, calls=calls, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == k:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, name, failing)
+        with pytest.raises(BaselineError) as info:
+            policy.commit(staging, root, "new")
+        monkeypatch.setattr(os, name, real)
+        message = str(info.value)
+        assert "\n" not in message and "No space left on device" in message
+        assert "free some space" in message and "writable" not in message
+        assert "no baseline was changed" in message
+        assert _without_staging(_snapshot(root)) == before, f"{call} failing at call {k}"
+
+
+def test_a_folder_where_one_file_goes_changes_no_file(tmp_path):
+    from pytest_opprof.store import policy
+    from pytest_opprof.store.baseline import BaselineError, BaselineStore
+
+    root, staging = _staged_update(tmp_path)
+    in_the_way = BaselineStore(root, "m2").path_for("t.py::test_2")
+    in_the_way.mkdir()
+    before = _without_staging(_snapshot(root))
+    with pytest.raises(BaselineError) as info:
+        policy.commit(staging, root, "new")
+    assert str(info.value).startswith(f"{in_the_way}: cannot write the baseline (is a folder")
+    assert "move what is there away" in str(info.value)
+    assert _without_staging(_snapshot(root)) == before and in_the_way.is_dir()
+
+
+@pytest.mark.e2e
+def test_update_whose_commit_fails_exits_1_with_every_baseline_as_it_was(pytester, monkeypatch):
+    """opprof baseline update, a folder standing where the second test's file goes: exit
+    1, one line naming it, and the first test keeps its old batch (it held the new)."""
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_two="""
+        def test_a(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(10_000)
+
+        def test_b(gpu_profiler):
+            test_a(gpu_profiler)
+        """)
+    monkeypatch.chdir(pytester.path)
+    assert main(["baseline", "update", "--runs", "1", "-q", "-p", "no:randomly"]) == 0
+    files = sorted((pytester.path / ".opprof").rglob("*.json"))
+    assert len(files) == 2
+    files[1].unlink()
+    files[1].mkdir()
+    before = _snapshot(pytester.path / ".opprof")
+    done = opprof("baseline", "update", "--runs", "1", "-q", "-p", "no:randomly",
+                  cwd=pytester.path)
+    assert done.returncode == 1
+    assert one_line(done.stderr).startswith(f"opprof: {files[1]}: cannot write the baseline")
+    assert _snapshot(pytester.path / ".opprof") == before

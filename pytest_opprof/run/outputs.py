@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
 from ..render.charts import NEEDS_MATPLOTLIB
-from ..store.files import atomic_write, output_problem
+from ..store.files import atomic_write, output_problem, write_problem
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -77,7 +77,7 @@ def write(flag: str, path: Path, text: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         atomic_write(Path(path), text)
     except OSError as exc:
-        raise OpprofError(f"{flag}={path}: cannot write ({exc})") from None
+        raise OpprofError(f"{flag}={path}: cannot write {write_problem(exc)}") from None
 
 
 def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:

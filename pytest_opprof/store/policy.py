@@ -91,16 +91,16 @@ def mark_outlying(baseline: Baseline, outlying: Mapping[int, Sequence[tuple[str,
 
 
 def commit(staging: Path, root: Path, batch: str) -> int:
-    """Every staged machine folder copied into the store; the number of tests whose
-    stored baseline now holds this batch (read back, not assumed)."""
+    """Every staged machine folder copied into the store, every file or none (a full
+    disk or a folder in the way partway leaves each file as it was); the number of tests
+    whose stored baseline now holds this batch (read back, not assumed)."""
+    pairs = [(BaselineStore(root, staged_store.machine, folder=root / staged_store.folder.name),
+              staged_store) for staged_store in BaselineStore.every_machine(staging)]
     stored = 0
-    for staged_store in BaselineStore.every_machine(staging):
-        store = BaselineStore(root, staged_store.machine,
-                              folder=root / staged_store.folder.name)
-        for baseline in store.commit(staged_store):
-            with contextlib.suppress(BaselineError):
-                kept = store.load(baseline.nodeid)
-                stored += kept is not None and kept.batch == batch
+    for store, baseline in BaselineStore.commit(pairs):  # every machine's files, or none
+        with contextlib.suppress(BaselineError):
+            kept = store.load(baseline.nodeid)
+            stored += kept is not None and kept.batch == batch
     return stored
 
 
