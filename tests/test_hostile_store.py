@@ -281,3 +281,91 @@ def test_update_whose_commit_fails_exits_1_with_every_baseline_as_it_was(pyteste
     assert done.returncode == 1
     assert one_line(done.stderr).startswith(f"opprof: {files[1]}: cannot write the baseline")
     assert _snapshot(pytester.path / ".opprof") == before
+
+
+# -- class 1: no output written over an input ----------------------------------------
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "link"])
+def test_report_and_compare_refuse_to_write_over_their_input(results_file, capsys, spelling):
+    import os
+
+    folder = results_file.parent
+    other = folder / "other.json"
+    other.write_bytes(results_file.read_bytes())
+    target = {"same": str(results_file), "dot": f"{folder}/./r.json",
+              "link": str(folder / "link.json")}[spelling]
+    if spelling == "link":
+        os.symlink(results_file, target)
+    before = _snapshot(folder)
+    for argv in (["report", str(results_file), "-o", target],
+                 ["compare", str(results_file), str(other), "--json", target],
+                 ["compare", str(other), str(results_file), "--markdown", target]):
+        assert main(argv) in (1, 2)
+        err = one_line(capsys.readouterr().err)
+        assert f"is {results_file}, which this command reads; write it elsewhere" in err, err
+        assert _snapshot(folder) == before
+
+
+def test_two_outputs_of_one_command_cannot_share_a_file(results_file, capsys):
+    out = results_file.with_name("out")
+    assert main(["compare", str(results_file), str(results_file), "--json", str(out),
+                 "--markdown", str(out)]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"opprof: --markdown {out}: is also --json's file; give each output its own")
+    assert not out.exists()
+
+
+@pytest.fixture
+def history_store(tmp_path):
+    from pytest_opprof.store.baseline import BaselineStore
+
+    store = BaselineStore(tmp_path / "store", "m")
+    for k in range(3):
+        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
+    return store, path
+
+
+@pytest.mark.parametrize("where", ["the baseline file", "a copy of it", "inside the folder"])
+def test_history_writes_no_output_over_a_baseline(history_store, tmp_path, capsys, where):
+    pytest.importorskip("ruptures")
+    store, path = history_store
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(path.read_bytes())
+    target = {"the baseline file": path, "a copy of it": copy,
+              "inside the folder": store.folder / "history.json"}[where]
+    before = _snapshot(tmp_path)
+    assert main(["history", "--dir", str(store.root), "--json", str(target)]) == 1
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"opprof: --json {target}: is ")
+    assert ("inside the baseline folder" if where == "inside the folder"
+            else "is a stored baseline; write the output elsewhere") in err
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--opprof-json=BASELINE"], "is a stored baseline; write the output elsewhere"),
+    (["--opprof-json=MACHINE/r.json"], "is inside the baseline folder"),
+    (["--opprof-json=out", "--opprof-markdown=out"], "is also --opprof-json's file"),
+])
+def test_the_plugins_outputs_write_over_no_baseline_and_not_over_each_other(pytester, args,
+                                                                              says):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_one="""
+        def test_a(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(10_000)
+        """)
+    assert pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline").ret == 0
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    moved = pytester.path / "moved.json"  # a baseline file outside the folder too
+    moved.write_bytes(path.read_bytes())
+    before = _snapshot(pytester.path / ".opprof")
+    args = [a.replace("BASELINE", str(moved)).replace("MACHINE", str(path.parent))
+            for a in args]
+    result = pytester.runpytest("-p", "no:randomly", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert says in result.stderr.str()
+    assert _snapshot(pytester.path / ".opprof") == before
+    assert moved.read_bytes() == path.read_bytes() and not (pytester.path / "out").exists()

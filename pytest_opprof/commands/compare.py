@@ -37,7 +37,7 @@ from ..judge.paired import (
 from ..model.comparison import Report
 from ..run.launcher import last_line, run_pytest
 from ..run.options import Settings, parse_fraction
-from ..run.outputs import Output, problem, write
+from ..run.outputs import Output, clash, problem, write
 from .common import CommandError, UsageProblem, pytest_view, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
@@ -112,6 +112,10 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         why = problem(output)
         if why is not None:
             raise UsageProblem(f"{output.flag} {output.path}: {why}")
+    inputs = [Path(args.ref), *map(Path, extra[:1])] if _files_form(args, extra) else []
+    clashing = clash(outputs, inputs=inputs)
+    if clashing is not None:
+        raise UsageProblem(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
     if _files_form(args, extra):
         report = _files(args, extra)
     else:

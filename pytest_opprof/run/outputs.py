@@ -10,15 +10,17 @@ link written through, a special file refused), and an error is one line naming t
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
 from ..render.charts import NEEDS_MATPLOTLIB
-from ..store.files import atomic_write, output_problem, write_problem
+from ..store.files import atomic_write, machine_folders, output_problem, write_problem
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -64,11 +66,71 @@ def problem(output: Output) -> str | None:
 
 def check(settings: Settings) -> None:
     """Every output the run asks for, checked before any test runs: OpprofError, one
-    line naming the flag, for the first that cannot be written."""
-    for output in wanted(settings):
+    line naming the flag, for the first that cannot be written, or that would write
+    over a stored baseline or another output's file."""
+    outputs = wanted(settings)
+    for output in outputs:
         why = problem(output)
         if why is not None:
             raise OpprofError(f"{output.flag}={output.path}: {why}")
+    clashing = clash(outputs, folders=machine_folders(settings.baseline_dir))
+    if clashing is not None:
+        output, why = clashing
+        raise OpprofError(f"{output.flag}={output.path}: {why}")
+
+
+#: What every baseline file holds near its start (any schema version of it).
+BASELINE_MARK = b'"pytest-opprof/baseline/'
+
+
+def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
+          folders: Sequence[Path] = ()) -> tuple[Output, str] | None:
+    """The first output that would destroy what the command reads or keeps, and why:
+    it is one of ``inputs`` (the same file, by inode or resolved path), the file of an
+    earlier output, an existing baseline file (``opprof history --json`` onto one), or
+    inside one of ``folders`` (a machine's baseline folder, whose files are all read as
+    baselines). None
+    when no output does. Nothing is created."""
+    for k, output in enumerate(outputs):
+        for path in inputs:
+            if same_file(output.path, path):
+                return output, f"is {path}, which this command reads; write it elsewhere"
+        for earlier in outputs[:k]:
+            if same_file(output.path, earlier.path):
+                return output, f"is also {earlier.flag}'s file; give each output its own"
+        if output.folder:
+            continue
+        if is_baseline(output.path):
+            return output, "is a stored baseline; write the output elsewhere"
+        for folder in folders:
+            if _inside(output.path, folder):
+                return output, (f"is inside the baseline folder {folder}, whose files are "
+                                "read as baselines; write the output elsewhere")
+    return None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: by inode when both exist (hard links,
+    bind mounts), else by their resolved paths (``./r.json`` and ``r.json``, a link)."""
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def is_baseline(path: Path) -> bool:
+    """Whether ``path`` is a regular file whose first line names a baseline schema."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as f:
+            return BASELINE_MARK in f.read(1 << 16).split(b"\n", 1)[0]
+    except OSError:
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return top in real.parents
 
 
 def write(flag: str, path: Path, text: str) -> None:

@@ -43,7 +43,14 @@ from ..model.baseline import (
     parse,
     within_bounds,
 )
-from .files import FileTooLarge, read_bounded, replace_all, safe_name, write_problem
+from .files import (
+    FileTooLarge,
+    machine_folders,
+    read_bounded,
+    replace_all,
+    safe_name,
+    write_problem,
+)
 
 __all__ = ["MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX", "Baseline",
            "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle", "parse",
@@ -66,11 +73,7 @@ class BaselineStore:
     @classmethod
     def every_machine(cls, root: Path) -> list[BaselineStore]:
         """A store for each machine folder under ``root`` (named after its folder)."""
-        root = Path(root)
-        if not root.is_dir():
-            return []
-        return [cls(root, p.name, folder=p) for p in sorted(root.iterdir())
-                if p.is_dir() and not p.name.startswith(".")]  # staging: not a machine
+        return [cls(Path(root), p.name, folder=p) for p in machine_folders(Path(root))]
 
     @staticmethod
     def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:

@@ -36,6 +36,16 @@ def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
     return slug
 
 
+def machine_folders(root: Path) -> list[Path]:
+    """The machine folders of the baseline directory ``root``: its folders, less those
+    whose name starts with a dot (an update's staging folder is never a machine's)."""
+    try:
+        return sorted(p for p in Path(root).iterdir()
+                      if p.is_dir() and not p.name.startswith("."))
+    except OSError:  # no such folder, or not one
+        return []
+
+
 class FileTooLarge(OSError):
     """A file holds more than its reader accepts."""
 
