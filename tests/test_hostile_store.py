@@ -369,3 +369,74 @@ def test_the_plugins_outputs_write_over_no_baseline_and_not_over_each_other(pyte
     assert says in result.stderr.str()
     assert _snapshot(pytester.path / ".opprof") == before
     assert moved.read_bytes() == path.read_bytes() and not (pytester.path / "out").exists()
+
+
+# -- class 9: everything from a file printed through the one escaping function ---------
+
+FORGED = "x\nFORGED line\x1b[31m|y\u202e"
+
+
+def _forge(value):
+    """Every string of a stored file's data replaced by one holding a newline, an ESC
+    sequence, a pipe and a bidi override (the schema kept: the file must still load)."""
+    if isinstance(value, dict):
+        return {k: (v if k in ("schema",) else _forge(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_forge(v) for v in value]
+    return FORGED + value if isinstance(value, str) else value
+
+
+@pytest.fixture
+def forged_store(tmp_path):
+    from pytest_opprof.store.baseline import BaselineStore
+
+    store = BaselineStore(tmp_path / "store", "m")
+    for k in range(3):
+        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}", commit={
+            "id": "a1b2c3d4e5f6", "branch": "main"}, outlying_ops=["conv2d"]), "", append=True)
+    data = _forge(json.loads(path.read_text()))
+    assert data["nodeid"].startswith(FORGED)
+    for run in data["runs"]:
+        run["meta"]["conditions"] = {"workers": 1, "backend": FORGED, "measure": "events",
+                                     "OMP_NUM_THREADS": FORGED}
+    path.write_text(json.dumps(data))
+    return store
+
+
+def _assert_escaped(text: str) -> None:
+    assert "\x1b" not in text and "\u202e" not in text, text
+    assert not any(line.startswith("FORGED") for line in text.splitlines()), text
+    assert "\\x1b[31m" in text and "\\n" in text
+
+
+@pytest.mark.parametrize("argv", [["baseline", "show"], ["baseline", "show", "test_x"],
+                                  ["history"]])
+def test_every_string_of_a_forged_baseline_is_printed_escaped(forged_store, capsys, argv):
+    if argv == ["history"]:
+        pytest.importorskip("ruptures")
+    code = main([*argv, "--dir", str(forged_store.root)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    _assert_escaped(captured.out)
+    assert captured.err == ""
+
+
+def test_an_unreadable_files_line_is_printed_escaped(forged_store, capsys):
+    (path,) = forged_store.folder.glob("*.json")
+    data = json.loads(path.read_text())
+    data["schema"] = FORGED
+    path.write_text(json.dumps(data))
+    assert main(["baseline", "show", "--dir", str(forged_store.root)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("unreadable: ") and "\x1b" not in out and len(out.splitlines()) == 1
+
+
+def test_a_forged_commit_id_and_date_are_escaped_where_history_names_a_run(forged_store):
+    pytest.importorskip("ruptures")
+    from pytest_opprof.judge.changepoints import history_of
+    from pytest_opprof.store.baseline import load_file
+
+    (path,) = forged_store.folder.glob("*.json")
+    history = history_of(load_file(path), 0.05)
+    for text in (history.label(0), history.where(0)):
+        assert "\n" not in text and "\\n" in text

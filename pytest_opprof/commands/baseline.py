@@ -227,7 +227,7 @@ def show(root: Path, machine_key: str | None, test: str | None,
         for path, entry in store.entries():
             if isinstance(entry, BaselineError):
                 broken += 1
-                print(f"unreadable: {entry}")
+                print(f"unreadable: {display_name(str(entry))}")
                 continue
             if test is not None and test not in entry.nodeid:
                 continue
@@ -241,9 +241,15 @@ def show(root: Path, machine_key: str | None, test: str | None,
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
     outlying = _outlying(b)
-    return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {last.n_ops} ops, "
-            f"{last.meta.get('date', '?')}  [{path.name}]"
+    return (f"{display_name(b.machine)}  {display_name(b.nodeid)}  {len(b.runs)} run(s), "
+            f"{last.n_ops} ops, {_field(last.meta.get('date'))}  [{display_name(path.name)}]"
             + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
+
+
+def _field(value: object) -> str:
+    """A field of a stored file as printed: escaped (a forged ``\\n`` or ESC in a date
+    or a commit id prints as its escape, never a line or a terminal sequence)."""
+    return "?" if value is None else display_name(str(value))
 
 
 def _outlying(b: Baseline) -> list[str]:
@@ -253,14 +259,15 @@ def _outlying(b: Baseline) -> list[str]:
 
 def _describe(b: Baseline, given: float | None) -> str:
     tolerance = default_tolerance(b.measure()) if given is None else given
-    lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
+    lines = [f"{display_name(b.nodeid)} on machine '{display_name(b.machine)}': "
+             f"{len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
         commit_id = commit.get("id", "?") if isinstance(commit, dict) else "?"
         probe = run.meta.get("probe_ns")
         outlying = run.meta.get(OUTLYING_OPS)
         lines.append(
-            f"  run {i}: {run.meta.get('date', '?')}, commit {str(commit_id)[:12]}, "
+            f"  run {i}: {_field(run.meta.get('date'))}, commit {_field(commit_id)[:12]}, "
             f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
             + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else "")
             + (f"; far from the other runs on {', '.join(map(display_name, outlying))}"

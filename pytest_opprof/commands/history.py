@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import OpprofError
 from ..judge.changepoints import history_of, require_ruptures
 from ..model.history import History
+from ..render import display_name
 from ..render.charts import NEEDS_MATPLOTLIB
 from ..render.history import ASCII_SPARKS, SPARKS, render_text, to_json
 from ..run.options import parse_fraction
@@ -123,7 +124,7 @@ def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
                           "--opprof-append-baseline on each commit)")
     chars = _spark_chars()
     for line in unreadable:
-        print(f"unreadable: {line}")
+        print(f"unreadable: {display_name(line)}")
     for test in tests:
         print(render_text(test, tolerance, chars))
     if args.json is not None:
