@@ -207,7 +207,9 @@ def test_prune_is_a_dry_run_until_apply(project):
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 2
     applied = opprof("baseline", "prune", "--apply", cwd=project.path)
     assert applied.returncode == 0
-    assert applied.stdout.splitlines()[0].startswith("remove: test_suite.py::test_b  [")
+    assert applied.stdout.splitlines()[0] == ("opprof: pruning the baselines of machine "
+                                              "'fake-fake CUDA device'")
+    assert applied.stdout.splitlines()[1].startswith("remove: test_suite.py::test_b  [")
     assert applied.stdout.splitlines()[-1] == "opprof: removed 1 stale baseline(s)"
     assert len(list((project.path / ".opprof").rglob("*.json"))) == 1
     again = opprof("baseline", "prune", cwd=project.path)

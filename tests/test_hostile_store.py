@@ -440,3 +440,83 @@ def test_a_forged_commit_id_and_date_are_escaped_where_history_names_a_run(forge
     history = history_of(load_file(path), 0.05)
     for text in (history.label(0), history.where(0)):
         assert "\n" not in text and "\\n" in text
+
+
+# -- class 2: prune deletes no live baseline -------------------------------------------
+
+PROFILED = """
+import pytest
+
+@pytest.mark.parametrize("backend", ["cpu"])  # the GPU runner parametrizes "cuda" too
+def test_step(gpu_profiler, backend):
+    dev = gpu_profiler.timer.device_model
+    for _ in gpu_profiler.iterations(4):
+        with gpu_profiler.op("matmul"):
+            dev.kernel(10_000)
+
+def test_x(gpu_profiler):
+    test_step(gpu_profiler, "cpu")
+"""
+
+
+@pytest.fixture
+def prune_project(pytester, monkeypatch):
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_s=PROFILED)
+    monkeypatch.chdir(pytester.path)
+    return pytester
+
+
+@pytest.mark.e2e
+def test_prune_keeps_the_baseline_of_repeated_tests(prune_project):
+    """pytest-repeat's --count 2 collects test_x[1-2] and test_x[2-2]; their baseline is
+    stored as test_x, and prune --apply --count 2 removed it."""
+    root = prune_project.path / ".opprof"
+    assert opprof("baseline", "update", "--runs", "1", "-q", "-p", "no:randomly",
+                  "--count", "2", cwd=prune_project.path).returncode == 0
+    before = _snapshot(root)
+    assert sorted(json.loads(p.read_text())["nodeid"] for p in root.rglob("*.json")) == [
+        "test_s.py::test_step[cpu]", "test_s.py::test_x"]
+    done = opprof("baseline", "prune", "--apply", "--count", "2", cwd=prune_project.path)
+    assert done.returncode == 0, done.stderr
+    assert "no stale baselines" in done.stdout and _snapshot(root) == before
+
+
+@pytest.mark.e2e
+def test_prune_judges_only_this_machines_folder_and_never_another_backends_parameter(
+        prune_project):
+    """A laptop's prune deleted the GPU runner's test_step[cuda]: by default only this
+    machine's folder is judged (and it says so); with --all-machines, a parameter this
+    collection cannot see of a test function it does collect is kept, and a test whose
+    function is gone is removed."""
+    from pytest_opprof.store.baseline import BaselineStore
+
+    root = prune_project.path / ".opprof"
+    here = BaselineStore(root, "fake-fake CUDA device")
+    gpu = BaselineStore(root, "cuda-NVIDIA H200")
+    for store in (here, gpu):
+        for nodeid in ("test_s.py::test_step[cpu]", "test_s.py::test_step[cuda]",
+                       "test_s.py::test_x", "test_s.py::test_removed[cuda]"):
+            store.record(nodeid, _run(), "b")
+    gpu_before = _snapshot(gpu.folder)
+    done = opprof("baseline", "prune", "--apply", cwd=prune_project.path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "opprof: pruning the baselines of machine 'fake-fake CUDA device'; 1 other machine "
+        "folder(s) left alone (--all-machines judges them too, against this machine's "
+        "collection)")
+    removed = [line.split("  [")[0] for line in done.stdout.splitlines()
+               if line.startswith("remove: ")]
+    assert removed == ["remove: test_s.py::test_removed[cuda]"]
+    assert _snapshot(gpu.folder) == gpu_before
+    assert sorted(b.nodeid for _, b in here.entries()) == [
+        "test_s.py::test_step[cpu]", "test_s.py::test_step[cuda]", "test_s.py::test_x"]
+    every = opprof("baseline", "prune", "--apply", "--all-machines", cwd=prune_project.path)
+    assert every.returncode == 0, every.stderr
+    assert sorted(b.nodeid for _, b in gpu.entries()) == [
+        "test_s.py::test_step[cpu]", "test_s.py::test_step[cuda]", "test_s.py::test_x"]
+
+
+def test_all_machines_and_one_machine_key_are_one_or_the_other(capsys):
+    assert main(["baseline", "prune", "--all-machines", "--machine-key", "m"]) == 2
+    assert "give one or the other" in one_line(capsys.readouterr().err)

@@ -454,7 +454,8 @@ def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed)
     store = BaselineStore(pytester.path / "ci/baselines", "m")
     for nodeid in STORED:
         store.record(nodeid, run_of(1), batch="b")
-    proc = _opprof("baseline", "prune", *args, "--apply", cwd=pytester.path / cwd)
+    proc = _opprof("baseline", "prune", *args, "--apply", "--machine-key", "m",
+                   cwd=pytester.path / cwd)
     out, err = proc.communicate(timeout=120)
     assert (proc.returncode, err) == (0, "")
     listed = [line.split("  [")[0].removeprefix("remove: ") for line in out.splitlines()

@@ -32,7 +32,7 @@ from ..run.launcher import run_pytest
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
-from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError
+from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError, BaselineStore
 from .common import (
     CommandError,
     Resolver,
@@ -83,12 +83,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
-                    "stored baselines whose test is provably gone: its file no longer exists "
-                    "under the rootdir, or its file was collected in full (not narrowed by "
-                    "FILE::TEST; -k and -m do not count) without it. Unrecognised arguments "
-                    "go to pytest.")
+                    "this machine's stored baselines whose test is provably gone: its file "
+                    "no longer exists under the rootdir, or its file was collected in full "
+                    "(not narrowed by FILE::TEST; -k and -m do not count) without any test "
+                    "of its function (a parameter this machine cannot see, such as "
+                    "test_step[cuda] on a machine without CUDA, is kept; a pytest-repeat "
+                    "repetition is its test). Other machines' folders are left alone "
+                    "unless --all-machines. Unrecognised arguments go to pytest.")
     prune_parser.add_argument("--apply", action="store_true",
                               help="delete them (default: only list)")
+    prune_parser.add_argument("--all-machines", action="store_true",
+                              help="judge every machine's folder against this machine's "
+                                   "collection (default: only this machine's, "
+                                   "--machine-key or opprof_machine_key, else the key the "
+                                   "plugin gives this machine)")
     add_store_arguments(prune_parser)
     prune_parser.set_defaults(takes_pytest_args=True)
 
@@ -101,7 +109,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return show(args.dir or view.settings.baseline_dir,
                     args.machine_key or view.settings.machine_key, args.test,
                     view.settings.given_tolerance)
-    return prune(args.dir, args.machine_key, extra, args.apply)
+    return prune(args.dir, args.machine_key, extra, args.apply, args.all_machines)
 
 
 # -- update ------------------------------------------------------------------------------
@@ -319,11 +327,28 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
 
 # -- prune --------------------------------------------------------------------------------
 
+def _machine_store(root: Path, machine: str | None) -> list[BaselineStore]:
+    """This machine's store under ``root``, when it has a folder there."""
+    if machine is None:
+        return []
+    try:
+        return stores(root, machine)
+    except CommandError:
+        if not root.is_dir():
+            raise
+        return []  # no baselines of this machine: nothing of it is stale
+
+
 def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
-          apply: bool) -> int:
+          apply: bool, all_machines: bool = False) -> int:
     """Remove the baselines whose test is provably gone (:func:`policy.gone`), listing
-    them first; a dry run unless ``apply``."""
-    resolver = Resolver(collect=True)
+    them first; a dry run unless ``apply``. Only this machine's folder (``machine_key``,
+    else ``opprof_machine_key``, else the key the plugin gives this machine) unless
+    ``all_machines``: another machine's collection may hold tests this one cannot see."""
+    if all_machines and machine_key is not None:
+        raise UsageProblem("--all-machines and --machine-key choose the folders to prune: "
+                           "give one or the other")
+    resolver = Resolver(collect=True, machine=not (all_machines or machine_key))
     code = in_process(["--collect-only", "-q", "-p", "no:cacheprovider", *pytest_args],
                       resolver)
     if resolver.errors or code not in (0, 5):
@@ -332,9 +357,20 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
     assert resolver.view is not None
     view = resolver.view
     root = root or view.settings.baseline_dir
-    found = stores(root, machine_key or view.settings.machine_key)
+    machine = machine_key or view.settings.machine_key or resolver.machine
+    if machine is None and not all_machines:
+        raise CommandError(f"cannot tell this machine's key ({resolver.machine_problem}); "
+                           "name the folder to prune with --machine-key KEY, or "
+                           "--all-machines; nothing was pruned")
+    found = stores(root, None) if all_machines else _machine_store(root, machine)
+    functions = {policy.function_of(nodeid) for nodeid in resolver.items}
     stale = policy.stale(found, root, lambda nodeid: policy.gone(
-        nodeid, view.rootdir, resolver.items, resolver.files, view.narrowed))
+        nodeid, view.rootdir, resolver.items, resolver.files, view.narrowed, functions))
+    if not all_machines:
+        others = [s for s in stores(root, None) if all(s.folder != f.folder for f in found)]
+        print(f"opprof: pruning the baselines of machine {display_name(str(machine))!r}"
+              + (f"; {len(others)} other machine folder(s) left alone (--all-machines "
+                 "judges them too, against this machine's collection)" if others else ""))
     for path, nodeid in stale:
         print(f"{'remove' if apply else 'would remove'}: {nodeid}  [{path}]")
     if not stale:

@@ -21,6 +21,7 @@ import pytest
 
 from ..run.launcher import last_line
 from ..run.options import DEFAULT_BASELINE_DIR, Settings
+from ..run.session import baseline_key, this_machine
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
 
@@ -107,9 +108,15 @@ class PytestView:
 class Resolver:
     """A pytest plugin that records the configuration, and collects when asked."""
 
-    def __init__(self, collect: bool) -> None:
+    def __init__(self, collect: bool, machine: bool = False) -> None:
         self.collect = collect
+        #: Whether to find this machine's key after collection (``machine``).
+        self.find_machine = machine
+        self.machine: str | None = None
+        self.machine_problem = ""
         self.view: PytestView | None = None
+        #: The collected node ids, and each one's baseline key (a pytest-repeat
+        #: repetition ``test_x[1-2]`` is stored as ``test_x``).
         self.items: set[str] = set()
         self.files: set[str] = set()
         self.errors: list[str] = []
@@ -125,6 +132,14 @@ class Resolver:
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.items.add(item.nodeid)  # before -k, -m and --deselect leave some out
+        self.items.add(baseline_key(item))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.find_machine:
+            try:
+                self.machine = this_machine(session.config)
+            except pytest.UsageError as exc:
+                self.machine_problem = last_line(str(exc))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # its last line names the error ("E   SyntaxError: ...")

@@ -111,17 +111,31 @@ def discard(staging: Path) -> None:
 
 # -- prune: what is provably stale ---------------------------------------------------
 
+def function_of(nodeid: str) -> str:
+    """The test function a node id is of: its parameters left out
+    (``t.py::test_step[cuda]`` -> ``t.py::test_step``)."""
+    module, sep, rest = nodeid.partition("::")
+    return module + sep + rest.split("[", 1)[0]
+
+
 def gone(nodeid: str, rootdir: Path, collected: set[str], files: set[str],
-         narrowed: frozenset[str]) -> bool:
+         narrowed: frozenset[str], functions: set[str] | None = None) -> bool:
     """Provably gone: its file no longer exists under the rootdir, or its file was
-    collected in full (in ``files``, not ``narrowed`` by ``file.py::test``) without it.
-    A test merely deselected (-k, -m) or outside the paths given is kept."""
+    collected in full (in ``files``, not ``narrowed`` by ``file.py::test``) without any
+    test of its function (``functions``: those of ``collected``). A test merely
+    deselected (-k, -m) or outside the paths given is kept, and so is a parameter this
+    collection cannot see while its function is there (``test_step[cuda]`` on a machine
+    without CUDA parametrizes ``test_step[cpu]`` only: another machine's live baseline)."""
     if nodeid in collected:
         return False
     module = nodeid.split("::", 1)[0]
     if not (rootdir / module).exists():
         return True
-    return module in files and module not in narrowed
+    if module not in files or module in narrowed:
+        return False
+    if functions is None:
+        functions = {function_of(c) for c in collected}
+    return function_of(nodeid) not in functions
 
 
 def stale(stores: Sequence[BaselineStore], root: Path,
