@@ -520,3 +520,103 @@ def test_prune_judges_only_this_machines_folder_and_never_another_backends_param
 def test_all_machines_and_one_machine_key_are_one_or_the_other(capsys):
     assert main(["baseline", "prune", "--all-machines", "--machine-key", "m"]) == 2
     assert "give one or the other" in one_line(capsys.readouterr().err)
+
+
+# -- class 5: the plugin writes nothing its own readers refuse ---------------------------
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_test_of_more_ops_than_a_profile_holds_fails_in_one_line(pytester, workers):
+    """100,001 ops: the results file was refused by report and compare, and under -n 2
+    the controller refused the worker's records in 61 INTERNALERROR lines."""
+    from pytest_opprof.model.profile import MAX_OPS
+
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_many=f"""
+        def test_many(gpu_profiler):
+            for _ in gpu_profiler.iterations(2):
+                for k in range({MAX_OPS + 1}):
+                    with gpu_profiler.op("x"):
+                        pass
+
+        def test_few(gpu_profiler):
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("y"):
+                    pass
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-json=r.json", *workers)
+    out = result.stdout.str()
+    assert result.ret == 1 and "INTERNALERROR" not in out
+    assert (f"opprof: test_many.py::test_many: {MAX_OPS + 1} ops; a profile holds at most "
+            f"{MAX_OPS}: its profile is not kept") in out
+    results = pytester.path / "r.json"
+    assert main(["compare", str(results), str(results)]) == 0  # readable, test_few in it
+    from pytest_opprof.store.results import load_records
+
+    assert [r.nodeid for r in load_records(results)[1]] == ["test_many.py::test_few"]
+
+
+@pytest.mark.parametrize("bound", ["iterations", "ops", "phases", "cells"])
+def test_the_profile_writer_and_reader_share_each_bound(bound, monkeypatch):
+    """Profile.beyond_bounds (the session's refusal) and the reader refuse the same
+    profiles: each bound lowered, a profile at it passes both, one over it fails both."""
+    from pytest_opprof.errors import OpprofError
+    from pytest_opprof.model import profile as module
+
+    from .fakes import train_profile
+
+    base = train_profile()
+    n_iter, n_ops, n_phases = base.iterations, len(base.ops), len(base.phases)
+    limits = {"iterations": ("MAX_ITERATIONS", n_iter), "ops": ("MAX_OPS", n_ops),
+              "phases": ("MAX_PHASES", n_phases), "cells": ("MAX_CELLS", n_iter * n_ops)}
+    name, at = limits[bound]
+    assert at > 1
+    monkeypatch.setattr(module, name, at)
+    assert base.beyond_bounds() is None
+    module.Profile.from_dict(base.to_dict())
+    monkeypatch.setattr(module, name, at - 1)
+    assert base.beyond_bounds() is not None
+    with pytest.raises(OpprofError):
+        module.Profile.from_dict(base.to_dict())
+
+
+@pytest.mark.e2e
+def test_a_thread_variable_longer_than_a_baseline_reads_is_recorded_bounded(pytester,
+                                                                            monkeypatch):
+    """OMP_NUM_THREADS of 300 characters was recorded as it was; the loader refuses a
+    value over 200, so every later run failed, and the advised update wrote it again."""
+    from pytest_opprof.model.conditions import MAX_VALUE_CHARS
+    from pytest_opprof.store.baseline import load_file
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1" * 300)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_one="""
+        def test_a(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(6):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(10_000)
+        """)
+    assert pytester.runpytest_subprocess("-p", "no:randomly",
+                                         "--opprof-update-baseline").ret == 0
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    value = load_file(path).conditions()["OMP_NUM_THREADS"]
+    assert len(value) <= MAX_VALUE_CHARS and value.startswith("111")
+    gated = pytester.runpytest_subprocess("-p", "no:randomly")
+    assert gated.ret == 0, gated.stdout.str()
+    assert "test_one.py::test_a: passed; 1 ops compared" in gated.stdout.str()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1" * 299 + "2")  # another value: told apart
+    differing = pytester.runpytest_subprocess("-p", "no:randomly")
+    assert "OMP_NUM_THREADS was" in differing.stdout.str()
+
+
+def test_a_run_the_baseline_reader_would_refuse_is_not_written(tmp_path):
+    from pytest_opprof.store.baseline import BaselineError, BaselineStore
+
+    store = BaselineStore(tmp_path, "m")
+    run = _run()
+    run.meta["probe_ns"] = float("nan")
+    with pytest.raises(BaselineError, match="this run cannot be stored: a baseline reader "
+                                            "would refuse it"):
+        store.record("t.py::test_x", run, "b")
+    assert not list(tmp_path.rglob("*.json"))

@@ -94,8 +94,8 @@ def test_a_profile_whose_shapes_disagree_is_one_error_line(change, message):
 def test_every_count_is_bounded_before_an_array_is_built():
     data = _valid()
     data["wall_ns"] = [None] * (MAX_ITERATIONS + 1)
-    with pytest.raises(OpprofError, match=f"wall_ns has {MAX_ITERATIONS + 1} entries, more "
-                                          f"than {MAX_ITERATIONS}"):
+    with pytest.raises(OpprofError, match=f"{MAX_ITERATIONS + 1} iterations; a profile "
+                                          f"holds at most {MAX_ITERATIONS}"):
         Profile.from_dict(data)
     data = _valid()
     data["ops"] = [data["ops"][0]] * MAX_OPS  # within the op bound, not within the cells'

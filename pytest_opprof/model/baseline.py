@@ -366,6 +366,17 @@ def _check_meta(meta: Any) -> dict[str, Any]:
     return meta
 
 
+def check_run(run: BaselineRun, nodeid: str) -> None:
+    """The reader's checks (:func:`_parse_run`) on a run about to be stored: what the
+    loader would refuse is refused before it is written, in one line, so that no run
+    writes a baseline that makes every later run fail."""
+    try:
+        _parse_run(run.to_dict())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineError(f"{nodeid}: this run cannot be stored: a baseline reader would "
+                            f"refuse it ({exc})") from None
+
+
 def _parse_run(data: Any) -> BaselineRun:
     if not isinstance(data, dict):
         raise TypeError("a run is not an object")

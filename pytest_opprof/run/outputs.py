@@ -161,4 +161,18 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
         render = {"--opprof-json": results_json.render_reports,
                   "--opprof-markdown": markdown.render_reports,
                   "--opprof-html": html.render_tests}[output.flag]
-        write(output.flag, output.path, render(reports, run_info))
+        text = render(reports, run_info)
+        if output.flag == "--opprof-json":
+            _check_results_size(output, text)
+        write(output.flag, output.path, text)
+
+
+def _check_results_size(output: Output, text: str) -> None:
+    """A results file ``opprof report`` and ``compare`` would refuse is not written."""
+    from ..model.reports import RESULTS_MAX_BYTES
+
+    if len(text) > RESULTS_MAX_BYTES // 4 and len(text.encode()) > RESULTS_MAX_BYTES:
+        raise OpprofError(f"{output.flag}={output.path}: the results are "
+                          f"{len(text.encode()) / 2**20:.0f} MB, more than opprof report and "
+                          f"compare read ({RESULTS_MAX_BYTES // 2**20} MB): not written; "
+                          "profile fewer tests, ops or iterations per run")

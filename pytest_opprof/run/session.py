@@ -247,7 +247,8 @@ class OpprofSession:
     def finish(self, profiler: Profiler) -> None:
         profiler.close()
         profile = profiler.profile
-        if profile is not None:
+        if profile is not None and profile.beyond_bounds() is None:  # else refused once,
+            # in after_call: a results file or a worker's records its readers refuse
             self.profiles[profile.nodeid] = self._counted(profile)[0] or profile
 
     def _counted(self, profile: Profile) -> tuple[Profile | None, str]:
@@ -268,6 +269,13 @@ class OpprofSession:
             self.failed_calls.discard(item.nodeid)
         else:
             self.failed_calls.add(item.nodeid)
+        beyond = None if profile is None else profile.beyond_bounds()
+        if beyond is not None:  # what the readers (report, compare, the controller) refuse
+            report.outcome = "failed"
+            report.longrepr = (f"opprof: {item.nodeid}: {beyond}: its profile is not kept "
+                               "(profile fewer ops or iterations in one test)")
+            self.failed_calls.add(item.nodeid)
+            return
         if profile is None or profile.counted == 0:
             return
         from ..model.verdict import TestResult, Verdict

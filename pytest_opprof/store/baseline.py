@@ -39,6 +39,7 @@ from ..model.baseline import (
     Baseline,
     BaselineError,
     BaselineRun,
+    check_run,
     check_values,
     parse,
     within_bounds,
@@ -111,6 +112,7 @@ class BaselineStore:
         if run.n_ops > MAX_OPS:
             raise BaselineError(f"{nodeid}: {run.n_ops} ops; a baseline holds at most "
                                 f"{MAX_OPS} (profile fewer ops in this test)")
+        check_run(run, nodeid)  # what the loader refuses is not written
         with self.locked():
             runs = [run]
             try:

@@ -13,16 +13,15 @@ from ..errors import OpprofError
 from ..model import jsontext
 from ..model.profile import Profile
 from ..model.records import TestRecord
-from ..model.reports import RESULTS_SCHEMA, TestReport
+from ..model.reports import RESULTS_MAX_BYTES, RESULTS_SCHEMA, TestReport
 from ..model.runinfo import RunInfo
 from ..model.verdict import TestResult
 from ..stats.reports import report_of
 from .files import read_bounded
 
 SCHEMA = RESULTS_SCHEMA
-#: A results file larger than this is refused unread (a profile of 1,000 ops over
-#: 1,000 iterations is about 20 MB).
-MAX_BYTES = 512 * 2**20
+#: A results file larger than this is refused unread (the writer's bound too).
+MAX_BYTES = RESULTS_MAX_BYTES
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
