@@ -620,3 +620,15 @@ def test_a_run_the_baseline_reader_would_refuse_is_not_written(tmp_path):
                                             "would refuse it"):
         store.record("t.py::test_x", run, "b")
     assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_function_name_longer_than_a_profile_reads_is_kept_cut():
+    """callgrind names C++ template instances of thousands of characters; the reader
+    takes at most MAX_FUNCTION_NAME: the writer cuts them to it."""
+    from pytest_opprof.measure.profiler import function_name
+    from pytest_opprof.model.profile import MAX_FUNCTION_NAME, read_functions
+
+    name = function_name("std::vector<" * 500)
+    assert len(name) == MAX_FUNCTION_NAME
+    assert read_functions([[name, 5]], "f") == [(name, 5)]
+    assert function_name("") == "?" and function_name("f") == "f"
