@@ -632,3 +632,43 @@ def test_a_function_name_longer_than_a_profile_reads_is_kept_cut():
     assert len(name) == MAX_FUNCTION_NAME
     assert read_functions([[name, 5]], "f") == [(name, 5)]
     assert function_name("") == "?" and function_name("f") == "f"
+
+
+# -- every output flag: missing folders made, a file in their way refused ----------------
+
+@pytest.mark.e2e
+def test_every_output_flag_makes_its_missing_folders_alike(results_file, history_store,
+                                                           capsys):
+    """--opprof-json=/nonexistent/dir/x.json made its folders silently: decided and
+    documented (README, Output files): every output makes them, as --junitxml does."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("ruptures")
+    pytester_dir = results_file.parent
+    outputs = {flag: pytester_dir / "new" / flag.strip("-") / "out" for flag in (
+        "--opprof-json", "--opprof-markdown", "--opprof-trace", "--opprof-html")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-q",
+                           *[f"{flag}={path}" for flag, path in outputs.items()]],
+                          cwd=pytester_dir, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout
+    assert all(path.exists() for path in outputs.values())
+    assert main(["report", str(results_file), "-o", str(pytester_dir / "r1/a/x.html")]) == 0
+    assert main(["compare", str(results_file), str(results_file), "--json",
+                 str(pytester_dir / "r2/a/x.json"), "--markdown",
+                 str(pytester_dir / "r3/a/x.md")]) == 0
+    store, _ = history_store
+    assert main(["history", "--dir", str(store.root), "--json",
+                 str(pytester_dir / "r4/a/h.json"), "--html",
+                 str(pytester_dir / "r5/a/h.html")]) == 0
+    for made in ("r1/a/x.html", "r2/a/x.json", "r3/a/x.md", "r4/a/h.json", "r5/a/h.html"):
+        assert (pytester_dir / made).is_file(), made
+    capsys.readouterr()
+    (pytester_dir / "blocker").write_text("a file where a folder goes")
+    before = _snapshot(pytester_dir)
+    for argv in (["report", str(results_file), "-o", str(pytester_dir / "blocker/x.html")],
+                 ["compare", str(results_file), str(results_file), "--json",
+                  str(pytester_dir / "blocker/x.json")],
+                 ["history", "--dir", str(store.root), "--json",
+                  str(pytester_dir / "blocker/h.json")]):
+        assert main(argv) in (1, 2)
+        assert "blocker is a file, not a folder" in one_line(capsys.readouterr().err)
+    assert _snapshot(pytester_dir) == before
