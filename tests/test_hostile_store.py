@@ -672,3 +672,36 @@ def test_every_output_flag_makes_its_missing_folders_alike(results_file, history
         assert main(argv) in (1, 2)
         assert "blocker is a file, not a folder" in one_line(capsys.readouterr().err)
     assert _snapshot(pytester_dir) == before
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_prune_that_cannot_remove_one_file_removes_none(tmp_path, monkeypatch, k):
+    """prune --apply removes every stale file or none: a rename refused at the k-th
+    file puts the ones moved back."""
+    import errno
+    import os
+
+    from pytest_opprof.errors import OpprofError
+    from pytest_opprof.store import policy
+    from pytest_opprof.store.baseline import BaselineStore
+
+    store = BaselineStore(tmp_path, "m")
+    paths = [store.record(f"t.py::test_{j}", _run(), "b") for j in range(3)]
+    before = _snapshot(tmp_path)
+    real, calls = os.replace, {"n": 0}
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == k:
+            raise OSError(errno.EACCES, "Permission denied")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OpprofError, match="cannot remove \\(Permission denied\\); nothing was "
+                                          "removed"):
+        policy.remove(paths, tmp_path)
+    monkeypatch.setattr(os, "replace", real)
+    assert _snapshot(tmp_path) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no trash folder left
+    policy.remove(paths, tmp_path)
+    assert not any(p.exists() for p in paths) and [p.name for p in tmp_path.iterdir()] == ["m"]

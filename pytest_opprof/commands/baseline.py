@@ -379,6 +379,6 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
         print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
     else:
         with held():
-            policy.remove([path for path, _ in stale])
+            policy.remove([path for path, _ in stale], root)
         print(f"opprof: removed {len(stale)} stale baseline(s)")
     return 0

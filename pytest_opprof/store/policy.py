@@ -13,7 +13,9 @@ line that says what to do.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -151,17 +153,28 @@ def stale(stores: Sequence[BaselineStore], root: Path,
     return found
 
 
-def remove(paths: Sequence[Path]) -> None:
-    """Each path removed (a folder with what it holds); OpprofError at the first that
-    cannot be."""
-    for path in paths:
-        try:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except FileNotFoundError:
-            continue  # removed meanwhile: what was asked holds
-        except OSError as exc:
-            raise OpprofError(f"{path}: cannot remove ({exc}); the baselines listed "
-                              "before it were removed") from None
+def remove(paths: Sequence[Path], root: Path) -> None:
+    """Every path removed (a folder with what it holds), or none: each is first moved
+    into one folder under the store ``root`` (a staging folder: never read as a machine,
+    and pruned itself if this is killed), and only when all are there is it deleted; when
+    one cannot be moved, those moved go back. OpprofError, one line, when one cannot be."""
+    trash = Path(root) / f"{STAGING_PREFIX}prune-{uuid.uuid4().hex[:12]}"
+    moved: list[tuple[Path, Path]] = []
+    path = trash
+    try:
+        trash.mkdir()
+        for k, path in enumerate(paths):
+            try:
+                os.replace(path, trash / str(k))
+            except FileNotFoundError:
+                continue  # removed meanwhile: what was asked holds
+            moved.append((path, trash / str(k)))
+    except OSError as exc:
+        for back, there in reversed(moved):
+            with contextlib.suppress(OSError):
+                os.replace(there, back)
+        with contextlib.suppress(OSError):
+            trash.rmdir()
+        raise OpprofError(f"{path}: cannot remove ({exc.strerror or exc}); nothing was "
+                          "removed") from None
+    shutil.rmtree(trash, ignore_errors=True)
