@@ -705,3 +705,24 @@ def test_a_prune_that_cannot_remove_one_file_removes_none(tmp_path, monkeypatch,
     assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no trash folder left
     policy.remove(paths, tmp_path)
     assert not any(p.exists() for p in paths) and [p.name for p in tmp_path.iterdir()] == ["m"]
+
+
+def test_a_baseline_is_written_within_the_readers_count_of_values(tmp_path, monkeypatch):
+    """The reader counts commas before it parses (op names' commas too); the writer kept
+    runs by samples only, so names like ``conv(3,3)`` could write a file it refused."""
+    from pytest_opprof.model import baseline as model
+    from pytest_opprof.store.baseline import BaselineError, BaselineStore, load_file
+
+    store = BaselineStore(tmp_path, "m")
+    path = store.record("t.py::test_x", _run(), "", append=True)
+    one_run = path.read_text().count(",")
+    monkeypatch.setattr(model, "MAX_VALUES", int(one_run * 2.5))  # room for two runs
+    for k in range(4):
+        path = store.record("t.py::test_x", _run(f"d{k}"), "", append=True)
+        assert path.read_text().count(",") <= model.MAX_VALUES
+        baseline = load_file(path)  # the reader takes what the writer wrote
+    assert [r.meta["date"] for r in baseline.runs] == ["d2", "d3"]  # the oldest dropped
+    monkeypatch.setattr(model, "MAX_VALUES", one_run // 2)
+    with pytest.raises(BaselineError, match="this run cannot be stored: it holds more values"):
+        store.record("t.py::test_new", _run("d9"), "b")
+    assert not store.path_for("t.py::test_new").exists()

@@ -213,15 +213,29 @@ class Baseline:
         return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
                 "batch": self.batch, "runs": [r.to_dict() for r in self.runs]}
 
-    def dumps(self) -> str:
+    def dumps(self, fit: bool = False) -> str:
         """The stored text: JSON with one line per run, compact enough to load a
         thousand tests' baselines in well under a second, and a diff of a committed
-        baseline shows runs added and dropped."""
+        baseline shows runs added and dropped. With ``fit``, the oldest runs are
+        dropped (from ``runs`` too) until the reader's count of values
+        (:func:`check_values`: commas, those in op names included) takes the text;
+        BaselineError when the latest run alone is beyond it."""
         data = self.to_dict()
         runs = data.pop("runs")
         head = json.dumps(data, sort_keys=True)[:-1]
-        lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs)
-        return f'{head}, "runs": [\n{lines}\n]}}\n'
+        lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs]
+        if fit:
+            commas = [line.count(",") + 1 for line in lines]
+            total = head.count(",") + 1 + sum(commas)
+            while len(lines) > 1 and total > MAX_VALUES:
+                total -= commas.pop(0)
+                lines.pop(0)
+                self.runs.pop(0)
+            if total > MAX_VALUES:
+                raise BaselineError(f"{self.nodeid}: this run cannot be stored: it holds more "
+                                    f"values than a baseline reader takes ({MAX_VALUES})")
+        text = ",\n".join(lines)
+        return f'{head}, "runs": [\n{text}\n]}}\n'
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Baseline:

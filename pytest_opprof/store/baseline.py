@@ -131,7 +131,8 @@ class BaselineStore:
                 runs = within_bounds([*old.runs, run])
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
-            self._write(path, baseline)
+            # within the reader's value count too (commas in op names count): oldest first
+            self._write(path, baseline.dumps(fit=True))
         return path
 
     @staticmethod
@@ -169,7 +170,7 @@ class BaselineStore:
         with self.locked():
             self._write(self.path_for(baseline.nodeid), baseline)
 
-    def _write(self, path: Path, baseline: Baseline) -> None:
+    def _write(self, path: Path, baseline: Baseline | str) -> None:
         write_all([(path, baseline)])
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
@@ -214,12 +215,13 @@ class BaselineStore:
             os.close(fd)  # closing releases the lock
 
 
-def write_all(files: Sequence[tuple[Path, Baseline]]) -> None:
+def write_all(files: Sequence[tuple[Path, Baseline | str]]) -> None:
     """Every baseline written to its path, or none (:func:`replace_all`): a full disk or
     a folder in the way leaves each file as it was; one BaselineError line naming the file
     and the fix that fits the error (free space, permissions, what is in the way)."""
     try:
-        replace_all([(path, baseline.dumps()) for path, baseline in files])
+        replace_all([(path, baseline if isinstance(baseline, str) else baseline.dumps())
+                     for path, baseline in files])
     except OSError as exc:
         path = exc.filename or (files[0][0] if files else "?")
         raise BaselineError(f"{path}: cannot write the baseline {write_problem(exc)} (or "
