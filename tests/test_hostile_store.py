@@ -726,3 +726,30 @@ def test_a_baseline_is_written_within_the_readers_count_of_values(tmp_path, monk
     with pytest.raises(BaselineError, match="this run cannot be stored: it holds more values"):
         store.record("t.py::test_new", _run("d9"), "b")
     assert not store.path_for("t.py::test_new").exists()
+
+
+def test_a_commands_outputs_are_written_all_or_none(results_file, monkeypatch, capsys):
+    """compare --json A --markdown B: a full disk at the second left the first written;
+    now neither is (as history's --json and --html, and the plugin's outputs)."""
+    import errno
+    import os
+
+    folder = results_file.parent
+    real, calls = os.replace, {"n": 0}
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    (folder / "a.json").write_text("old a")
+    before = _snapshot(folder)
+    monkeypatch.setattr(os, "replace", failing)
+    assert main(["compare", str(results_file), str(results_file), "--json",
+                 str(folder / "a.json"), "--markdown", str(folder / "b.md")]) == 1
+    monkeypatch.setattr(os, "replace", real)
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"opprof: --markdown={folder / 'b.md'}: cannot write (No space")
+    assert "free some space" in err
+    assert _snapshot(folder) == before

@@ -37,7 +37,7 @@ from ..judge.paired import (
 from ..model.comparison import Report
 from ..run.launcher import last_line, run_pytest
 from ..run.options import Settings, parse_fraction
-from ..run.outputs import Output, clash, problem, write
+from ..run.outputs import Output, clash, problem, write_files
 from .common import CommandError, UsageProblem, pytest_view, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
@@ -123,10 +123,10 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
     from ..render import compare as render
 
     print(render.text(report, report.unit))
+    write_files([(output.flag, output.path, render.to_json(report, report.unit)
+                  if output.flag == "--json" else render.markdown(report, report.unit))
+                 for output in outputs])  # both, or neither
     for output in outputs:
-        text = (render.to_json(report, report.unit) if output.flag == "--json"
-                else render.markdown(report, report.unit))
-        write(output.flag, output.path, text)
         print(f"opprof: wrote {output.path}")
     return 1 if report.count("regressed") else 0
 

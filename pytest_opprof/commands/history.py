@@ -27,7 +27,7 @@ from ..render import display_name
 from ..render.charts import NEEDS_MATPLOTLIB
 from ..render.history import ASCII_SPARKS, SPARKS, render_text, to_json
 from ..run.options import parse_fraction
-from ..run.outputs import Output, clash, problem, write
+from ..run.outputs import Output, clash, problem, write_files
 from ..store.baseline import BaselineError, BaselineStore
 from .common import add_store_arguments, pytest_view, stores
 
@@ -127,12 +127,14 @@ def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
         print(f"unreadable: {display_name(line)}")
     for test in tests:
         print(render_text(test, tolerance, chars))
+    files = []
     if args.json is not None:
-        write("--json", args.json, to_json(tests, tolerance, unreadable))
-        print(f"opprof: wrote {args.json}")
+        files.append(("--json", args.json, to_json(tests, tolerance, unreadable)))
     if args.html is not None:
         from ..render.history_html import render_history
 
-        write("--html", args.html, render_history(tests, tolerance))
-        print(f"opprof: wrote {args.html}")
+        files.append(("--html", args.html, render_history(tests, tolerance)))
+    write_files(files)  # both, or neither
+    for _, path, _ in files:
+        print(f"opprof: wrote {path}")
     return 1 if unreadable else 0

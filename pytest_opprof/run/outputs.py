@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
 from ..render.charts import NEEDS_MATPLOTLIB
-from ..store.files import atomic_write, machine_folders, output_problem, write_problem
+from ..store.files import machine_folders, output_problem, replace_all, write_problem
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -135,11 +135,26 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def write(flag: str, path: Path, text: str) -> None:
     """``text`` into the file ``path``, its folders made; OpprofError naming ``flag``."""
+    write_files([(flag, Path(path), text)])
+
+
+def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
+    """Every (flag, path, text) written, or none (:func:`replace_all`: a full disk at the
+    second file leaves the first as it was), their folders made; OpprofError naming the
+    flag and the file it stopped at."""
+    flags = {str(Path(path)): flag for flag, path, _ in files}
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(path), text)
+        for _, path, _ in files:
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                exc.filename, exc.filename2 = str(Path(path)), None  # the output, by its flag
+                raise
+        replace_all([(Path(path), text) for _, path, text in files])
     except OSError as exc:
-        raise OpprofError(f"{flag}={path}: cannot write {write_problem(exc)}") from None
+        where = str(exc.filename) if exc.filename else str(files[0][1])
+        flag = flags.get(where, files[0][0])
+        raise OpprofError(f"{flag}={where}: cannot write {write_problem(exc)}") from None
 
 
 def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:
@@ -152,11 +167,11 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
     if any(o.flag == "--opprof-json" for o in outputs):
         run_info = run_info.with_machine_info()  # only the results file holds it
     reports = [report_of(r) for r in records] if any(not o.folder for o in outputs) else []
+    files: list[tuple[str, Path, str]] = []
     for output in outputs:
         if output.folder:
-            for record in records:
-                write(output.flag, output.path / trace.file_name(record.nodeid),
-                      trace.render(record))
+            files += [(output.flag, output.path / trace.file_name(record.nodeid),
+                       trace.render(record)) for record in records]
             continue
         render = {"--opprof-json": results_json.render_reports,
                   "--opprof-markdown": markdown.render_reports,
@@ -164,7 +179,8 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
         text = render(reports, run_info)
         if output.flag == "--opprof-json":
             _check_results_size(output, text)
-        write(output.flag, output.path, text)
+        files.append((output.flag, output.path, text))
+    write_files(files)  # every file, or none
 
 
 def _check_results_size(output: Output, text: str) -> None:
