@@ -753,3 +753,23 @@ def test_a_commands_outputs_are_written_all_or_none(results_file, monkeypatch, c
     assert err.startswith(f"opprof: --markdown={folder / 'b.md'}: cannot write (No space")
     assert "free some space" in err
     assert _snapshot(folder) == before
+
+
+def test_a_results_file_larger_than_its_readers_take_is_not_written(pytester, monkeypatch):
+    from pytest_opprof.model import reports
+
+    monkeypatch.setattr(reports, "RESULTS_MAX_BYTES", 4000)  # one bound: writer and reader
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile(test_one="""
+        def test_a(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(4):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(10_000)
+        """)
+    result = pytester.runpytest("-p", "no:randomly", "--opprof-json=r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-json=*r.json: the results are * MB, "
+                                 "more than opprof report and compare read (0 MB): not "
+                                 "written; *"])
+    assert not (pytester.path / "r.json").exists()
