@@ -47,7 +47,7 @@ def child(folder: Path, flag: str, env: dict[str, str]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=whole_number("--runs"), default=10,
+    parser.add_argument("--runs", type=whole_number("--runs", 10_000), default=10,
                         help="pairs of children (default 10)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,6 +19,8 @@ arguments and ini file (``--dir`` and ``--machine-key`` override them).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from collections.abc import Callable, Sequence
 
@@ -50,7 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _any_encoding() -> None:
+    """What the commands print survives a stream that cannot encode it (``LANG=C``,
+    ``PYTHONIOENCODING=ascii``): an op named ``注意力`` prints as ``\\u6ce8...``, not
+    a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError, io.UnsupportedOperation):
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _any_encoding()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_pytest_args", False):

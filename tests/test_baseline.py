@@ -187,7 +187,7 @@ def test_an_integer_of_thousands_of_digits_is_one_line_and_update_replaces_it(tm
     text = path.read_text().replace('"samples_ns": [[1000', '"samples_ns": [[' + "9" * digits, 1)
     assert len(text) > digits
     path.write_text(text)
-    with pytest.raises(BaselineError, match=r"not a baseline \(Exceeds the limit"):
+    with pytest.raises(BaselineError, match=r"holds an integer of thousands of digits"):
         store.load(NODEID)
     store.record(NODEID, run_of(), "new")
     assert store.load(NODEID).batch == "new"
@@ -324,11 +324,12 @@ def test_a_baseline_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypa
     store = BaselineStore(tmp_path, "m")
     store.record(NODEID, run_of(), "b")
 
-    def read_only(path, text):
-        raise PermissionError(13, "Permission denied", str(path))
+    def read_only(files):
+        raise PermissionError(13, "Permission denied", str(files[0][0]))
 
-    monkeypatch.setattr(module, "atomic_write", read_only)
-    with pytest.raises(BaselineError, match=r"cannot write the baseline .*--opprof-baseline-dir"):
+    monkeypatch.setattr(module, "replace_all", read_only)
+    with pytest.raises(BaselineError, match=r"cannot write the baseline \(Permission denied\); "
+                       r"make the folder writable.*--opprof-baseline-dir"):
         store.record(NODEID, run_of(), "c")
     assert store.load(NODEID).batch == "b"  # the old file is intact
 

@@ -402,7 +402,7 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"opprof: {bad}: not a results file") and "\n" not in err
     assert main(["report", str(tmp_path / "missing.json")]) == 1
-    assert "cannot be read as JSON" in capsys.readouterr().err
+    assert "missing.json: cannot be read (" in capsys.readouterr().err
     assert main(["report", str(bad), "-o", "/dev/stdout"]) == 1  # checked before reading
     assert capsys.readouterr().err == ("opprof: -o /dev/stdout: names a device or process "
                                        "file, not a file to write; name a regular file\n")

@@ -146,7 +146,7 @@ def test_a_worker_record_with_a_malformed_result_is_one_line():
     record = {"profile": PROFILE.to_dict(), "result": {**VALID, "verdict": 3}}
     with pytest.raises(OpprofError, match="'verdict' is int, not one of"):
         loads(json.dumps([record]))
-    with pytest.raises(OpprofError, match="not JSON"):
+    with pytest.raises(OpprofError, match="a worker's records: holds an integer of thousands"):
         loads("[" + "1" * 5000 + "]")
 
 

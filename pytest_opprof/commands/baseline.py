@@ -40,7 +40,7 @@ from ..run.launcher import run_pytest
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
-from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError
+from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError, BaselineStore
 from .common import (
     CommandError,
     Resolver,
@@ -81,8 +81,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "disagree are named. The runs go to a staging folder; only when all of "
                     "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
-    update_parser.add_argument("--runs", type=whole_number("--runs"), default=None,
-                               metavar="N",
+    runs = whole_number("--runs", MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
+    update_parser.add_argument("--runs", default=None, metavar="N", type=runs,
                                help=f"separate pytest processes to take (default {DEFAULT_RUNS}; "
                                     f"{INSTRUCTION_RUNS} under --opprof-measure=instructions, "
                                     "whose counts repeat)")
@@ -105,12 +105,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] "
               "[PYTEST ARGS...]",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
-                    "stored baselines whose test is provably gone: its file no longer exists "
-                    "under the rootdir, or its file was collected in full (not narrowed by "
-                    "FILE::TEST; -k and -m do not count) without it. Unrecognised arguments "
-                    "go to pytest.")
+                    "this machine's stored baselines whose test is provably gone: its file "
+                    "no longer exists under the rootdir, or its file was collected in full "
+                    "(not narrowed by FILE::TEST; -k and -m do not count) without any test "
+                    "of its function (a parameter this machine cannot see, such as "
+                    "test_step[cuda] on a machine without CUDA, is kept; a pytest-repeat "
+                    "repetition is its test). Other machines' folders are left alone "
+                    "unless --all-machines. Unrecognised arguments go to pytest.")
     prune_parser.add_argument("--apply", action="store_true",
                               help="delete them (default: only list)")
+    prune_parser.add_argument("--all-machines", action="store_true",
+                              help="judge every machine's folder against this machine's "
+                                   "collection (default: only this machine's, "
+                                   "--machine-key or opprof_machine_key, else the key the "
+                                   "plugin gives this machine)")
     add_store_arguments(prune_parser)
     prune_parser.set_defaults(takes_pytest_args=True)
 
@@ -123,7 +131,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         return show(args.dir or view.settings.baseline_dir,
                     args.machine_key or view.settings.machine_key, args.test,
                     view.settings.given_tolerance)
-    return prune(args.dir, args.machine_key, extra, args.apply)
+    return prune(args.dir, args.machine_key, extra, args.apply, args.all_machines)
 
 
 # -- update ------------------------------------------------------------------------------
@@ -280,7 +288,7 @@ def show(root: Path, machine_key: str | None, test: str | None,
         for path, entry in store.entries():
             if isinstance(entry, BaselineError):
                 broken += 1
-                print(f"unreadable: {entry}")
+                print(f"unreadable: {display_name(str(entry))}")
                 continue
             if test is not None and test not in entry.nodeid:
                 continue
@@ -294,9 +302,15 @@ def show(root: Path, machine_key: str | None, test: str | None,
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
     outlying = _outlying(b)
-    return (f"{b.machine}  {b.nodeid}  {len(b.runs)} run(s), {last.n_ops} ops, "
-            f"{last.meta.get('date', '?')}  [{path.name}]"
+    return (f"{display_name(b.machine)}  {display_name(b.nodeid)}  {len(b.runs)} run(s), "
+            f"{last.n_ops} ops, {_field(last.meta.get('date'))}  [{display_name(path.name)}]"
             + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
+
+
+def _field(value: object) -> str:
+    """A field of a stored file as printed: escaped (a forged ``\\n`` or ESC in a date
+    or a commit id prints as its escape, never a line or a terminal sequence)."""
+    return "?" if value is None else display_name(str(value))
 
 
 def _outlying(b: Baseline) -> list[str]:
@@ -306,14 +320,15 @@ def _outlying(b: Baseline) -> list[str]:
 
 def _describe(b: Baseline, given: float | None) -> str:
     tolerance = default_tolerance(b.measure()) if given is None else given
-    lines = [f"{b.nodeid} on machine {b.machine!r}: {len(b.runs)} run(s)"]
+    lines = [f"{display_name(b.nodeid)} on machine '{display_name(b.machine)}': "
+             f"{len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
         commit_id = commit.get("id", "?") if isinstance(commit, dict) else "?"
         probe = run.meta.get("probe_ns")
         outlying = run.meta.get(OUTLYING_OPS)
         lines.append(
-            f"  run {i}: {run.meta.get('date', '?')}, commit {str(commit_id)[:12]}, "
+            f"  run {i}: {_field(run.meta.get('date'))}, commit {_field(commit_id)[:12]}, "
             f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
             + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else "")
             + (f"; far from the other runs on {', '.join(map(display_name, outlying))}"
@@ -367,11 +382,28 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
 
 # -- prune --------------------------------------------------------------------------------
 
+def _machine_store(root: Path, machine: str | None) -> list[BaselineStore]:
+    """This machine's store under ``root``, when it has a folder there."""
+    if machine is None:
+        return []
+    try:
+        return stores(root, machine)
+    except CommandError:
+        if not root.is_dir():
+            raise
+        return []  # no baselines of this machine: nothing of it is stale
+
+
 def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
-          apply: bool) -> int:
+          apply: bool, all_machines: bool = False) -> int:
     """Remove the baselines whose test is provably gone (:func:`policy.gone`), listing
-    them first; a dry run unless ``apply``."""
-    resolver = Resolver(collect=True)
+    them first; a dry run unless ``apply``. Only this machine's folder (``machine_key``,
+    else ``opprof_machine_key``, else the key the plugin gives this machine) unless
+    ``all_machines``: another machine's collection may hold tests this one cannot see."""
+    if all_machines and machine_key is not None:
+        raise UsageProblem("--all-machines and --machine-key choose the folders to prune: "
+                           "give one or the other")
+    resolver = Resolver(collect=True, machine=not (all_machines or machine_key))
     code = in_process(["--collect-only", "-q", "-p", "no:cacheprovider", *pytest_args],
                       resolver)
     if resolver.errors or code not in (0, 5):
@@ -380,9 +412,20 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
     assert resolver.view is not None
     view = resolver.view
     root = root or view.settings.baseline_dir
-    found = stores(root, machine_key or view.settings.machine_key)
+    machine = machine_key or view.settings.machine_key or resolver.machine
+    if machine is None and not all_machines:
+        raise CommandError(f"cannot tell this machine's key ({resolver.machine_problem}); "
+                           "name the folder to prune with --machine-key KEY, or "
+                           "--all-machines; nothing was pruned")
+    found = stores(root, None) if all_machines else _machine_store(root, machine)
+    functions = {policy.function_of(nodeid) for nodeid in resolver.items}
     stale = policy.stale(found, root, lambda nodeid: policy.gone(
-        nodeid, view.rootdir, resolver.items, resolver.files, view.narrowed))
+        nodeid, view.rootdir, resolver.items, resolver.files, view.narrowed, functions))
+    if not all_machines:
+        others = [s for s in stores(root, None) if all(s.folder != f.folder for f in found)]
+        print(f"opprof: pruning the baselines of machine {display_name(str(machine))!r}"
+              + (f"; {len(others)} other machine folder(s) left alone (--all-machines "
+                 "judges them too, against this machine's collection)" if others else ""))
     for path, nodeid in stale:
         print(f"{'remove' if apply else 'would remove'}: {nodeid}  [{path}]")
     if not stale:
@@ -391,6 +434,6 @@ def prune(root: Path | None, machine_key: str | None, pytest_args: list[str],
         print(f"opprof: {len(stale)} stale baseline(s); rerun with --apply to remove them")
     else:
         with held():
-            policy.remove([path for path, _ in stale])
+            policy.remove([path for path, _ in stale], root)
         print(f"opprof: removed {len(stale)} stale baseline(s)")
     return 0

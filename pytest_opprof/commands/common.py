@@ -21,6 +21,7 @@ import pytest
 
 from ..run.launcher import last_line
 from ..run.options import DEFAULT_BASELINE_DIR, Settings
+from ..run.session import baseline_key, this_machine
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
 
@@ -35,15 +36,18 @@ class UsageProblem(CommandError):
     """Ends the command with its message and exit status 2: the arguments are wrong."""
 
 
-def whole_number(flag: str) -> Callable[[str], int]:
-    """An argparse type for ``flag``: a whole number >= 1, else one usage line."""
+def whole_number(flag: str, maximum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type for ``flag``: a whole number from 1 to ``maximum``, else one
+    usage line (``why`` says where the maximum comes from). Every count a command takes
+    is bounded: ``--runs 1000000000000`` would build a list of a trillion labels."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if len(text) <= 20 else 0  # int() of 5,000 digits raises
         except ValueError:
             value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a whole number >= 1, not {text!r}")
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a whole number from 1 to {maximum}{why}, not {text[:40]!r}")
         return value
     return parse
 
@@ -104,9 +108,15 @@ class PytestView:
 class Resolver:
     """A pytest plugin that records the configuration, and collects when asked."""
 
-    def __init__(self, collect: bool) -> None:
+    def __init__(self, collect: bool, machine: bool = False) -> None:
         self.collect = collect
+        #: Whether to find this machine's key after collection (``machine``).
+        self.find_machine = machine
+        self.machine: str | None = None
+        self.machine_problem = ""
         self.view: PytestView | None = None
+        #: The collected node ids, and each one's baseline key (a pytest-repeat
+        #: repetition ``test_x[1-2]`` is stored as ``test_x``).
         self.items: set[str] = set()
         self.files: set[str] = set()
         self.errors: list[str] = []
@@ -122,6 +132,14 @@ class Resolver:
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.items.add(item.nodeid)  # before -k, -m and --deselect leave some out
+        self.items.add(baseline_key(item))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if self.find_machine:
+            try:
+                self.machine = this_machine(session.config)
+            except pytest.UsageError as exc:
+                self.machine_problem = last_line(str(exc))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # its last line names the error ("E   SyntaxError: ...")

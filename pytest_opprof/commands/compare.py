@@ -40,7 +40,7 @@ from ..model.comparison import Report
 from ..model.verdict import Key
 from ..run.launcher import last_line, run_pytest
 from ..run.options import Settings, parse_fraction
-from ..run.outputs import Output, problem, write
+from ..run.outputs import Output, clash, problem, write_files
 from .common import CommandError, UsageProblem, pytest_view, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
@@ -53,6 +53,8 @@ USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD
          "[PYTEST ARGS...]\n"
          "       opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] "
          "[--markdown PATH]")
+#: The most pairs --pairs or --max-pairs may ask for (at ~3 s per process, 100 minutes).
+MOST_PAIRS = 1000
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,7 +73,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument("ref", metavar="REF | BASE.json",
                      help="a commit, branch or tag (then pytest's arguments); or the base "
                           "results file (then HEAD.json, the head's)")
-    sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
+    sub.add_argument("--pairs", type=whole_number("--pairs", MOST_PAIRS), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
                           "--opprof-measure=instructions, whose counts repeat). Fewer than "
@@ -82,7 +84,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
-    sub.add_argument("--max-pairs", type=whole_number("--max-pairs"), default=None,
+    sub.add_argument("--max-pairs", type=whole_number("--max-pairs", MOST_PAIRS), default=None,
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
@@ -125,6 +127,10 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
         why = problem(output)
         if why is not None:
             raise UsageProblem(f"{output.flag} {output.path}: {why}")
+    inputs = [Path(args.ref), *map(Path, extra[:1])] if _files_form(args, extra) else []
+    clashing = clash(outputs, inputs=inputs)
+    if clashing is not None:
+        raise UsageProblem(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
     if _files_form(args, extra):
         report = _files(args, extra)
     else:
@@ -132,10 +138,10 @@ def _compare(args: argparse.Namespace, extra: list[str]) -> int:
     from ..render import compare as render
 
     print(render.text(report, report.unit))
+    write_files([(output.flag, output.path, render.to_json(report, report.unit)
+                  if output.flag == "--json" else render.markdown(report, report.unit))
+                 for output in outputs])  # both, or neither
     for output in outputs:
-        text = (render.to_json(report, report.unit) if output.flag == "--json"
-                else render.markdown(report, report.unit))
-        write(output.flag, output.path, text)
         print(f"opprof: wrote {output.path}")
     return 1 if report.count("regressed") else 0
 

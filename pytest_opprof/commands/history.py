@@ -17,15 +17,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.changepoints import history_of, require_ruptures
 from ..model.history import History
+from ..render import display_name
 from ..render.charts import NEEDS_MATPLOTLIB
 from ..render.history import ASCII_SPARKS, SPARKS, render_text, to_json
 from ..run.options import parse_fraction
-from ..run.outputs import Output, problem, write
+from ..run.outputs import Output, clash, problem, write_files
 from ..store.baseline import BaselineError, BaselineStore
 from .common import add_store_arguments, pytest_view, stores
 
@@ -67,16 +69,23 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_store_arguments(parser)
 
 
-def check_outputs(json_path: Path | None, html_path: Path | None) -> None:
-    """Each file asked for can be written (and drawn): OpprofError, one line, if not."""
-    for flag, path in (("--json", json_path), ("--html", html_path)):
-        if path is None:
-            continue
-        why = problem(Output(flag, path))
-        if why is None and flag == "--html" and importlib.util.find_spec("matplotlib") is None:
+def check_outputs(json_path: Path | None, html_path: Path | None,
+                  folders: Sequence[Path] = ()) -> None:
+    """Each file asked for can be written (and drawn), and writes over no stored
+    baseline (nor into a machine's baseline folder of ``folders``): OpprofError, one
+    line, if not."""
+    outputs = [Output(flag, path) for flag, path in (("--json", json_path),
+                                                     ("--html", html_path)) if path]
+    for output in outputs:
+        why = problem(output)
+        if why is None and output.flag == "--html" and \
+                importlib.util.find_spec("matplotlib") is None:
             why = NEEDS_MATPLOTLIB
         if why is not None:
-            raise OpprofError(f"{flag} {path}: {why}")
+            raise OpprofError(f"{output.flag} {output.path}: {why}")
+    clashing = clash(outputs, folders=folders)
+    if clashing is not None:
+        raise OpprofError(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
 
 
 def collect(stores: list[BaselineStore], test: str | None, tolerance: float,
@@ -108,7 +117,7 @@ def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
     """The history of the stored tests printed, and written to the files asked for;
     1 when a baseline file could not be read (the rest still shown)."""
     require_ruptures()
-    check_outputs(args.json, args.html)
+    check_outputs(args.json, args.html, [store.folder for store in stores])
     tests, unreadable = collect(stores, args.test, tolerance)
     if not tests and not unreadable:
         if args.test is not None:
@@ -117,15 +126,17 @@ def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
                           "--opprof-append-baseline on each commit)")
     chars = _spark_chars()
     for line in unreadable:
-        print(f"unreadable: {line}")
+        print(f"unreadable: {display_name(line)}")
     for test in tests:
         print(render_text(test, tolerance, chars))
+    files = []
     if args.json is not None:
-        write("--json", args.json, to_json(tests, tolerance, unreadable))
-        print(f"opprof: wrote {args.json}")
+        files.append(("--json", args.json, to_json(tests, tolerance, unreadable)))
     if args.html is not None:
         from ..render.history_html import render_history
 
-        write("--html", args.html, render_history(tests, tolerance))
-        print(f"opprof: wrote {args.html}")
+        files.append(("--html", args.html, render_history(tests, tolerance)))
+    write_files(files)  # both, or neither
+    for _, path, _ in files:
+        print(f"opprof: wrote {path}")
     return 1 if unreadable else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..run.outputs import Output, problem, write
+from ..run.outputs import Output, clash, problem, write
 from .common import CommandError
 
 
@@ -38,6 +38,9 @@ def report(results: Path, output: Path) -> int:
     from ..store.results import load
 
     why = problem(Output("-o", output))
+    clashing = clash([Output("-o", output)], inputs=[results])
+    if why is None and clashing is not None:
+        why = clashing[1]
     if why is not None:
         raise CommandError(f"-o {output}: {why}")
     run_info, records = load(results)

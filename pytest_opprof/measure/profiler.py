@@ -21,6 +21,7 @@ from ..errors import OpprofError
 from ..model.profile import (
     MAX_ACTIVITIES,
     MAX_ACTIVITY_NAMES,
+    MAX_FUNCTION_NAME,
     MAX_ITERATIONS,
     MAX_NAME_LENGTH,
     Activities,
@@ -427,6 +428,13 @@ class _GraphBuilder:
         return profile
 
 
+def function_name(name: str) -> str:
+    """A function's name as a profile keeps it: never empty, at most MAX_FUNCTION_NAME
+    characters (a C++ template instance can be longer; the reader refuses longer)."""
+    name = name or "?"
+    return name if len(name) <= MAX_FUNCTION_NAME else name[:MAX_FUNCTION_NAME - 3] + "..."
+
+
 #: The costliest functions kept per op (instructions measure): what naming the
 #: functions that grew reads.
 TOP_FUNCTIONS = 20
@@ -445,6 +453,7 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
         total: dict[str, int] = {}
         for k in range(int(marks[enter + 1]) + 1, int(marks[exit_ + 1]) + 1):
             for name, count in per_mark.get(k, ()):
+                name = function_name(name)  # within what a reader of the profile takes
                 total[name] = total.get(name, 0) + count
         functions[op_id] = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
     profile.op_functions = functions

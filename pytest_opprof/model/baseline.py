@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import OpprofError
 from . import conditions as run_conditions
+from . import jsontext
 from .profile import MEASURES, OpInfo, Profile, read_functions
 from .verdict import Key
 
@@ -212,15 +213,29 @@ class Baseline:
         return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
                 "batch": self.batch, "runs": [r.to_dict() for r in self.runs]}
 
-    def dumps(self) -> str:
+    def dumps(self, fit: bool = False) -> str:
         """The stored text: JSON with one line per run, compact enough to load a
         thousand tests' baselines in well under a second, and a diff of a committed
-        baseline shows runs added and dropped."""
+        baseline shows runs added and dropped. With ``fit``, the oldest runs are
+        dropped (from ``runs`` too) until the reader's count of values
+        (:func:`check_values`: commas, those in op names included) takes the text;
+        BaselineError when the latest run alone is beyond it."""
         data = self.to_dict()
         runs = data.pop("runs")
         head = json.dumps(data, sort_keys=True)[:-1]
-        lines = ",\n".join(json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs)
-        return f'{head}, "runs": [\n{lines}\n]}}\n'
+        lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs]
+        if fit:
+            commas = [line.count(",") + 1 for line in lines]
+            total = head.count(",") + 1 + sum(commas)
+            while len(lines) > 1 and total > MAX_VALUES:
+                total -= commas.pop(0)
+                lines.pop(0)
+                self.runs.pop(0)
+            if total > MAX_VALUES:
+                raise BaselineError(f"{self.nodeid}: this run cannot be stored: it holds more "
+                                    f"values than a baseline reader takes ({MAX_VALUES})")
+        text = ",\n".join(lines)
+        return f'{head}, "runs": [\n{text}\n]}}\n'
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Baseline:
@@ -365,6 +380,17 @@ def _check_meta(meta: Any) -> dict[str, Any]:
     return meta
 
 
+def check_run(run: BaselineRun, nodeid: str) -> None:
+    """The reader's checks (:func:`_parse_run`) on a run about to be stored: what the
+    loader would refuse is refused before it is written, in one line, so that no run
+    writes a baseline that makes every later run fail."""
+    try:
+        _parse_run(run.to_dict())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineError(f"{nodeid}: this run cannot be stored: a baseline reader would "
+                            f"refuse it ({exc})") from None
+
+
 def _parse_run(data: Any) -> BaselineRun:
     if not isinstance(data, dict):
         raise TypeError("a run is not an object")
@@ -424,13 +450,9 @@ def parse(text: str, path: Path | str) -> Baseline:
         raise BaselineError(f"{path}: empty file{FIX}")
     check_values(text.count(","), path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not JSON ({exc}){FIX}") from None
-    except ValueError as exc:  # an integer of thousands of digits: Python's int limit
-        raise BaselineError(f"{path}: not a baseline ({exc}){FIX}") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: not JSON (nested too deeply){FIX}") from None
+        data = jsontext.loads(text)
+    except jsontext.JSONProblem as exc:
+        raise BaselineError(f"{path}: {exc}{FIX}") from None
     try:
         return Baseline.from_dict(data, str(path))
     except BaselineError as exc:

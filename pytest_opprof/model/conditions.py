@@ -14,6 +14,7 @@ Conditions are a flat mapping of names to a string, a whole number or None (unse
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 from collections.abc import Mapping
@@ -48,8 +49,25 @@ Conditions = dict[str, "str | int | None"]
 def current(workerinput: Any, *, backend: str, device: str, measure: str) -> Conditions:
     """This process's conditions; ``workerinput`` is ``config.workerinput`` on an xdist
     worker (absent: None)."""
-    return {"workers": worker_count(workerinput), "backend": backend, "device": device,
-            "measure": measure, **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
+    return recorded({"workers": worker_count(workerinput), "backend": backend,
+                     "device": device, "measure": measure,
+                     **{name: os.environ.get(name) for name in THREAD_VARIABLES}})
+
+
+def recorded(conditions: Mapping[str, str | int | None]) -> Conditions:
+    """Conditions as a baseline records them, within what :func:`check` reads back (one
+    bound for the writer and the reader): a value longer than :data:`MAX_VALUE_CHARS`
+    (``OMP_NUM_THREADS`` set to 300 characters) is kept as its start and a hash of the
+    whole, so that the same value records, and compares, the same every run. A run
+    recorded one the loader refused, so every later run failed on its baseline."""
+    return {key: _bounded(value) for key, value in conditions.items()}
+
+
+def _bounded(value: str | int | None) -> str | int | None:
+    if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+        digest = hashlib.sha1(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"{value[:MAX_VALUE_CHARS - 23]}... (sha1 {digest})"
+    return value
 
 
 def worker_count(workerinput: Any) -> int:

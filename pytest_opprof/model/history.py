@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .baseline import BaselineRun
+from .words import display_name
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,9 @@ class History:
     def label(self, run: int) -> str:
         """The run as a person names it: its short commit, else its number."""
         commit = self.commit_id(run)
-        return commit[:7] if commit else f"run {run + 1}"
+        return display_name(commit[:7]) if commit else f"run {run + 1}"
 
     def where(self, run: int) -> str:
         """``a1b2c3d (2026-11-30)``."""
         date = self.date(run)
-        return self.label(run) + (f" ({date[:10]})" if date else "")
+        return self.label(run) + (f" ({display_name(date[:10])})" if date else "")

@@ -287,16 +287,20 @@ class Profile:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def beyond_bounds(self) -> str | None:
+        """Why this profile could not be read back (:func:`shape_problem`: more ops,
+        iterations or cells than a reader takes), or None. The session refuses such a
+        profile in one line rather than write a results file its readers refuse."""
+        return shape_problem(self.iterations, len(self.ops), len(self.phases))
+
     @classmethod
     def from_json(cls, text: str) -> Profile:
+        from .jsontext import JSONProblem, loads
+
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise OpprofError(f"profile is not JSON: {exc}") from None
-        except RecursionError:
-            raise OpprofError("profile is not JSON: nested too deeply") from None
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise OpprofError(f"profile is not JSON: {exc}") from None
+            data = loads(text)
+        except JSONProblem as exc:
+            raise OpprofError(f"profile: {exc}") from None
         return cls.from_dict(data)
 
 
@@ -316,13 +320,14 @@ class _Reader:
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
-        self.n_iter = _bounded_len(data["wall_ns"], "wall_ns", MAX_ITERATIONS)
-        self.n_ops = _bounded_len(data["ops"], "ops", MAX_OPS)
-        self.n_phases = _bounded_len(data["phases"], "phases", MAX_PHASES)
-        for rows, cols in ((self.n_iter, self.n_ops), (self.n_iter, self.n_phases)):
-            if rows * cols > MAX_CELLS:
-                raise ValueError(f"{rows} iterations of {cols} values each: more than "
-                                 f"{MAX_CELLS} in one matrix")
+        for key in ("wall_ns", "ops", "phases"):
+            if not isinstance(data[key], (list, tuple)):
+                raise TypeError(f"{key} is a {type(data[key]).__name__}, not a list")
+        self.n_iter, self.n_ops, self.n_phases = (
+            len(data["wall_ns"]), len(data["ops"]), len(data["phases"]))
+        problem = shape_problem(self.n_iter, self.n_ops, self.n_phases)
+        if problem is not None:
+            raise ValueError(problem)
 
     def matrix(self, key: str, cols: int | None) -> np.ndarray:
         """The matrix at ``key``: (iterations, cols), or (iterations,) when cols is None."""
@@ -399,6 +404,21 @@ class _Reader:
         if counts is not None and (counts[~np.isnan(counts)] < 0).any():
             raise ValueError("kernel_counts holds a negative count")
         return counts
+
+
+def shape_problem(iterations: int, ops: int, phases: int) -> str | None:
+    """Why a profile of this shape cannot be read back (a results file, an xdist
+    worker's records), or None: the one bound of the writer (the session refuses such a
+    test's profile, :meth:`Profile.beyond_bounds`) and of the reader (:class:`_Reader`)."""
+    for what, count, limit in (("iterations", iterations, MAX_ITERATIONS),
+                               ("ops", ops, MAX_OPS), ("phases", phases, MAX_PHASES)):
+        if count > limit:
+            return f"{count} {what}; a profile holds at most {limit}"
+    for rows, cols in ((iterations, ops), (iterations, phases)):
+        if rows * cols > MAX_CELLS:
+            return (f"{rows} iterations of {cols} values each: more than {MAX_CELLS} in one "
+                    "matrix")
+    return None
 
 
 def read_functions(value: Any, key: str) -> list[tuple[str, int]]:

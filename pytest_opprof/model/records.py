@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OpprofError
+from . import jsontext
 from .profile import Profile
 from .verdict import TestResult
 
@@ -67,9 +68,9 @@ def loads(text: str) -> list[TestRecord]:
     """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
     ``--opprof-profile-out`` file); OpprofError if they cannot be read."""
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError, TypeError) as exc:  # ValueError: a 5,000-digit int
-        raise OpprofError(f"a worker's records are not JSON ({exc})") from None
+        data = jsontext.loads(text)
+    except jsontext.JSONProblem as exc:
+        raise OpprofError(f"a worker's records: {exc}") from None
     if not isinstance(data, list):
         raise OpprofError("a worker's records are not a list")
     return [TestRecord.from_dict(d) for d in data]

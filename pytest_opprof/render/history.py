@@ -110,7 +110,8 @@ def trend_lines(rows: list[list[str]]) -> list[str]:
 
 def render_text(test: History, tolerance: float, chars: str) -> str:
     """A test's history: its steps, then one trend line per op (those with steps first)."""
-    days = sorted({d[:10] for d in (test.date(k) for k in range(len(test.runs))) if d})
+    days = sorted({display_name(d[:10]) for d in (test.date(k) for k in range(len(test.runs)))
+                   if d})
     span = "" if not days else f", {days[0]}" + (f" .. {days[-1]}" if len(days) > 1 else "")
     lines = [f"{display_name(test.nodeid)} on machine {display_name(test.machine)!r}: "
              f"{len(test.runs)} run(s){span}, {len(test.ops)} op(s)"]

@@ -143,14 +143,15 @@ def conditions() -> dict[str, str | int | None]:
     import numpy as np
 
     env = {**os.environ, **child_environment()}
-    from ..model.conditions import THREAD_VARIABLES
+    from ..model.conditions import THREAD_VARIABLES, recorded
 
-    return {"backend": "cpu", "measure": "instructions",
-            "device": f"callgrind ({platform.machine()})",
-            "valgrind": version_text(valgrind_version()), "architecture": platform.machine(),
-            "python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
-            "PYTHONHASHSEED": env.get("PYTHONHASHSEED"),
-            **{name: env.get(name) for name in THREAD_VARIABLES}}
+    return recorded({
+        "backend": "cpu", "measure": "instructions",
+        "device": f"callgrind ({platform.machine()})",
+        "valgrind": version_text(valgrind_version()), "architecture": platform.machine(),
+        "python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
+        "PYTHONHASHSEED": env.get("PYTHONHASHSEED"),
+        **{name: env.get(name) for name in THREAD_VARIABLES}})
 
 
 def _blas() -> str:

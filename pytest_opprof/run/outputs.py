@@ -10,15 +10,17 @@ link written through, a special file refused), and an error is one line naming t
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
 from ..render.charts import NEEDS_MATPLOTLIB
-from ..store.files import atomic_write, output_problem
+from ..store.files import machine_folders, output_problem, replace_all, write_problem
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -64,20 +66,95 @@ def problem(output: Output) -> str | None:
 
 def check(settings: Settings) -> None:
     """Every output the run asks for, checked before any test runs: OpprofError, one
-    line naming the flag, for the first that cannot be written."""
-    for output in wanted(settings):
+    line naming the flag, for the first that cannot be written, or that would write
+    over a stored baseline or another output's file."""
+    outputs = wanted(settings)
+    for output in outputs:
         why = problem(output)
         if why is not None:
             raise OpprofError(f"{output.flag}={output.path}: {why}")
+    clashing = clash(outputs, folders=machine_folders(settings.baseline_dir))
+    if clashing is not None:
+        output, why = clashing
+        raise OpprofError(f"{output.flag}={output.path}: {why}")
+
+
+#: What every baseline file holds near its start (any schema version of it).
+BASELINE_MARK = b'"pytest-opprof/baseline/'
+
+
+def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
+          folders: Sequence[Path] = ()) -> tuple[Output, str] | None:
+    """The first output that would destroy what the command reads or keeps, and why:
+    it is one of ``inputs`` (the same file, by inode or resolved path), the file of an
+    earlier output, an existing baseline file (``opprof history --json`` onto one), or
+    inside one of ``folders`` (a machine's baseline folder, whose files are all read as
+    baselines). None
+    when no output does. Nothing is created."""
+    for k, output in enumerate(outputs):
+        for path in inputs:
+            if same_file(output.path, path):
+                return output, f"is {path}, which this command reads; write it elsewhere"
+        for earlier in outputs[:k]:
+            if same_file(output.path, earlier.path):
+                return output, f"is also {earlier.flag}'s file; give each output its own"
+        if output.folder:
+            continue
+        if is_baseline(output.path):
+            return output, "is a stored baseline; write the output elsewhere"
+        for folder in folders:
+            if _inside(output.path, folder):
+                return output, (f"is inside the baseline folder {folder}, whose files are "
+                                "read as baselines; write the output elsewhere")
+    return None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: by inode when both exist (hard links,
+    bind mounts), else by their resolved paths (``./r.json`` and ``r.json``, a link)."""
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def is_baseline(path: Path) -> bool:
+    """Whether ``path`` is a regular file whose first line names a baseline schema."""
+    try:
+        if not Path(path).is_file():
+            return False
+        with open(path, "rb") as f:
+            return BASELINE_MARK in f.read(1 << 16).split(b"\n", 1)[0]
+    except OSError:
+        return False
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return top in real.parents
 
 
 def write(flag: str, path: Path, text: str) -> None:
     """``text`` into the file ``path``, its folders made; OpprofError naming ``flag``."""
+    write_files([(flag, Path(path), text)])
+
+
+def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
+    """Every (flag, path, text) written, or none (:func:`replace_all`: a full disk at the
+    second file leaves the first as it was), their folders made; OpprofError naming the
+    flag and the file it stopped at."""
+    flags = {str(Path(path)): flag for flag, path, _ in files}
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(path), text)
+        for _, path, _ in files:
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                exc.filename, exc.filename2 = str(Path(path)), None  # the output, by its flag
+                raise
+        replace_all([(Path(path), text) for _, path, text in files])
     except OSError as exc:
-        raise OpprofError(f"{flag}={path}: cannot write ({exc})") from None
+        where = str(exc.filename) if exc.filename else str(files[0][1])
+        flag = flags.get(where, files[0][0])
+        raise OpprofError(f"{flag}={where}: cannot write {write_problem(exc)}") from None
 
 
 def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:
@@ -90,13 +167,28 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
     if any(o.flag == "--opprof-json" for o in outputs):
         run_info = run_info.with_machine_info()  # only the results file holds it
     reports = [report_of(r) for r in records] if any(not o.folder for o in outputs) else []
+    files: list[tuple[str, Path, str]] = []
     for output in outputs:
         if output.folder:
-            for record in records:
-                write(output.flag, output.path / trace.file_name(record.nodeid),
-                      trace.render(record))
+            files += [(output.flag, output.path / trace.file_name(record.nodeid),
+                       trace.render(record)) for record in records]
             continue
         render = {"--opprof-json": results_json.render_reports,
                   "--opprof-markdown": markdown.render_reports,
                   "--opprof-html": html.render_tests}[output.flag]
-        write(output.flag, output.path, render(reports, run_info))
+        text = render(reports, run_info)
+        if output.flag == "--opprof-json":
+            _check_results_size(output, text)
+        files.append((output.flag, output.path, text))
+    write_files(files)  # every file, or none
+
+
+def _check_results_size(output: Output, text: str) -> None:
+    """A results file ``opprof report`` and ``compare`` would refuse is not written."""
+    from ..model.reports import RESULTS_MAX_BYTES
+
+    if len(text) > RESULTS_MAX_BYTES // 4 and len(text.encode()) > RESULTS_MAX_BYTES:
+        raise OpprofError(f"{output.flag}={output.path}: the results are "
+                          f"{len(text.encode()) / 2**20:.0f} MB, more than opprof report and "
+                          f"compare read ({RESULTS_MAX_BYTES // 2**20} MB): not written; "
+                          "profile fewer tests, ops or iterations per run")

@@ -86,6 +86,30 @@ def make_session_timer(backend: str, worker: int | None) -> Timer:
         raise pytest.UsageError(str(exc)) from None
 
 
+def machine_key(backend: str, traced: bool, device: str) -> str:
+    """The key a session's baselines are stored under (unless ``opprof_machine_key``
+    names one): the backend, ``-kernel`` when kernel time is measured (kernel times and
+    event spans of one op differ by up to 25x: never one baseline), and the device."""
+    return f"{backend}{'-kernel' if traced else ''}-{device}"
+
+
+def this_machine(config: pytest.Config) -> str:
+    """The machine key a profiled run with ``config`` stores its baselines under, found
+    as the session finds it (``opprof baseline prune`` prunes this machine's folder);
+    pytest.UsageError when the backend cannot start here."""
+    settings = Settings.from_pytest_config(config)
+    if settings.machine_key:
+        return settings.machine_key
+    if settings.measure == "instructions":
+        return f"callgrind-{platform.machine()}"
+    probe = make_session_timer(settings.backend, None)
+    try:
+        tracer, _ = start_tracer(probe.kind, settings.measure)
+    except BackendUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return machine_key(probe.kind, tracer is not None, probe.device)
+
+
 class OpprofSession:
     """Collects one Profile per profiled test, gates it, and reports at the end."""
 
@@ -117,9 +141,8 @@ class OpprofSession:
         except BackendUnavailable as exc:
             raise pytest.UsageError(str(exc)) from None
         self.measure = "kernel" if self.tracer is not None else "events"
-        # kernel times and event spans of one op differ by up to 25x: never one baseline
-        kernel = "-kernel" if self.tracer is not None else ""
-        self.machine = settings.machine_key or f"{self.backend}{kernel}-{self.device}"
+        self.machine = settings.machine_key or machine_key(self.backend, self.tracer is not None,
+                                                           self.device)
         if self.instructions:
             from .instructions import Counting, header_line
 
@@ -224,7 +247,8 @@ class OpprofSession:
     def finish(self, profiler: Profiler) -> None:
         profiler.close()
         profile = profiler.profile
-        if profile is not None:
+        if profile is not None and profile.beyond_bounds() is None:  # else refused once,
+            # in after_call: a results file or a worker's records its readers refuse
             self.profiles[profile.nodeid] = self._counted(profile)[0] or profile
 
     def _counted(self, profile: Profile) -> tuple[Profile | None, str]:
@@ -245,6 +269,13 @@ class OpprofSession:
             self.failed_calls.discard(item.nodeid)
         else:
             self.failed_calls.add(item.nodeid)
+        beyond = None if profile is None else profile.beyond_bounds()
+        if beyond is not None:  # what the readers (report, compare, the controller) refuse
+            report.outcome = "failed"
+            report.longrepr = (f"opprof: {item.nodeid}: {beyond}: its profile is not kept "
+                               "(profile fewer ops or iterations in one test)")
+            self.failed_calls.add(item.nodeid)
+            return
         if profile is None or profile.counted == 0:
             return
         from ..model.verdict import TestResult, Verdict

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
@@ -39,11 +39,19 @@ from ..model.baseline import (
     Baseline,
     BaselineError,
     BaselineRun,
+    check_run,
     check_values,
     parse,
     within_bounds,
 )
-from .files import FileTooLarge, atomic_write, read_bounded, safe_name
+from .files import (
+    FileTooLarge,
+    machine_folders,
+    read_bounded,
+    replace_all,
+    safe_name,
+    write_problem,
+)
 
 __all__ = ["MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX", "Baseline",
            "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle", "parse",
@@ -66,11 +74,7 @@ class BaselineStore:
     @classmethod
     def every_machine(cls, root: Path) -> list[BaselineStore]:
         """A store for each machine folder under ``root`` (named after its folder)."""
-        root = Path(root)
-        if not root.is_dir():
-            return []
-        return [cls(root, p.name, folder=p) for p in sorted(root.iterdir())
-                if p.is_dir() and not p.name.startswith(".")]  # staging: not a machine
+        return [cls(Path(root), p.name, folder=p) for p in machine_folders(Path(root))]
 
     @staticmethod
     def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
@@ -108,11 +112,18 @@ class BaselineStore:
         if run.n_ops > MAX_OPS:
             raise BaselineError(f"{nodeid}: {run.n_ops} ops; a baseline holds at most "
                                 f"{MAX_OPS} (profile fewer ops in this test)")
-        with self._locked():
+        check_run(run, nodeid)  # what the loader refuses is not written
+        with self.locked():
             runs = [run]
             try:
                 old = self.load(nodeid)
-            except BaselineError:
+            except BaselineError as exc:
+                if append:  # a history it cannot read (a newer schema, a merge conflict)
+                    # is the user's: appending would replace it by this one run
+                    raise BaselineError(f"this run is not appended, and the file is kept "
+                                        f"as it was: {_without_fix(str(exc))}; resolve it "
+                                        "(a git merge conflict?), or delete it to start "
+                                        "a new history") from None
                 old = None  # an update is asked for: a broken file is replaced
             if old is not None and append:
                 _check_append(nodeid, old, run)
@@ -120,35 +131,47 @@ class BaselineStore:
                 runs = within_bounds([*old.runs, run])
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
-            self._write(path, baseline)
+            # within the reader's value count too (commas in op names count): oldest first
+            self._write(path, baseline.dumps(fit=True))
         return path
 
-    def commit(self, staged: BaselineStore) -> list[Baseline]:
-        """Copy every baseline of ``staged`` (a staging store of the same machine) into
-        this store, each file atomically and all under this store's lock, so that two
-        commands committing at once each leave whole batches. Returns what was copied."""
-        found = [(path, entry) for path, entry in staged.entries()]
-        broken = [entry for _, entry in found if isinstance(entry, BaselineError)]
+    @staticmethod
+    def commit(pairs: Sequence[tuple[BaselineStore, BaselineStore]]
+               ) -> list[tuple[BaselineStore, Baseline]]:
+        """Copy every baseline of each staged store into its store (``pairs`` of (store,
+        staging store of the same machine)): all files or none (:func:`write_all`),
+        under every store's lock, so that two commands committing at once each leave
+        whole batches. A machine folder made for it and left empty by a failure is
+        removed again. Returns what was copied, each with its store."""
+        found = [(store, path, entry) for store, staged in pairs
+                 for path, entry in staged.entries()]
+        broken = [entry for *_, entry in found if isinstance(entry, BaselineError)]
         if broken:
             raise broken[0]
-        with self._locked():
-            for path, entry in found:
-                assert isinstance(entry, Baseline)
-                self._write(self.folder / path.name, entry)
-        return [entry for _, entry in found if isinstance(entry, Baseline)]
+        copied = [(store, path.name, entry) for store, path, entry in found
+                  if isinstance(entry, Baseline)]
+        files = [(store.folder / name, entry) for store, name, entry in copied]
+        stores = sorted({store.folder: store for store, _ in pairs}.items())
+        made = [folder for folder, _ in stores if not folder.exists()]
+        try:
+            with contextlib.ExitStack() as locks:
+                for _, store in stores:  # in one order: two commits cannot deadlock
+                    locks.enter_context(store.locked())
+                write_all(files)
+        except BaseException:
+            for folder in made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only when empty
+            raise
+        return [(store, entry) for store, _, entry in copied]
 
     def save(self, baseline: Baseline) -> None:
         """Write ``baseline`` as its test's file here, replacing what was there."""
-        with self._locked():
+        with self.locked():
             self._write(self.path_for(baseline.nodeid), baseline)
 
-    def _write(self, path: Path, baseline: Baseline) -> None:
-        try:
-            atomic_write(path, baseline.dumps())
-        except OSError as exc:
-            raise BaselineError(f"{path}: cannot write the baseline ({exc}); make the "
-                                "folder writable or choose another with "
-                                "--opprof-baseline-dir") from None
+    def _write(self, path: Path, baseline: Baseline | str) -> None:
+        write_all([(path, baseline)])
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
         """Every stored file of this machine, loaded or with the error that stops it."""
@@ -174,7 +197,7 @@ class BaselineStore:
         return found
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -190,6 +213,25 @@ class BaselineStore:
             yield
         finally:
             os.close(fd)  # closing releases the lock
+
+
+def write_all(files: Sequence[tuple[Path, Baseline | str]]) -> None:
+    """Every baseline written to its path, or none (:func:`replace_all`): a full disk or
+    a folder in the way leaves each file as it was; one BaselineError line naming the file
+    and the fix that fits the error (free space, permissions, what is in the way)."""
+    try:
+        replace_all([(path, baseline if isinstance(baseline, str) else baseline.dumps())
+                     for path, baseline in files])
+    except OSError as exc:
+        path = exc.filename or (files[0][0] if files else "?")
+        raise BaselineError(f"{path}: cannot write the baseline {write_problem(exc)} (or "
+                            "choose another folder with --opprof-baseline-dir)"
+                            + ("; no baseline was changed" if len(files) > 1 else "")) from None
+
+
+def _without_fix(line: str) -> str:
+    """A refusal's line without the advice every refusal ends with (:data:`FIX`)."""
+    return line.replace(FIX, "")
 
 
 def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:

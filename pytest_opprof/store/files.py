@@ -15,12 +15,17 @@ Every file pytest-opprof touches goes through here, so that each rule holds once
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
+import shutil
 import stat
 import tempfile
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 
 def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
@@ -31,12 +36,26 @@ def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
     return slug
 
 
+def machine_folders(root: Path) -> list[Path]:
+    """The machine folders of the baseline directory ``root``: its folders, less those
+    whose name starts with a dot (an update's staging folder is never a machine's)."""
+    try:
+        return sorted(p for p in Path(root).iterdir()
+                      if p.is_dir() and not p.name.startswith("."))
+    except OSError:  # no such folder, or not one
+        return []
+
+
 class FileTooLarge(OSError):
     """A file holds more than its reader accepts."""
 
 
 class NotRegularFile(OSError):
-    """A path names a FIFO, a device, a socket or a folder where a file was expected."""
+    """A path names a FIFO, a device, a socket or a folder where a file was expected;
+    its message says what to do (its ``filename``, when set, which path it was)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not a regular file"
 
 
 def _kind(mode: int) -> str:
@@ -104,6 +123,35 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def _mode_for(target: Path) -> int:
+    """The mode a write to ``target`` gives: the old file's, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _stage(target: Path, data: bytes) -> Path:
+    """``data`` in a new temporary file beside ``target`` (same folder, so a rename
+    replaces it), written whole (``os.write`` until done), its mode set and synced."""
+    mode = _mode_for(target)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one.
 
@@ -111,23 +159,100 @@ def atomic_write(path: Path, text: str) -> None:
     umask), or the old file's mode when it replaces one. A symbolic link is written
     through; a special file is refused with :class:`NotRegularFile`.
     """
-    target = _target(Path(path))
+    replace_all([(Path(path), text)])
+
+
+def replace_all(files: Sequence[tuple[Path, str]]) -> None:
+    """Write every file of ``files`` (path, text), or none: each text is staged beside
+    its file first (all of them, and a hard link kept of each old file), and only then
+    are the files replaced, one rename each. When anything fails (a full disk while
+    staging, a rename refused), the files already replaced get their old content back,
+    those that were new are removed, and every temporary file goes: each file is as it
+    was. The OSError that stopped it is raised, its ``filename`` the file it was at."""
+    # a folder or a FIFO where a file goes: refused before anything is written
+    targets = [_with_name(Path(path), _target, Path(path)) for path, _ in files]
+    staged: list[Path] = []
+    kept: list[Path | None] = []
+    done = 0
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        for target, (_, text) in zip(targets, files, strict=True):
+            staged.append(_with_name(target, _stage, target, text.encode("utf-8")))
+        for target in targets:
+            kept.append(_with_name(target, _keep, target))
+        for target, tmp in zip(targets, staged, strict=True):
+            _with_name(target, os.replace, tmp, target)
+            done += 1
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        for target, old in reversed(list(zip(targets[:done], kept, strict=False))):
+            with contextlib.suppress(OSError):
+                if old is None:
+                    os.unlink(target)
+                else:
+                    os.replace(old, target)
+        for path in [*staged[done:], *[k for k in kept[done:] if k is not None]]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         raise
+    for old in kept:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+
+
+def _keep(target: Path) -> Path | None:
+    """A hard link to the file at ``target`` (its old content, to put back), or None
+    when there is none; a copy where the file system has no hard links."""
+    if not os.path.lexists(target):
+        return None
+    kept = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.old.tmp")
+    try:
+        os.link(target, kept)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        shutil.copy2(target, kept)
+    return kept
+
+
+T = TypeVar("T")
+
+
+def _with_name(path: Path, step: Callable[..., T], *args: Any) -> T:
+    """``step(*args)``; an OSError it raises names ``path`` (its ``filename``), so the
+    caller's line names the file it stopped at, not a temporary file."""
+    try:
+        return step(*args)
+    except OSError as exc:
+        exc.filename, exc.filename2 = str(path), None  # not a temporary file's name
+        raise
+
+
+def write_advice(exc: OSError) -> str:
+    """What to do about an OSError from a write, by what it is: a full disk is not
+    fixed by permissions, nor a folder in the way by free space."""
+    if isinstance(exc, NotRegularFile):
+        return "move what is there away"
+    code = exc.errno
+    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "the disk is full (or the quota reached): free some space and rerun"
+    if code == errno.EROFS:
+        return "the file system is read-only: write to a writable folder"
+    if code in (errno.EACCES, errno.EPERM):
+        return "make the folder writable, or write elsewhere"
+    if code == errno.EISDIR:
+        return "a folder stands where the file goes: move it away"
+    if code == errno.ENOTDIR:
+        return "a file stands where a folder of the path goes: move it away"
+    if code == errno.ENAMETOOLONG:
+        return "the path is too long: write to a shorter one"
+    return "check the folder, or write elsewhere"
+
+
+def write_problem(exc: OSError) -> str:
+    """Why a write failed and what to do, for a line ``PATH: cannot write ...``:
+    ``(No space left on device); the disk is full ...``."""
+    why = str(exc).split(";")[0] if isinstance(exc, NotRegularFile) else exc.strerror or exc
+    return f"({why}); {write_advice(exc)}"
 
 
 def output_problem(path: Path, *, folder: bool = False) -> str | None:

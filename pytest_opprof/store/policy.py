@@ -13,7 +13,9 @@ line that says what to do.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -91,16 +93,16 @@ def mark_outlying(baseline: Baseline, outlying: Mapping[int, Sequence[tuple[str,
 
 
 def commit(staging: Path, root: Path, batch: str) -> int:
-    """Every staged machine folder copied into the store; the number of tests whose
-    stored baseline now holds this batch (read back, not assumed)."""
+    """Every staged machine folder copied into the store, every file or none (a full
+    disk or a folder in the way partway leaves each file as it was); the number of tests
+    whose stored baseline now holds this batch (read back, not assumed)."""
+    pairs = [(BaselineStore(root, staged_store.machine, folder=root / staged_store.folder.name),
+              staged_store) for staged_store in BaselineStore.every_machine(staging)]
     stored = 0
-    for staged_store in BaselineStore.every_machine(staging):
-        store = BaselineStore(root, staged_store.machine,
-                              folder=root / staged_store.folder.name)
-        for baseline in store.commit(staged_store):
-            with contextlib.suppress(BaselineError):
-                kept = store.load(baseline.nodeid)
-                stored += kept is not None and kept.batch == batch
+    for store, baseline in BaselineStore.commit(pairs):  # every machine's files, or none
+        with contextlib.suppress(BaselineError):
+            kept = store.load(baseline.nodeid)
+            stored += kept is not None and kept.batch == batch
     return stored
 
 
@@ -111,17 +113,31 @@ def discard(staging: Path) -> None:
 
 # -- prune: what is provably stale ---------------------------------------------------
 
+def function_of(nodeid: str) -> str:
+    """The test function a node id is of: its parameters left out
+    (``t.py::test_step[cuda]`` -> ``t.py::test_step``)."""
+    module, sep, rest = nodeid.partition("::")
+    return module + sep + rest.split("[", 1)[0]
+
+
 def gone(nodeid: str, rootdir: Path, collected: set[str], files: set[str],
-         narrowed: frozenset[str]) -> bool:
+         narrowed: frozenset[str], functions: set[str] | None = None) -> bool:
     """Provably gone: its file no longer exists under the rootdir, or its file was
-    collected in full (in ``files``, not ``narrowed`` by ``file.py::test``) without it.
-    A test merely deselected (-k, -m) or outside the paths given is kept."""
+    collected in full (in ``files``, not ``narrowed`` by ``file.py::test``) without any
+    test of its function (``functions``: those of ``collected``). A test merely
+    deselected (-k, -m) or outside the paths given is kept, and so is a parameter this
+    collection cannot see while its function is there (``test_step[cuda]`` on a machine
+    without CUDA parametrizes ``test_step[cpu]`` only: another machine's live baseline)."""
     if nodeid in collected:
         return False
     module = nodeid.split("::", 1)[0]
     if not (rootdir / module).exists():
         return True
-    return module in files and module not in narrowed
+    if module not in files or module in narrowed:
+        return False
+    if functions is None:
+        functions = {function_of(c) for c in collected}
+    return function_of(nodeid) not in functions
 
 
 def stale(stores: Sequence[BaselineStore], root: Path,
@@ -137,17 +153,28 @@ def stale(stores: Sequence[BaselineStore], root: Path,
     return found
 
 
-def remove(paths: Sequence[Path]) -> None:
-    """Each path removed (a folder with what it holds); OpprofError at the first that
-    cannot be."""
-    for path in paths:
-        try:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except FileNotFoundError:
-            continue  # removed meanwhile: what was asked holds
-        except OSError as exc:
-            raise OpprofError(f"{path}: cannot remove ({exc}); the baselines listed "
-                              "before it were removed") from None
+def remove(paths: Sequence[Path], root: Path) -> None:
+    """Every path removed (a folder with what it holds), or none: each is first moved
+    into one folder under the store ``root`` (a staging folder: never read as a machine,
+    and pruned itself if this is killed), and only when all are there is it deleted; when
+    one cannot be moved, those moved go back. OpprofError, one line, when one cannot be."""
+    trash = Path(root) / f"{STAGING_PREFIX}prune-{uuid.uuid4().hex[:12]}"
+    moved: list[tuple[Path, Path]] = []
+    path = trash
+    try:
+        trash.mkdir()
+        for k, path in enumerate(paths):
+            try:
+                os.replace(path, trash / str(k))
+            except FileNotFoundError:
+                continue  # removed meanwhile: what was asked holds
+            moved.append((path, trash / str(k)))
+    except OSError as exc:
+        for back, there in reversed(moved):
+            with contextlib.suppress(OSError):
+                os.replace(there, back)
+        with contextlib.suppress(OSError):
+            trash.rmdir()
+        raise OpprofError(f"{path}: cannot remove ({exc.strerror or exc}); nothing was "
+                          "removed") from None
+    shutil.rmtree(trash, ignore_errors=True)

@@ -6,23 +6,22 @@ result the file carries. :mod:`pytest_opprof.render.results_json` writes the fil
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import OpprofError
+from ..model import jsontext
 from ..model.profile import Profile
 from ..model.records import TestRecord
-from ..model.reports import RESULTS_SCHEMA, TestReport
+from ..model.reports import RESULTS_MAX_BYTES, RESULTS_SCHEMA, TestReport
 from ..model.runinfo import RunInfo
 from ..model.verdict import TestResult
 from ..stats.reports import report_of
 from .files import read_bounded
 
 SCHEMA = RESULTS_SCHEMA
-#: A results file larger than this is refused unread (a profile of 1,000 ops over
-#: 1,000 iterations is about 20 MB).
-MAX_BYTES = 512 * 2**20
+#: A results file larger than this is refused unread (the writer's bound too).
+MAX_BYTES = RESULTS_MAX_BYTES
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
@@ -42,10 +41,12 @@ def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
     """A results file's run info and its tests' typed records; OpprofError naming the
     file when it cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
     try:
-        data = json.loads(read_bounded(Path(path), MAX_BYTES).decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: undecodable, not
-        # JSON, or an integer of more digits than Python converts
-        raise OpprofError(f"{path}: cannot be read as JSON ({exc})") from None
+        data = jsontext.loads(read_bounded(Path(path), MAX_BYTES))
+    except OSError as exc:
+        raise OpprofError(f"{path}: cannot be read ({exc})") from None
+    except jsontext.JSONProblem as exc:  # the one parse path of every reader
+        raise OpprofError(f"{path}: {exc}; write it again with pytest "
+                          "--opprof-json=PATH") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise OpprofError(f"{path}: not a results file of schema {SCHEMA!r} "
                           "(pytest --opprof-json=PATH writes one)")
