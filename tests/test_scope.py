@@ -329,3 +329,53 @@ def test_overlapping_asyncio_tasks_are_refused_and_one_task_at_a_time_records(sc
     with Sink(scope_impl) as sink:
         asyncio.run(one_at_a_time())
     assert sink.names == ["a", None, "b", None]
+
+
+# -- a runaway recursion through a decorated function is a RecursionError, not a crash --
+
+RUNAWAY = """
+import sys
+from pytest_opprof.measure import _pyscope, profiler, scope
+sys.setrecursionlimit(20000)
+assert scope.impl.__name__.endswith({impl!r}), scope.impl
+
+@profiler.op
+def down(n):
+    return down(n + 1)
+
+def run():
+    try:
+        down(0)
+    except RecursionError:
+        return "RecursionError"
+    return "returned"
+
+print("idle", run())
+names, marks = [], []
+scope.impl.set_sink((names, marks, iter(range(10**9)).__next__, []))
+print("recording", run())
+scope.impl.set_sink(None)
+# every op closed (the deepest may have failed to open: the profiler counts it unbalanced)
+print("balanced", names.count("down") - names.count(None) in (0, 1), len(names) > 1000)
+"""
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_runaway_recursion_through_an_op_raises_recursion_error_not_a_signal(impl):
+    """sys.setrecursionlimit(20000) and a decorated function calling itself without end:
+    the C wrapper's vectorcall did not count against the limit, and the C stack ran out
+    first (a segmentation fault, with or without a profiler recording)."""
+    import subprocess
+    import sys
+
+    from .conftest import load_cscope
+
+    env = {**os.environ, "OPPROF_PURE_PYTHON": "1" if impl == "python" else "0"}
+    if impl == "c":
+        load_cscope()
+    expected = "_pyscope" if impl == "python" else "_cscope"
+    done = subprocess.run([sys.executable, "-c", RUNAWAY.format(impl=expected)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[:3] == ["idle RecursionError", "recording RecursionError",
+                                           "balanced True True"], done.stdout

@@ -163,19 +163,35 @@ typedef struct {
     vectorcallfunc vectorcall;
 } TimedObject;
 
+/* The timed callable called through C: each call counts against the recursion limit,
+ * as a call through PyObject_Call does. A vectorcall does not count it, and each level of
+ * a runaway recursion through a decorated function adds C frames (this function and the
+ * evaluator's): under sys.setrecursionlimit(20000) the C stack overflowed before Python's
+ * limit was reached (a segmentation fault where the pure-Python path raises
+ * RecursionError). */
+static inline PyObject *
+call_guarded(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (Py_EnterRecursiveCall(" while calling an op"))
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    Py_LeaveRecursiveCall();
+    return result;
+}
+
 static PyObject *
 timed_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     TimedObject *self = (TimedObject *)op;
     PyObject *s = my_sink();
     if (s == NULL)
-        return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+        return call_guarded(self->fn, args, nargsf, kwnames);
     Py_INCREF(s);
     if (record_enter(s, self->name) < 0) {
         Py_DECREF(s);
         return NULL;
     }
-    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    PyObject *result = call_guarded(self->fn, args, nargsf, kwnames);
     if (result == NULL) {
         /* like `finally`: close the op, then re-raise the function's exception */
         PyObject *type, *value, *tb;
