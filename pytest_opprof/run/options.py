@@ -118,11 +118,15 @@ _iterations = whole_number("the number of iterations", 1)
 
 
 def parse_fraction(value: Any, what: str = "the tolerance") -> float:
-    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]."""
+    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]. A bare number of 1
+    or more is refused: ``5`` meant as 5% would be 500% (a 2x regression passing), so
+    a tolerance that large is written as a percentage (``500%``)."""
+    percentage = False
     try:
         if isinstance(value, str):
             text = value.strip()
-            fraction = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+            percentage = text.endswith("%")
+            fraction = float(text[:-1]) / 100 if percentage else float(text)
         elif _is_number(value):
             fraction = float(value)
         else:
@@ -134,6 +138,10 @@ def parse_fraction(value: Any, what: str = "the tolerance") -> float:
     if not (math.isfinite(fraction) and 0 < fraction <= 10):
         raise argparse.ArgumentTypeError(
             f"{what} must lie between 0 and 1000%, not {shown(value)}")
+    if not percentage and fraction >= 1:
+        raise argparse.ArgumentTypeError(
+            f"{what} {shown(value)} is a fraction, {fraction:.0%}: write {fraction:g}% or "
+            f"{fraction / 100:g} for {fraction:g} percent (or {fraction:.0%} if that is meant)")
     return fraction
 
 
@@ -193,7 +201,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_UPDATE)
     group.addoption("--opprof-append-baseline", action="store_true", default=False,
                     help=HELP_APPEND)
-    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=HELP_BATCH)
+    # internal: set by pytest-opprof's own child processes, hidden from --help
+    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=argparse.SUPPRESS)
     group.addoption("--opprof-tolerance", type=_tolerance, default=None, metavar="X",
                     help=HELP_TOLERANCE)
     group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
@@ -205,9 +214,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_NO_CONFIRM)
     group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
     group.addoption("--opprof-profile-out", default=None, metavar="PATH",
-                    help=HELP_PROFILE_OUT)
+                    help=argparse.SUPPRESS)  # internal, as --opprof-baseline-batch
     for name, text in INI_VALUES.items():
-        parser.addini(name, text, default="")
+        # argparse %-formats a flag's help ("5%%" prints "5%"); an ini value's is printed raw
+        parser.addini(name, text.replace("%%", "%"), default="")
 
 
 #: The ini values, each the twin of a flag: name -> help.
