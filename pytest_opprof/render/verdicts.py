@@ -7,10 +7,11 @@ import shlex
 from collections.abc import Iterable, Sequence
 
 from ..judge.config import BLIND as BLIND
-from ..judge.config import GATE_SEES_QUANTILE, GREW_SHOWN
+from ..judge.config import GREW_SHOWN
+from ..judge.strict import seen as sees_of
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
-from ..stats.power import blind, sees
+from ..stats.power import blind
 from . import amount, count, display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time
 from .table import align
@@ -87,7 +88,7 @@ def blind_line(result: TestResult) -> str | None:
     c = result.comparison
     if c is None:
         return None
-    seen = sees([v.detectable for v in c.having(*COMPARED)], GATE_SEES_QUANTILE)
+    seen = sees_of(c)
     if not blind(seen, BLIND):
         return None
     more = "more baseline runs (opprof baseline update --runs 5), " if c.runs < 5 else ""

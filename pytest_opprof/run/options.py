@@ -68,6 +68,14 @@ HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its
                   f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%, "
                   f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
 HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
+HELP_STRICT_RUN = ("fail the session (exit code 1) when a gated test could not be judged: no "
+                   "baseline on this machine, other run conditions than its baseline's, an "
+                   "absurd drift, no counted iteration, no op compared, gpu_profiler used "
+                   "without iterations(); the tests' own outcomes stay as they are, and the "
+                   "summary names each such test (for CI)")
+HELP_STRICT_EFFECT = ("fail the session also when a test's gate could see only slowdowns "
+                      "beyond PCT for its median op (its 'could only see slowdowns over' "
+                      "line), e.g. 25%; turns --opprof-strict on")
 HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
                    "op looks regressed in a new process to confirm it")
@@ -178,6 +186,10 @@ def _tolerance(text: str) -> float:
     return parse_fraction(text)
 
 
+def _strict_effect(text: str) -> float:
+    return parse_fraction(text, "the strict effect")
+
+
 def _yes_no(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -206,6 +218,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--opprof-tolerance", type=_tolerance, default=None, metavar="X",
                     help=HELP_TOLERANCE)
     group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
+    group.addoption("--opprof-strict", action="store_true", default=None,
+                    help=HELP_STRICT_RUN)
+    group.addoption("--opprof-strict-effect", type=_strict_effect, default=None,
+                    metavar="PCT", help=HELP_STRICT_EFFECT)
     group.addoption("--opprof-json", default=None, metavar="PATH", help=HELP_JSON)
     group.addoption("--opprof-markdown", default=None, metavar="PATH", help=HELP_MARKDOWN)
     group.addoption("--opprof-trace", default=None, metavar="DIR", help=HELP_TRACE)
@@ -231,6 +247,8 @@ INI_VALUES = {
     "opprof_machine_key": HELP_MACHINE_KEY,
     "opprof_tolerance": HELP_TOLERANCE,
     "opprof_strict_ops": HELP_STRICT,
+    "opprof_strict": HELP_STRICT_RUN,
+    "opprof_strict_effect": HELP_STRICT_EFFECT,
 }
 
 
@@ -257,6 +275,12 @@ CONFLICTS = (
      "strict ops are a gate rule and the gate is off; drop one of them"),
     ("opprof_no_gate", "opprof_tolerance",
      "the tolerance is the gate's and the gate is off; drop one of them"),
+    ("opprof_no_gate", "opprof_strict",
+     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
+     "of them"),
+    ("opprof_no_gate", "opprof_strict_effect",
+     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
+     "of them"),
 )
 
 
@@ -336,6 +360,10 @@ class Settings:
     #: The tolerance the flag or the ini file gave; None: each measure's default.
     given_tolerance: float | None = None
     strict_ops: bool = False
+    #: Fail the session when a gated test could not be judged (``--opprof-strict``), and
+    #: also when its median op's detectable effect is beyond ``strict_effect``.
+    strict: bool = False
+    strict_effect: float | None = None
     json_path: Path | None = None
     markdown_path: Path | None = None
     trace_dir: Path | None = None
@@ -343,6 +371,12 @@ class Settings:
     confirm: bool = True
     gate: bool = True
     profile_out: Path | None = None
+
+    @property
+    def strict_applies(self) -> bool:
+        """Whether strict mode judges this run: it is asked for, the gate is on and the
+        run gates (an update judges nothing; a child that only profiles is not gated)."""
+        return self.strict and self.gate and not self.update_baseline
 
     def tolerance_for(self, measure: str | None) -> float:
         """The tolerance figures of ``measure`` are judged at: the one given, else the
@@ -360,6 +394,7 @@ class Settings:
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
         given = _resolve(config, "opprof_tolerance", _tolerance, None)
+        strict_effect = _resolve(config, "opprof_strict_effect", _strict_effect, None)
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
@@ -375,6 +410,9 @@ class Settings:
             tolerance=default_tolerance(measure) if given is None else given,
             given_tolerance=given,
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
+            strict=bool(_resolve(config, "opprof_strict", _yes_no, False)
+                        or strict_effect is not None),
+            strict_effect=strict_effect,
             json_path=path("opprof_json"),
             markdown_path=path("opprof_markdown"),
             trace_dir=path("opprof_trace"),
