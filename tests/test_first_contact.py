@@ -177,7 +177,8 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
 # ---- conflicting flags (class: contradictory flag pairs) -------------------------------
 
 @pytest.mark.parametrize(("first", "second", "second_value"), [
-    (a, b, "5%" if b == "opprof_tolerance" else None) for a, b, _why in options.CONFLICTS])
+    (a, b, "5%" if b in ("opprof_tolerance", "opprof_strict_effect") else None)
+    for a, b, _why in options.CONFLICTS])
 def test_contradictory_flags_are_one_usage_error(pytester, first, second, second_value):
     pytester.makepyfile(test_plain=PLAIN)
     flag = "--" + second.replace("_", "-")

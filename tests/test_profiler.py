@@ -118,7 +118,7 @@ def test_iterations_without_n_uses_the_default():
     assert list(profiler.iterations()) == list(range(7))
 
 
-def test_an_exception_in_an_op_keeps_the_iterations_that_ran_and_stops_recording():
+def test_an_exception_in_an_op_keeps_finished_iterations_and_stops_recording():
     """The iteration an exception left ran its ops up to it: it is kept, as a break's
     is (the loop cannot tell the two apart; a failed test is not gated)."""
     profiler, dev = fake_profiler(skip=0)
@@ -130,6 +130,10 @@ def test_an_exception_in_an_op_keeps_the_iterations_that_ran_and_stops_recording
                     1 / 0  # noqa: B018
     assert not is_recording()
     assert profiler.profile.iterations == 3 and profiler.left_early == (3, 5)
+    profiler.drop_left()  # what the session does when the test failed
+    assert profiler.profile.iterations == 2 and profiler.left_early is None
+    profiler.drop_left()  # once
+    assert profiler.profile.iterations == 2
 
 
 def test_breaking_out_of_the_loop_stops_recording_and_counts_the_iteration_left():

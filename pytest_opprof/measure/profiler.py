@@ -235,6 +235,16 @@ class Profiler:
         self.timer.end_iteration()
         self._graph.add(names, marks, phases, self.timer)
 
+    def drop_left(self) -> None:
+        """Drop the iteration the loop was left in: the test failed, so it was left by
+        an exception (a break's iteration ran its ops, and counts)."""
+        if self.left_early is None or not self._graph.rows:
+            return
+        row = self._graph.rows.pop()
+        self._graph.unbalanced -= row.layout.unbalanced
+        self._profile = None
+        self.left_early = None
+
     def untimed_outside(self) -> int:
         """How many ops were entered while this profiler did not record them, before
         its loop and after it (ops record only inside ``iterations()``; other threads'

@@ -75,7 +75,7 @@ HELP_STRICT_RUN = ("fail the session (exit code 1) when a gated test could not b
                    "summary names each such test (for CI)")
 HELP_STRICT_EFFECT = ("fail the session also when a test's gate could see only slowdowns "
                       "beyond PCT for its median op (its 'could only see slowdowns over' "
-                      "line), e.g. 25%; turns --opprof-strict on")
+                      "line), e.g. 25%%; turns --opprof-strict on")
 HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
                    "op looks regressed in a new process to confirm it")

@@ -256,6 +256,8 @@ class OpprofSession:
         if started is None:
             return
         profiler, per_test = started
+        if not report.passed:  # the loop was left by the exception: keep what finished
+            profiler.drop_left()
         profile = profiler.profile
         if report.passed:
             self.failed_calls.discard(item.nodeid)
