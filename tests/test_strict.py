@@ -73,6 +73,32 @@ def test_a_test_without_a_baseline_passes_and_the_strict_session_fails(suite):
     assert without.ret == pytest.ExitCode.OK and strict_lines(without) == []
 
 
+def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
+    jsonschema = pytest.importorskip("jsonschema")
+    from pathlib import Path
+
+    import pytest_opprof
+
+    schema = json.loads((Path(pytest_opprof.__file__).parent / "schemas"
+                         / "results-1.schema.json").read_text())
+    suite.runpytest("--opprof-strict", "--opprof-strict-effect=30%", "--opprof-json=r.json")
+    data = json.loads((suite.path / "r.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["strict"] == {"failed": True, "effect": 0.3, "unjudged": [
+        {"nodeid": NETWORK, "why": "no baseline on machine 'fake-fake CUDA device': take one "
+                                   "with opprof baseline update"}]}
+    update(suite)
+    suite.runpytest("--opprof-strict", "--opprof-json=r.json")
+    data = json.loads((suite.path / "r.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["strict"] == {"failed": False, "effect": None, "unjudged": []}
+    suite.runpytest("--opprof-json=r.json")  # no strict mode: no strict object
+    assert "strict" not in json.loads((suite.path / "r.json").read_text())
+    data["strict"] = {"failed": "yes", "effect": None, "unjudged": []}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+
+
 def test_a_judged_test_passes_the_strict_session(suite):
     update(suite)
     result = suite.runpytest("--opprof-strict")
