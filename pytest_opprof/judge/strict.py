@@ -53,7 +53,8 @@ def why_unjudged(record: TestRecord, effect: float | None) -> str | None:
         return (f"no baseline on machine {result.machine!r}: take one with "
                 "opprof baseline update")
     if result.verdict == Verdict.UNJUDGED:
-        return f"unjudged: {result.reason}" if result.reason else "unjudged"
+        word = Verdict.UNJUDGED.value
+        return f"{word}: {result.reason}" if result.reason else word
     if result.verdict != Verdict.PASSED or result.comparison is None:
         return None  # failed by the gate, updated, not gated
     compared = result.comparison.having(*COMPARED)
