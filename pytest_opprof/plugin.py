@@ -112,6 +112,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         opprof.report(terminalreporter)
 
 
+@pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: strict's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
     run_ids = session.config.stash.get(RUN_IDS, set())
     if run_ids:
@@ -124,6 +125,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if opprof.is_worker:
         opprof.worker_output()
         return
+    _judge_strictly(session, opprof)
     try:
         opprof.write_outputs()
     except OpprofError as exc:
@@ -132,6 +134,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             reporter.ensure_newline()
             reporter.write_line(f"ERROR: opprof: {exc}", red=True)
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+
+def _judge_strictly(session: pytest.Session, opprof: OpprofSession) -> None:
+    """Strict mode (``--opprof-strict``): a gated test that could not be judged fails the
+    session (exit code 1; the tests' own outcomes stand), said in the summary, in
+    ``--junitxml`` (one testsuite property per test) and in the results file."""
+    failures = opprof.judge_strictly()
+    if not failures:
+        return
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is not None:
+        for failure in failures:
+            xml.add_global_property("opprof_strict_unjudged", f"{failure.nodeid}: {failure.why}")
 
 
 # -- pytest-xdist (an optional hook: called only where xdist is installed) -------------

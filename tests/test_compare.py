@@ -368,6 +368,7 @@ def test_a_file_that_is_not_results_is_one_line(repo, capsys):
     ("--pairs=x", "--pairs must be a whole number from 1 to 1000, not 'x'"),
     ("--tolerance=-1", "--tolerance must lie between 0 and 1000%"),
     ("--tolerance=x", "--tolerance must be a fraction or a percentage such as 0.05 or 5%"),
+    ("--tolerance=5", "--tolerance '5' is a fraction, 500%: write 5% or 0.05"),
     ("--max-pairs=0", "--max-pairs must be a whole number from 1 to 1000, not '0'"),
     ("--detect=fast", "--detect must be a fraction or a percentage such as 0.05 or 5%")])
 def test_bad_flags_are_usage_errors(repo, capsys, flag, says):

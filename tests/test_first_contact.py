@@ -50,22 +50,50 @@ def test_help_through_the_installed_entry_point(tmp_path):
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "--opprof-backend" in done.stdout and "Traceback" not in done.stderr
+    # an ini value's help is printed raw, a flag's %-formatted: "(default 5%%)" showed
+    assert "%%" not in done.stdout
+    assert "(default 5%, 1% under --opprof-measure=instructions)" in " ".join(
+        done.stdout.split())
+    # the flags pytest-opprof's own child processes take are not the user's
+    for internal in ("--opprof-baseline-batch", "--opprof-profile-out"):
+        assert internal not in done.stdout
+
+
+def test_the_hidden_internal_flags_still_work(pytester):
+    pytester.makepyfile(test_profiled=PROFILED)
+    result = pytester.runpytest("--opprof-backend=fake", "--opprof-profile-out=records.json",
+                                "--opprof-update-baseline", "--opprof-baseline-batch=b1")
+    result.assert_outcomes(passed=1)
+    assert "test_profiled.py::test_profiled" in (pytester.path / "records.json").read_text()
+    stored = next((pytester.path / ".opprof").rglob("*.json")).read_text()
+    assert '"b1"' in stored
 
 
 def _all_help_texts() -> list[str]:
     parser = pytest.Parser(_ispytest=True)
     options.add_options(parser)
-    texts = [o.attrs().get("help", "") for g in parser._groups for o in g.options]
-    texts += [help_text for help_text, _type, _default in parser._inidict.values()]
-    return [t for t in texts if t]
+    return [o.attrs().get("help", "") for g in parser._groups for o in g.options
+            if o.attrs().get("help", "")]
+
+
+def _ini_help_texts() -> list[str]:
+    parser = pytest.Parser(_ispytest=True)
+    options.add_options(parser)
+    return [help_text for help_text, _type, _default in parser._inidict.values()]
 
 
 @pytest.mark.parametrize("text", _all_help_texts())
 def test_every_help_string_formats_under_argparse(text):
-    """argparse %-formats each help string: a bare % crashes --help."""
+    """argparse %-formats each flag's help string: a bare % crashes --help."""
     formatter = argparse.HelpFormatter("pytest")
     action = argparse.Action(["--x"], "x", help=text, default=None)
     assert formatter._expand_help(action)
+
+
+@pytest.mark.parametrize("text", _ini_help_texts())
+def test_no_ini_help_string_shows_a_doubled_percent(text):
+    """pytest prints an ini value's help as it is: no argparse escape in it."""
+    assert "%%" not in text
 
 
 # ---- installed but unused: inert ------------------------------------------------------
@@ -151,7 +179,8 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
 # ---- conflicting flags (class: contradictory flag pairs) -------------------------------
 
 @pytest.mark.parametrize(("first", "second", "second_value"), [
-    (a, b, "5%" if b == "opprof_tolerance" else None) for a, b, _why in options.CONFLICTS])
+    (a, b, "5%" if b in ("opprof_tolerance", "opprof_strict_effect") else None)
+    for a, b, _why in options.CONFLICTS])
 def test_contradictory_flags_are_one_usage_error(pytester, first, second, second_value):
     pytester.makepyfile(test_plain=PLAIN)
     flag = "--" + second.replace("_", "-")

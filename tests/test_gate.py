@@ -253,6 +253,8 @@ def test_max_time_budgets_need_no_baseline(pytester):
     ('max_time="2ms"', "max_time must be a non-empty dict of op name to value, not '2ms'"),
     ("tolerance=-1", "tolerance=-1: the tolerance must lie between 0 and 1000%, not -1"),
     ('tolerance="lots"', "tolerance='lots': the tolerance must be a fraction or a percentage"),
+    ("tolerance=5", "tolerance=5: the tolerance 5 is a fraction, 500%: write 5% or 0.05"),
+    ('tolerance={"relu": 2}', "tolerance['relu'] 2 is a fraction, 200%: write 2% or 0.02"),
     ('tolerance={"relu": "x"}', "tolerance['relu'] must be a fraction or a percentage"),
 ])
 def test_bad_gate_marker_arguments_are_one_line_errors(pytester, marker, message):
@@ -281,11 +283,31 @@ def test_tolerance_per_op_through_the_marker(suite, monkeypatch):
 @pytest.mark.parametrize(("flag", "message"), [
     ("--opprof-tolerance=0", "*--opprof-tolerance: the tolerance must lie between 0 and 1000%*"),
     ("--opprof-tolerance=abc", "*--opprof-tolerance: the tolerance must be a fraction*"),
+    # a bare 5 was 500%: a 2x regression passed
+    ("--opprof-tolerance=5", "*--opprof-tolerance: the tolerance '5' is a fraction, 500%: "
+                             "write 5% or 0.05 for 5 percent (or 500% if that is meant)"),
+    ("--opprof-tolerance=1", "*the tolerance '1' is a fraction, 100%: write 1% or 0.01*"),
 ])
 def test_bad_tolerance_flag(suite, flag, message):
     result = suite.runpytest(flag)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_a_bare_tolerance_above_one_in_the_ini_file_is_refused(suite):
+    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 5\n")
+    result = suite.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5': the tolerance '5' "
+                                 "is a fraction, 500%: write 5% or 0.05 *"])
+
+
+@pytest.mark.parametrize(("given", "fraction"), [
+    ("5%", 0.05), ("0.05", 0.05), (0.5, 0.5), ("500%", 5.0), ("100%", 1.0), ("0.999", 0.999)])
+def test_tolerances_as_fractions_below_one_or_as_percentages_are_taken(given, fraction):
+    from pytest_opprof.run.options import parse_fraction
+
+    assert parse_fraction(given) == pytest.approx(fraction)
 
 
 def test_json_results(suite, monkeypatch):

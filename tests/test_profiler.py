@@ -119,6 +119,8 @@ def test_iterations_without_n_uses_the_default():
 
 
 def test_an_exception_in_an_op_keeps_finished_iterations_and_stops_recording():
+    """The iteration an exception left ran its ops up to it: it is kept, as a break's
+    is (the loop cannot tell the two apart; a failed test is not gated)."""
     profiler, dev = fake_profiler(skip=0)
     with pytest.raises(ZeroDivisionError):
         for i in profiler.iterations(5):
@@ -127,16 +129,47 @@ def test_an_exception_in_an_op_keeps_finished_iterations_and_stops_recording():
                 if i == 2:
                     1 / 0  # noqa: B018
     assert not is_recording()
+    assert profiler.profile.iterations == 3 and profiler.left_early == (3, 5)
+    profiler.drop_left()  # what the session does when the test failed
+    assert profiler.profile.iterations == 2 and profiler.left_early is None
+    profiler.drop_left()  # once
     assert profiler.profile.iterations == 2
 
 
-def test_breaking_out_of_the_loop_stops_recording():
-    profiler, _ = fake_profiler(skip=0)
-    for i in profiler.iterations(5):
-        if i == 3:
+def test_breaking_out_of_the_loop_stops_recording_and_counts_the_iteration_left():
+    """A break in the 4th of 5 iterations: its ops ran, so it counts (it was dropped:
+    "3 of 4 counted" after 5 ran, with skip 1)."""
+    profiler, dev = fake_profiler(skip=1)
+    for i in profiler.iterations(6):
+        with profiler.op("step"):
+            dev.kernel(10)
+        if i == 4:
             break
     assert not is_recording()
-    assert profiler.profile.iterations == 3
+    assert profiler.profile.iterations == 5 and profiler.profile.counted == 4
+    assert profiler.profile.samples[:, 0].tolist() == [10.0] * 5
+    assert profiler.left_early == (5, 6)
+
+
+def test_a_loop_run_to_its_end_was_not_left_early():
+    profiler, _ = fake_profiler(skip=0)
+    for _ in profiler.iterations(3):
+        pass
+    assert profiler.left_early is None and profiler.profile.iterations == 3
+
+
+def test_ops_before_and_after_the_loop_are_counted_as_untimed():
+    profiler, dev = fake_profiler(skip=0)
+    assert profiler.untimed_outside() == 0
+    with profiler.op("warmup"):
+        dev.kernel(1)
+    for _ in profiler.iterations(2):
+        with profiler.op("step"):
+            dev.kernel(1)
+    assert profiler.untimed_outside() == 1
+    with profiler.op("after"), profiler.op("nested"):
+        pass
+    assert profiler.untimed_outside() == 3
 
 
 def test_ops_outside_an_iteration_run_untimed():

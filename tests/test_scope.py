@@ -329,3 +329,135 @@ def test_overlapping_asyncio_tasks_are_refused_and_one_task_at_a_time_records(sc
     with Sink(scope_impl) as sink:
         asyncio.run(one_at_a_time())
     assert sink.names == ["a", None, "b", None]
+
+
+# -- a runaway recursion through a decorated function is a RecursionError, not a crash --
+
+RUNAWAY = """
+import sys
+from pytest_opprof.measure import _pyscope, profiler, scope
+sys.setrecursionlimit(20000)
+assert scope.impl.__name__.endswith({impl!r}), scope.impl
+
+@profiler.op
+def down(n):
+    return down(n + 1)
+
+def run():
+    try:
+        down(0)
+    except RecursionError:
+        return "RecursionError"
+    return "returned"
+
+print("idle", run())
+names, marks = [], []
+scope.impl.set_sink((names, marks, iter(range(10**9)).__next__, []))
+print("recording", run())
+scope.impl.set_sink(None)
+# every op closed (the deepest may have failed to open: the profiler counts it unbalanced)
+print("balanced", names.count("down") - names.count(None) in (0, 1), len(names) > 1000)
+"""
+
+
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_runaway_recursion_through_an_op_raises_recursion_error_not_a_signal(impl):
+    """sys.setrecursionlimit(20000) and a decorated function calling itself without end:
+    the C wrapper's vectorcall did not count against the limit, and the C stack ran out
+    first (a segmentation fault, with or without a profiler recording)."""
+    import subprocess
+    import sys
+
+    from .conftest import load_cscope
+
+    env = {**os.environ, "OPPROF_PURE_PYTHON": "1" if impl == "python" else "0"}
+    if impl == "c":
+        load_cscope()
+    expected = "_pyscope" if impl == "python" else "_cscope"
+    done = subprocess.run([sys.executable, "-c", RUNAWAY.format(impl=expected)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split("\n")[:3] == ["idle RecursionError", "recording RecursionError",
+                                           "balanced True True"], done.stdout
+
+
+# -- coroutine functions are timed over their await; generators are refused -----------
+
+def test_an_async_def_is_timed_over_its_await_not_its_creation(scope_impl):
+    """@op on an async def timed the creation of the coroutine (0.5 us), not its body
+    (3 ms): the op now opens when the coroutine is first awaited and closes when it
+    returns, with the body's own ops inside it."""
+    import asyncio
+
+    inner = scope_impl.OpScope("inner")
+
+    @scope_impl.OpScope("body")
+    async def body(x):
+        with inner:
+            await asyncio.sleep(0)
+        return x * 2
+
+    assert inspect.iscoroutinefunction(body) and body.__name__ == "body"
+    with Sink(scope_impl) as sink:
+        coroutine = body(21)
+        assert sink.names == []  # creating the coroutine runs none of its body
+        assert asyncio.run(coroutine) == 42
+    assert sink.names == ["body", "inner", None, None] and sink.marks == [1, 2, 3, 4]
+
+
+def test_an_async_def_raising_closes_its_op_and_propagates(scope_impl):
+    import asyncio
+
+    class Model:
+        @scope_impl.OpScope("step")
+        async def step(self):
+            raise KeyError("boom")
+
+    with Sink(scope_impl) as sink, pytest.raises(KeyError, match="boom"):
+        asyncio.run(Model().step())
+    assert sink.names == ["step", None]
+
+
+def test_overlapping_decorated_coroutines_are_refused(scope_impl):
+    import asyncio
+
+    @scope_impl.OpScope("load")
+    async def load():
+        await asyncio.sleep(0)  # parse opens here, and is still open when load ends
+
+    @scope_impl.OpScope("parse")
+    async def parse():
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    async def overlapping():
+        await asyncio.gather(load(), parse())
+
+    with Sink(scope_impl), pytest.raises(OpprofError, match="concurrent tasks interleave"):
+        asyncio.run(overlapping())
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator"])
+def test_a_generator_function_is_refused_when_decorated(scope_impl, kind):
+    """Its body runs on each next(), in the consumer's loop: no one op to time."""
+    if kind == "generator":
+        def produce():
+            yield 1
+    else:
+        async def produce():
+            yield 1
+    with pytest.raises(TypeError, match=rf"^op\('produce'\) cannot time an? {kind} function "
+                                        r"\(.*produce\): its body runs on each next\(\)"):
+        scope_impl.OpScope("produce")(produce)
+
+
+def test_ops_entered_with_no_sink_are_counted_as_untimed(scope_impl):
+    timed = scope_impl.OpScope("f")(lambda: None)
+    before = scope_impl.untimed_calls()
+    with scope_impl.OpScope("x"):
+        timed()
+    assert scope_impl.untimed_calls() == before + 2
+    with Sink(scope_impl):
+        with scope_impl.OpScope("x"):
+            timed()
+    assert scope_impl.untimed_calls() == before + 2

@@ -32,6 +32,8 @@ static PyObject *op_make = NULL;        /* builds, checks and caches what is not
 static PyObject *perf_counter_ns = NULL; /* time.perf_counter_ns */
 static int direct_clock = 0;            /* the sink's mark is perf_counter_ns: read it here */
 static PyObject **open_ops = NULL;      /* the names of the ops open in `sink`, innermost last */
+static unsigned long long untimed = 0;  /* ops entered that this thread did not record */
+static PyObject *special_wrap = NULL;   /* _pyscope.special_wrap: coroutines, generators */
 static Py_ssize_t open_len = 0, open_cap = 0;
 
 #ifdef __linux__
@@ -163,19 +165,37 @@ typedef struct {
     vectorcallfunc vectorcall;
 } TimedObject;
 
+/* The timed callable called through C: each call counts against the recursion limit,
+ * as a call through PyObject_Call does. A vectorcall does not count it, and each level of
+ * a runaway recursion through a decorated function adds C frames (this function and the
+ * evaluator's): under sys.setrecursionlimit(20000) the C stack overflowed before Python's
+ * limit was reached (a segmentation fault where the pure-Python path raises
+ * RecursionError). */
+static inline PyObject *
+call_guarded(PyObject *fn, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (Py_EnterRecursiveCall(" while calling an op"))
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    Py_LeaveRecursiveCall();
+    return result;
+}
+
 static PyObject *
 timed_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     TimedObject *self = (TimedObject *)op;
     PyObject *s = my_sink();
-    if (s == NULL)
-        return PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    if (s == NULL) {
+        untimed++;
+        return call_guarded(self->fn, args, nargsf, kwnames);
+    }
     Py_INCREF(s);
     if (record_enter(s, self->name) < 0) {
         Py_DECREF(s);
         return NULL;
     }
-    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    PyObject *result = call_guarded(self->fn, args, nargsf, kwnames);
     if (result == NULL) {
         /* like `finally`: close the op, then re-raise the function's exception */
         PyObject *type, *value, *tb;
@@ -331,6 +351,8 @@ scope_enter(ScopeObject *self, PyObject *Py_UNUSED(ignored))
         if (rc < 0)
             return NULL;
     }
+    else
+        untimed++;
     return Py_NewRef(self);
 }
 
@@ -362,6 +384,21 @@ scope_call(ScopeObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_TypeError, "op(%R) decorates a callable, got %R", self->name, fn);
         return NULL;
     }
+    /* a coroutine function's body runs when its coroutine is awaited, a generator's on
+     * each next(): the reference decides for both (timed awaits, or refused) */
+    if (special_wrap == NULL) {
+        PyObject *py = PyImport_ImportModule("pytest_opprof.measure._pyscope");
+        if (py == NULL)
+            return NULL;
+        special_wrap = PyObject_GetAttrString(py, "special_wrap");
+        Py_DECREF(py);
+        if (special_wrap == NULL)
+            return NULL;
+    }
+    PyObject *special = PyObject_CallFunctionObjArgs(special_wrap, (PyObject *)self, fn, NULL);
+    if (special == NULL || special != Py_None)
+        return special;
+    Py_DECREF(special);
     PyObject *timed = timed_new(self->name, fn);
     if (timed == NULL)
         return NULL;
@@ -498,6 +535,12 @@ get_sink(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+untimed_calls(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromUnsignedLongLong(untimed);
+}
+
+static PyObject *
 recording_here(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return PyBool_FromLong(my_sink() != NULL);
@@ -508,6 +551,8 @@ static PyMethodDef module_methods[] = {
     {"get_sink", get_sink, METH_NOARGS, "The active sink tuple, or None."},
     {"recording_here", recording_here, METH_NOARGS,
      "Whether ops called from this thread are recorded now."},
+    {"untimed_calls", untimed_calls, METH_NOARGS,
+     "How many ops were entered, in this process so far, where no sink recorded them."},
     {"new_scope", new_scope, METH_O, "The OpScope that op(name) hands out for a new name."},
     {"configure_op", configure_op, METH_VARARGS,
      "op() looks names up in `cache` and calls `make(name)` for the rest."},

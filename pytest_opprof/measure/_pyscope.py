@@ -21,6 +21,17 @@ built (``pip install`` compiles it where a C compiler is available):
 - ``OpScope(name)(fn)`` times every call of ``fn`` the same way, binds as a
   method when it decorates one, and carries ``fn``'s name and docstring. A call
   records into the sink that was active when it started.
+- ``OpScope(name)(fn)`` on a coroutine function (``async def``) returns a coroutine
+  function whose op spans the *await* of ``fn``'s coroutine, from its first step to its
+  return or exception (time it spends suspended included: another task's ops then may
+  not open inside it, see below); timing the call would time only the creation of the
+  coroutine. A generator function or an async generator function is refused with one
+  TypeError line when decorated: its body runs on each ``next()``, spread over its
+  consumer's loop, which is no one op; time the loop that consumes it, or the work in it.
+  Both paths decide this here (:func:`special_wrap`).
+- ``untimed_calls()``: how many ops were entered in this process where no sink recorded
+  them (no profiler recording, or another thread): the profiler reads it before and
+  after its loop to say that ops ran outside ``iterations()``.
 - Ops nest: an op that ends must be the innermost one open in its sink. One that
   is not (the ops of two asyncio tasks overlapping in the one recording thread)
   raises OpprofError and records nothing: pairing its exit with the other op's
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -54,6 +66,9 @@ _sink: tuple[Any, ...] | None = None
 #: object per sink: other threads see no ``fast``)
 _local = threading.local()
 
+
+#: Ops entered where no sink recorded them (see ``untimed_calls``).
+_untimed = 0
 
 _op_cache: dict[str, Any] = {}
 _op_make: Callable[[Any], Any] | None = None
@@ -106,6 +121,36 @@ def get_sink() -> tuple[Any, ...] | None:
     return _sink
 
 
+def untimed_calls() -> int:
+    return _untimed
+
+
+def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
+    """What ``scope(fn)`` is when ``fn`` is no plain function, for both paths: a coroutine
+    function timed over its await; a generator or async generator function refused
+    (TypeError, one line); None for any other callable (the caller wraps its calls)."""
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
+        raise TypeError(
+            f"op({scope.name!r}) cannot time {kind} function ({_qualname(fn)}): its body runs "
+            "on each next(), inside the loop that consumes it, not in the call; time that "
+            f"loop (with op({scope.name!r}): for item in ...) or the work inside the "
+            "generator")
+    if not inspect.iscoroutinefunction(fn):
+        return None
+
+    @functools.wraps(fn)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        with scope:  # entered when the coroutine is first awaited, left when it returns
+            return await fn(*args, **kwargs)
+
+    return timed
+
+
+def _qualname(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
 def interleaved(name: object, top: object) -> OpprofError:
     """The error for an op ending while one opened inside it is still open."""
     return OpprofError(f"op {name!r} ended while op {top!r}, opened inside it, is still "
@@ -149,6 +194,9 @@ class OpScope:
         fast = getattr(_local, "fast", None)
         if fast is not None:
             _begin(fast, self.name)
+        else:
+            global _untimed
+            _untimed += 1
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -159,12 +207,17 @@ class OpScope:
     def __call__(self, fn: F) -> F:
         if not callable(fn):
             raise TypeError(f"op({self.name!r}) decorates a callable, got {fn!r}")
+        special = special_wrap(self, fn)
+        if special is not None:
+            return cast(F, special)
         name = self.name
 
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
             fast = getattr(_local, "fast", None)
             if fast is None:
+                global _untimed
+                _untimed += 1
                 return fn(*args, **kwargs)
             _begin(fast, name)
             try:

@@ -129,6 +129,13 @@ class Profiler:
         self._started = False
         self._profile: Profile | None = None
         self._sink: tuple[Any, ...] | None = None
+        #: Ops entered where nothing recorded them, counted by the scope module: at this
+        #: profiler's start, and while it did not record (before and after its loop).
+        self._untimed_start = _impl.untimed_calls()
+        self._untimed_outside = 0
+        self._loop_ended: int | None = None
+        #: (iterations run, asked) when the loop was left before its end (a break).
+        self.left_early: tuple[int, int] | None = None
 
     @property
     def xp(self) -> ModuleType:
@@ -197,21 +204,61 @@ class Profiler:
 
     def _run(self, n: int) -> Iterator[int]:
         timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink
+        self._untimed_outside = _impl.untimed_calls() - self._untimed_start
         try:
             for i in range(n):
                 names: list[str | None] = []
                 phases: list[PhaseEvent] = []
                 timer.begin_iteration()
                 marks = [mark()]
-                self._sink = (names, marks, mark, phases, timer.enter_hook, timer.exit_hook)
-                set_sink(self._sink)
-                yield i
-                marks.append(mark())
-                set_sink(None)
-                timer.end_iteration()
-                self._graph.add(names, marks, phases, timer)
+                sink = self._sink = (names, marks, mark, phases, timer.enter_hook,
+                                     timer.exit_hook)
+                set_sink(sink)
+                try:
+                    yield i
+                except GeneratorExit:
+                    # the loop was left in this iteration (a break, or an exception out of
+                    # its body): its ops ran, so it counts, unless this profiler already
+                    # stopped (a loop garbage-collected after its test)
+                    if _impl.get_sink() is sink:
+                        self.left_early = (i + 1, n)
+                        self._end_iteration(names, marks, phases)
+                    raise
+                self._end_iteration(names, marks, phases)
         finally:
+            self._loop_ended = _impl.untimed_calls()
             self.close()
+
+    def _end_iteration(self, names: list[str | None], marks: list[Any],
+                       phases: list[PhaseEvent]) -> None:
+        marks.append(self.timer.mark())
+        _impl.set_sink(None)
+        self.timer.end_iteration()
+        self._graph.add(names, marks, phases, self.timer)
+
+    def drop_left(self) -> None:
+        """Drop the iteration the loop was left in: the test failed, so it was left by
+        an exception (a break's iteration ran its ops, and counts)."""
+        if self.left_early is None or not self._graph.rows:
+            return
+        row = self._graph.rows.pop()
+        self._graph.unbalanced -= row.layout.unbalanced
+        self._profile = None
+        self.left_early = None
+
+    def untimed_outside(self) -> int:
+        """How many ops were entered while this profiler did not record them, before
+        its loop and after it (ops record only inside ``iterations()``; other threads'
+        ops in that window are counted too)."""
+        after = 0 if self._loop_ended is None else _impl.untimed_calls() - self._loop_ended
+        before = (self._untimed_outside if self._started
+                  else _impl.untimed_calls() - self._untimed_start)
+        return before + after
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`iterations` was called."""
+        return self._started
 
     def close(self) -> None:
         """Stop recording (an abandoned loop ends here at the latest).

@@ -20,6 +20,7 @@ from ..model.runinfo import RunInfo
 from ..stats.reports import report_of
 
 if TYPE_CHECKING:
+    from ..judge.strict import Unjudged
     from ..model.records import TestRecord
 
 SCHEMA = RESULTS_SCHEMA
@@ -82,13 +83,19 @@ def _kernels(rows: tuple[KernelStats, ...] | None) -> list[dict[str, Any]] | Non
              "mean_ns": k.mean, "min_ns": k.min, "max_ns": k.max} for k in rows]
 
 
-def render_reports(reports: list[TestReport], run_info: RunInfo) -> str:
-    """The results file of these tests (schema results/1)."""
-    data = {"schema": SCHEMA, **run_info.to_dict(),
-            "tests": [{**entry(r), "profile": r.profile.to_dict(),
-                       "result": None if r.record.result is None
-                       else r.record.result.to_dict()}
-                      for r in reports]}
+def render_reports(reports: list[TestReport], run_info: RunInfo, *,
+                   strict: list[Unjudged] | None = None,
+                   strict_effect: float | None = None) -> str:
+    """The results file of these tests (schema results/1); under strict mode, its
+    ``strict`` object: whether it failed the session, and for which tests, why."""
+    data: dict[str, Any] = {"schema": SCHEMA, **run_info.to_dict(),
+                            "tests": [{**entry(r), "profile": r.profile.to_dict(),
+                                       "result": None if r.record.result is None
+                                       else r.record.result.to_dict()}
+                                      for r in reports]}
+    if strict is not None:
+        data["strict"] = {"failed": bool(strict), "effect": strict_effect,
+                          "unjudged": [u.to_dict() for u in strict]}
     return json.dumps(data, sort_keys=True, indent=1) + "\n"
 
 

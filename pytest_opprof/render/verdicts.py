@@ -8,11 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..judge.config import BLIND as BLIND
-from ..judge.config import GATE_SEES_QUANTILE, GREW_SHOWN, more_runs
+from ..judge.config import GREW_SHOWN, more_runs
+from ..judge.strict import seen as sees_of
 from ..model.conditions import remedies
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
 from ..stats.kernels import kernels_by_op
-from ..stats.power import blind, sees
+from ..stats.power import blind
 from . import amount, count, display_name, duration, percent, word
 from .kernels import abbreviate, has_kernel_time
 from .table import align
@@ -92,7 +93,7 @@ def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) 
     c = result.comparison
     if c is None:
         return None
-    seen = sees([v.detectable for v in c.having(*COMPARED)], GATE_SEES_QUANTILE)
+    seen = sees_of(c)
     if not blind(seen, BLIND):
         return None
     runs = more_runs(c.runs)

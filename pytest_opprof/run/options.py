@@ -69,6 +69,14 @@ HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its
                   f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%, "
                   f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
 HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
+HELP_STRICT_RUN = ("fail the session (exit code 1) when a gated test could not be judged: no "
+                   "baseline on this machine, other run conditions than its baseline's, an "
+                   "absurd drift, no counted iteration, no op compared, gpu_profiler used "
+                   "without iterations(); the tests' own outcomes stay as they are, and the "
+                   "summary names each such test (for CI)")
+HELP_STRICT_EFFECT = ("fail the session also when a test's gate could see only slowdowns "
+                      "beyond PCT for its median op (its 'could only see slowdowns over' "
+                      "line), e.g. 25%%; turns --opprof-strict on")
 HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
                    "op looks regressed in a new process to confirm it")
@@ -119,11 +127,15 @@ _iterations = whole_number("the number of iterations", 1)
 
 
 def parse_fraction(value: Any, what: str = "the tolerance") -> float:
-    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]."""
+    """``0.05``, ``"0.05"`` or ``"5%"`` -> 0.05; must lie in (0, 10]. A bare number of 1
+    or more is refused: ``5`` meant as 5% would be 500% (a 2x regression passing), so
+    a tolerance that large is written as a percentage (``500%``)."""
+    percentage = False
     try:
         if isinstance(value, str):
             text = value.strip()
-            fraction = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+            percentage = text.endswith("%")
+            fraction = float(text[:-1]) / 100 if percentage else float(text)
         elif _is_number(value):
             fraction = float(value)
         else:
@@ -135,6 +147,10 @@ def parse_fraction(value: Any, what: str = "the tolerance") -> float:
     if not (math.isfinite(fraction) and 0 < fraction <= 10):
         raise argparse.ArgumentTypeError(
             f"{what} must lie between 0 and 1000%, not {shown(value)}")
+    if not percentage and fraction >= 1:
+        raise argparse.ArgumentTypeError(
+            f"{what} {shown(value)} is a fraction, {fraction:.0%}: write {fraction:g}% or "
+            f"{fraction / 100:g} for {fraction:g} percent (or {fraction:.0%} if that is meant)")
     return fraction
 
 
@@ -171,6 +187,10 @@ def _tolerance(text: str) -> float:
     return parse_fraction(text)
 
 
+def _strict_effect(text: str) -> float:
+    return parse_fraction(text, "the strict effect")
+
+
 def _yes_no(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -194,10 +214,15 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_UPDATE)
     group.addoption("--opprof-append-baseline", action="store_true", default=False,
                     help=HELP_APPEND)
-    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=HELP_BATCH)
+    # internal: set by pytest-opprof's own child processes, hidden from --help
+    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=argparse.SUPPRESS)
     group.addoption("--opprof-tolerance", type=_tolerance, default=None, metavar="X",
                     help=HELP_TOLERANCE)
     group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
+    group.addoption("--opprof-strict", action="store_true", default=None,
+                    help=HELP_STRICT_RUN)
+    group.addoption("--opprof-strict-effect", type=_strict_effect, default=None,
+                    metavar="PCT", help=HELP_STRICT_EFFECT)
     group.addoption("--opprof-json", default=None, metavar="PATH", help=HELP_JSON)
     group.addoption("--opprof-markdown", default=None, metavar="PATH", help=HELP_MARKDOWN)
     group.addoption("--opprof-trace", default=None, metavar="DIR", help=HELP_TRACE)
@@ -206,9 +231,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_NO_CONFIRM)
     group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
     group.addoption("--opprof-profile-out", default=None, metavar="PATH",
-                    help=HELP_PROFILE_OUT)
+                    help=argparse.SUPPRESS)  # internal, as --opprof-baseline-batch
     for name, text in INI_VALUES.items():
-        parser.addini(name, text, default="")
+        # argparse %-formats a flag's help ("5%%" prints "5%"); an ini value's is printed raw
+        parser.addini(name, text.replace("%%", "%"), default="")
 
 
 #: The ini values, each the twin of a flag: name -> help.
@@ -222,6 +248,8 @@ INI_VALUES = {
     "opprof_machine_key": HELP_MACHINE_KEY,
     "opprof_tolerance": HELP_TOLERANCE,
     "opprof_strict_ops": HELP_STRICT,
+    "opprof_strict": HELP_STRICT_RUN,
+    "opprof_strict_effect": HELP_STRICT_EFFECT,
 }
 
 
@@ -248,6 +276,12 @@ CONFLICTS = (
      "strict ops are a gate rule and the gate is off; drop one of them"),
     ("opprof_no_gate", "opprof_tolerance",
      "the tolerance is the gate's and the gate is off; drop one of them"),
+    ("opprof_no_gate", "opprof_strict",
+     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
+     "of them"),
+    ("opprof_no_gate", "opprof_strict_effect",
+     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
+     "of them"),
 )
 
 
@@ -327,6 +361,10 @@ class Settings:
     #: The tolerance the flag or the ini file gave; None: each measure's default.
     given_tolerance: float | None = None
     strict_ops: bool = False
+    #: Fail the session when a gated test could not be judged (``--opprof-strict``), and
+    #: also when its median op's detectable effect is beyond ``strict_effect``.
+    strict: bool = False
+    strict_effect: float | None = None
     json_path: Path | None = None
     markdown_path: Path | None = None
     trace_dir: Path | None = None
@@ -334,6 +372,12 @@ class Settings:
     confirm: bool = True
     gate: bool = True
     profile_out: Path | None = None
+
+    @property
+    def strict_applies(self) -> bool:
+        """Whether strict mode judges this run: it is asked for, the gate is on and the
+        run gates (an update judges nothing; a child that only profiles is not gated)."""
+        return self.strict and self.gate and not self.update_baseline
 
     def tolerance_for(self, measure: str | None) -> float:
         """The tolerance figures of ``measure`` are judged at: the one given, else the
@@ -351,6 +395,7 @@ class Settings:
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
         given = _resolve(config, "opprof_tolerance", _tolerance, None)
+        strict_effect = _resolve(config, "opprof_strict_effect", _strict_effect, None)
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
@@ -366,6 +411,9 @@ class Settings:
             tolerance=default_tolerance(measure) if given is None else given,
             given_tolerance=given,
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
+            strict=bool(_resolve(config, "opprof_strict", _yes_no, False)
+                        or strict_effect is not None),
+            strict_effect=strict_effect,
             json_path=path("opprof_json"),
             markdown_path=path("opprof_markdown"),
             trace_dir=path("opprof_trace"),

@@ -23,6 +23,7 @@ from ..render.charts import NEEDS_MATPLOTLIB
 from ..store.files import machine_folders, output_problem, replace_all, write_problem
 
 if TYPE_CHECKING:
+    from ..judge.strict import Unjudged
     from ..model.records import TestRecord
     from ..model.runinfo import RunInfo
     from .options import Settings
@@ -157,9 +158,11 @@ def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
         raise OpprofError(f"{flag}={where}: cannot write {write_problem(exc)}") from None
 
 
-def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) -> None:
+def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo,
+              strict: list[Unjudged] | None = None) -> None:
     """Render and write every output the run asks for; the reports' one view of each
-    test is built once, for all of them."""
+    test is built once, for all of them. ``strict``: strict mode's verdict (the tests it
+    fails the session for), when it applies; the results file says it."""
     from ..render import html, markdown, results_json, trace
     from ..stats.reports import report_of
 
@@ -173,8 +176,11 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo) 
             files += [(output.flag, output.path / trace.file_name(record.nodeid),
                        trace.render(record)) for record in records]
             continue
-        render = {"--opprof-json": results_json.render_reports,
-                  "--opprof-markdown": markdown.render_reports,
+        if output.flag == "--opprof-json":
+            write(output.flag, output.path, results_json.render_reports(
+                reports, run_info, strict=strict, strict_effect=settings.strict_effect))
+            continue
+        render = {"--opprof-markdown": markdown.render_reports,
                   "--opprof-html": html.render_tests}[output.flag]
         text = render(reports, run_info)
         if output.flag == "--opprof-json":

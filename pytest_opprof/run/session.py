@@ -25,6 +25,7 @@ from ..model.profile import Profile
 from .options import Settings, TestSettings, test_settings
 
 if TYPE_CHECKING:
+    from ..judge.strict import Unjudged
     from ..model.records import TestRecord
     from ..model.runinfo import RunInfo
     from ..model.verdict import OpVerdict, TestResult
@@ -44,6 +45,9 @@ def _unsteady_line(profile: Profile) -> str | None:
 
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
+#: The key of a worker's notes in ``config.workeroutput`` (it starts with "opprof": the
+#: plugin's controller hook takes it).
+NOTES_KEY = "opprof_notes"
 #: The parameter pytest-repeat adds to each repeated test; its id is "<step>-<count>".
 REPEAT_PARAM = "__pytest_repeat_step_number"
 
@@ -163,6 +167,13 @@ class OpprofSession:
         self.baseline_keys: dict[str, str] = {}
         #: The batch that keeps one update's repetitions of a test together.
         self.repeat_batch = settings.baseline_batch or f"repeat-{uuid.uuid4().hex[:12]}"
+        #: What a test did that the gate cannot see (no loop, ops outside it, a break):
+        #: node id -> its lines, said once each; and the tests that used gpu_profiler,
+        #: passed and profiled nothing (node id -> why), for strict mode.
+        self.notes: dict[str, list[str]] = {}
+        self.unprofiled: dict[str, str] = {}
+        #: Strict mode's verdict on the run, decided once at its end (None: not decided).
+        self.strict_failures: list[Unjudged] | None = None
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -209,6 +220,10 @@ class OpprofSession:
     def header_lines(self) -> list[str]:
         s = self.settings
         mode = "updating baselines" if s.update_baseline else f"tolerance {s.tolerance:.0%}"
+        if s.strict_applies:
+            from ..judge.strict import effect_words
+
+            mode += f", {effect_words(s.strict_effect)}"
         counted = ""
         if self.instructions:
             from .instructions import COUNTED
@@ -264,9 +279,13 @@ class OpprofSession:
         started = item.stash.get(PROFILER, None)
         if started is None:
             return
-        profile, per_test = started[0].profile, started[1]
+        profiler, per_test = started
+        if not report.passed:  # the loop was left by the exception: keep what finished
+            profiler.drop_left()
+        profile = profiler.profile
         if report.passed:
             self.failed_calls.discard(item.nodeid)
+            self._note(item, report, profiler)
         else:
             self.failed_calls.add(item.nodeid)
         beyond = None if profile is None else profile.beyond_bounds()
@@ -314,6 +333,39 @@ class OpprofSession:
             report.sections.append(("opprof", summary_line(result)))
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
+
+    def _note(self, item: pytest.Item, report: pytest.TestReport, profiler: Profiler) -> None:
+        """Say, once each, what a passing test did that its figures do not show: the
+        fixture used without a loop, ops run outside the loop, the loop left early. Each
+        line goes into the test's report (a section, and a property for JUnit) and the
+        run's summary."""
+        lines = []
+        profile = profiler.profile
+        if not profiler.started:
+            why = "gpu_profiler was used without iterations(): nothing was profiled"
+            self.unprofiled[item.nodeid] = why
+            lines.append(why + " (ops record only inside its loop)")
+        elif profile is None:
+            why = "iterations() was called but its loop never ran: nothing was profiled"
+            self.unprofiled[item.nodeid] = why
+            lines.append(why)
+        outside = profiler.untimed_outside()
+        if outside and profiler.started:
+            lines.append(f"{outside} op call(s) ran outside the iterations() loop and were not "
+                         "timed (ops record only inside it)")
+        left = profiler.left_early
+        if left is not None and profile is not None:
+            lines.append(f"the loop was left in iteration {left[0]} of {left[1]} (a break): "
+                         f"the iterations that ran are kept, {profile.counted} counted "
+                         f"(skip {profile.skip})")
+        if not lines:
+            return
+        self.notes[item.nodeid] = lines
+        for line in lines:
+            report.sections.append(("opprof", f"opprof: {line}"))
+        properties = [("opprof_note", line) for line in lines]
+        item.user_properties.extend(properties)
+        report.user_properties = [*report.user_properties, *properties]
 
     @staticmethod
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
@@ -450,23 +502,91 @@ class OpprofSession:
         return self._records[1]
 
     def worker_output(self) -> None:
-        """On an xdist worker: hand this worker's records to the controller."""
+        """On an xdist worker: hand this worker's records (and notes) to the controller."""
+        import json
+
         from ..model.records import WORKER_KEY, dumps
 
-        self.config.workeroutput[WORKER_KEY] = dumps(self.records())  # type: ignore[attr-defined]
+        output = self.config.workeroutput  # type: ignore[attr-defined]
+        output[WORKER_KEY] = dumps(self.records())
+        output[NOTES_KEY] = json.dumps({"notes": self.notes, "unprofiled": self.unprofiled})
 
     def add_worker_output(self, workeroutput: dict[str, Any]) -> None:
-        """On the controller: a finished worker's records."""
+        """On the controller: a finished worker's records and notes."""
         from ..model.records import WORKER_KEY, loads
 
         text = workeroutput.get(WORKER_KEY)
         if text is not None:
             self.remote.extend(loads(text))
+        notes = workeroutput.get(NOTES_KEY)
+        if isinstance(notes, str):
+            self._add_notes(notes)
+
+    def _add_notes(self, text: str) -> None:
+        """A worker's notes, as :meth:`worker_output` wrote them (anything else: none)."""
+        import json
+
+        try:
+            data = json.loads(text)
+        except (ValueError, TypeError, RecursionError):
+            return
+        if not isinstance(data, dict):
+            return
+        notes, unprofiled = data.get("notes"), data.get("unprofiled")
+        if isinstance(notes, dict):
+            self.notes.update({str(k): [str(x) for x in v] for k, v in notes.items()
+                               if isinstance(v, list)})
+        if isinstance(unprofiled, dict):
+            self.unprofiled.update({str(k): str(v) for k, v in unprofiled.items()})
+
+    # -- strict mode ---------------------------------------------------------------------
+    def judge_strictly(self) -> list[Unjudged]:
+        """Strict mode's verdict on the run (``--opprof-strict``): the gated tests that
+        could not be judged, decided once, where the run reports (the xdist controller,
+        with every worker's records); none where strict mode does not apply."""
+        if self.strict_failures is None:
+            if not self.settings.strict_applies or self.is_worker:
+                self.strict_failures = []
+            else:
+                from ..judge.strict import unjudged
+
+                self.strict_failures = unjudged(self.records(), self.unprofiled,
+                                                self.settings.strict_effect)
+        return self.strict_failures
+
+    def strict_lines(self) -> list[str]:
+        """The summary's strict lines: a head, then one line per test it fails for."""
+        from ..render import display_name
+
+        failures = self.judge_strictly()
+        if not failures:
+            return []
+        head = (f"opprof: strict: {len(failures)} gated test(s) could not be judged: the "
+                "session fails (--opprof-strict); their own outcomes stand")
+        return [head, *(f"  {display_name(f.nodeid)}: {display_name(f.why)}"
+                        for f in failures)]
 
     def report(self, tr: pytest.TerminalReporter) -> None:
         """The terminal report: each profile at the verbosity asked, then the gate's
-        line per test and the run's counts."""
-        if self.is_worker or not (self.profiles or self.remote):
+        line per test and the run's counts, the tests' notes and strict mode's lines."""
+        if self.is_worker:
+            return
+        self._report_profiles(tr)
+        if not (self.notes or self.strict_failures):
+            return
+        from ..render import display_name
+
+        if not any(r.result is not None for r in self.records()):
+            tr.write_sep("=", f"opprof gate: machine {display_name(self.machine)}")
+        for nodeid in sorted(self.notes):
+            for line in self.notes[nodeid]:
+                tr.write_line(f"opprof: {display_name(nodeid)}: {display_name(line)}",
+                              yellow=True)
+        for line in self.strict_lines():
+            tr.write_line(line, red=True)
+
+    def _report_profiles(self, tr: pytest.TerminalReporter) -> None:
+        if not (self.profiles or self.remote):
             return  # nothing was profiled: nothing to say, nothing to import
         from ..render import display_name
         from ..render.text import render
@@ -519,7 +639,8 @@ class OpprofSession:
 
             write("--opprof-profile-out", self.settings.profile_out, dumps(self.records()))
         if wanted(self.settings):
-            write_all(self.settings, self.records(), self.run_info)
+            strict = self.judge_strictly() if self.settings.strict_applies else None
+            write_all(self.settings, self.records(), self.run_info, strict)
 
 
 class TestEnvironment:
