@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ..run.launcher import last_line
+from ..run.launcher import PLUGIN_ARGS, last_line
 from ..run.options import DEFAULT_BASELINE_DIR, Settings
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
@@ -147,7 +147,7 @@ def in_process(args: list[str], resolver: Resolver) -> int:
     """pytest.main with ``resolver``; its output kept; its usage errors one line."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = pytest.main(args, plugins=[resolver])
+        code = pytest.main([*PLUGIN_ARGS, *args], plugins=[resolver])
     if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
         raise UsageProblem(f"pytest refused the arguments: {last_line(err.getvalue())}")
     return int(code)

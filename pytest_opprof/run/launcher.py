@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 TAIL_LINES = 20
 #: How long a child group has to end after SIGTERM before it is killed.
 GRACE_S = 5.0
+#: The plugin asked for by name (its entry point), first: a ``-p no:opprof`` in the
+#: user's addopts (the plugin off for plain runs) does not turn it off in the processes
+#: pytest-opprof starts, nor in the commands' own reading of the configuration; a
+#: ``-p no:opprof`` on the command line still does (it comes later).
+PLUGIN_ARGS = ("-p", "opprof")
 
 
 def last_line(text: str) -> str:
@@ -108,8 +113,8 @@ class ChildResult:
 
 
 def pytest_command(args: Sequence[str]) -> list[str]:
-    """``python -m pytest ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "pytest", *args]
+    """``python -m pytest -p opprof ARGS`` with this interpreter (:data:`PLUGIN_ARGS`)."""
+    return [sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
 
 
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
