@@ -99,6 +99,9 @@ class PytestView:
     own_options: tuple[str, ...]
     #: Test files the arguments narrow to some of their tests (``file.py::test``).
     narrowed: frozenset[str]
+    #: The test paths given (the command line's, ``@FILE``'s, PYTEST_ADDOPTS', addopts'),
+    #: as given.
+    positional: tuple[str, ...] = ()
 
 
 class Resolver:
@@ -117,7 +120,8 @@ class Resolver:
             settings=Settings.from_pytest_config(config), rootdir=config.rootpath,
             own_options=tuple(flag for dest, flag in OWN_OPTIONS.items()
                               if config.getoption(dest, None)),
-            narrowed=_narrowed(config))
+            narrowed=_narrowed(config),
+            positional=tuple(str(a) for a in config.option.file_or_dir or ()))
         return None if self.collect else 0  # a first-result hook: 0 ends pytest here
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:

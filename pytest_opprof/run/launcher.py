@@ -28,12 +28,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
-from ..signals import held
+from ..signals import deferred, held
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -56,6 +56,25 @@ def last_line(text: str) -> str:
     if errors:
         return errors[-1]
     return lines[-1].removeprefix("ERROR: ") if lines else "no output"
+
+
+def startup_error(output: str) -> str | None:
+    """What stopped pytest before it ran a test, as one line, when its output says: a
+    conftest that could not be imported (pytest's exit status 4, which is also its
+    usage error's), or a test file that could not be collected (exit status 2):
+    ``ImportError while loading conftest '/p/conftest.py': ModuleNotFoundError: No
+    module named 'x'``; None when it says neither."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        conftest = "while loading conftest" in line
+        collecting = line.startswith("_") and " ERROR collecting " in line
+        if not (conftest or collecting):
+            continue
+        what = line.rstrip(".") if conftest else line.strip("_ ").removeprefix("ERROR collecting ")
+        error = next((x.removeprefix("E").strip() for x in lines[i + 1:]
+                      if x.startswith("E ")), None)
+        return f"{what}: {error}" if error else what
+    return None
 
 
 class Terminated(KeyboardInterrupt):
@@ -110,6 +129,9 @@ class ChildResult:
     records_problem: str = ""
     #: Whether it ran past its timeout (and was ended).
     timed_out: bool = False
+    #: The tests that failed (setup, call or teardown; or their file's collection), by
+    #: node id, with pytest's one line; asked with ``records`` only.
+    failed: Mapping[str, str] = field(default_factory=dict)
 
 
 def pytest_command(args: Sequence[str]) -> list[str]:
@@ -124,33 +146,65 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
     With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
-    named here) and the child's records are read back. ``timeout`` (seconds; output
-    kept only) ends the child's group when it runs longer. OSError when it cannot be
-    started."""
+    named here) and the child's records are read back, with the tests that failed
+    (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
+    the child's group when it runs longer. OSError when it cannot be started."""
+    from .outcomes import OUTCOMES_VARIABLE, PLUGIN
+    from .outcomes import read as read_outcomes
+
     with tempfile.TemporaryDirectory(prefix="opprof-child-") as tmp:
-        out = Path(tmp, "records.json")
-        command = [*wrapper, *pytest_command([*args, f"--opprof-profile-out={out}"]
-                                             if records else args)]
+        out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
+        asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
+        command = [*wrapper, *pytest_command(asked)]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        with _sigterm_unless_handled():
-            proc = subprocess.Popen(command, cwd=cwd, env=environment, text=True,
-                                    errors="replace", stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
-            except BaseException:  # Ctrl-C, SIGTERM: the whole group, then the caller
-                end_group(proc)
-                raise
-            finally:
-                if proc.stdout is not None:
-                    proc.stdout.close()
+        if records:
+            environment[OUTCOMES_VARIABLE] = str(outcomes)
+        code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
+                                            timeout=timeout)
         last = last_line(output)
         if echo:
             output = ""
         if not records or timed_out:
-            return ChildResult(proc.returncode, last, output, timed_out=timed_out)
+            return ChildResult(code, last, output, timed_out=timed_out)
         found, problem = read_records(out)
-        return ChildResult(proc.returncode, last, output, found, problem)
+        return ChildResult(code, last, output, found, problem,
+                           failed=read_outcomes(outcomes))
+
+
+def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
+                env: Mapping[str, str] | None = None,
+                timeout: float | None = None) -> tuple[int, str]:
+    """Any other child (git, a ``--setup`` command): run as pytest is, in a process
+    group of its own that Ctrl-C, SIGTERM or an error ends as a whole (a git that
+    started another git, a shell's children); its exit status and output (stdout and
+    stderr together). OSError when it cannot be started."""
+    environment = None if env is None else {**os.environ, **env}
+    code, output, _ = run_group(list(command), cwd=cwd, env=environment, echo=False,
+                                timeout=timeout)
+    return code, output
+
+
+def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, str] | None,
+              echo: bool, timeout: float | None) -> tuple[int, str, bool]:
+    """``command`` in a new process group: (exit status, output, whether it timed out).
+    A signal that arrives while it starts is held until its pid is known, so that the
+    group is always ended: nothing it started is left running."""
+    proc: subprocess.Popen[str] | None = None
+    with _sigterm_unless_handled():
+        try:
+            with deferred():  # the pid, the group's id, known before Ctrl-C can act
+                proc = subprocess.Popen(command, cwd=cwd, env=env, text=True,
+                                        errors="replace", stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
+        except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
+            if proc is not None:
+                end_group(proc)
+            raise
+        finally:
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()
+    return proc.returncode, output, timed_out
 
 
 def _passed_on(proc: subprocess.Popen[str]) -> tuple[str, bool]:
