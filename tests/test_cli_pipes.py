@@ -135,3 +135,38 @@ def test_every_command_works_with_the_plugin_off_in_addopts(project, tmp_path, a
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert says in done.stdout
     assert "Traceback" not in done.stderr and "unknown configuration value" not in done.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("argv", [
+    ["baseline", "show"], ["history"], ["baseline", "prune", "-q"],
+    ["baseline", "update", "--runs", "1", "-q"], ["compare", "HEAD", "--pairs", "1"]],
+    ids=["show", "history", "prune", "update", "compare"])
+def test_a_conftest_that_cannot_be_imported_is_named_by_every_command(project, argv):
+    """It was "pytest refused the arguments" (exit 2): the arguments were fine."""
+    conftest = project / "conftest.py"
+    conftest.write_text("import no_such_module_here\n")
+    try:
+        done = opprof(*argv, cwd=project, capture_output=True)
+    finally:
+        conftest.unlink()
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        f"opprof: pytest could not start: ImportError while loading conftest '{conftest}': "
+        "ModuleNotFoundError: No module named 'no_such_module_here'"]
+
+
+@pytest.mark.e2e
+def test_a_collection_error_in_an_update_names_the_error(project):
+    broken = project / "test_broken.py"
+    broken.write_text("import no_such_module_here\n")
+    try:
+        done = opprof("baseline", "update", "--runs", "1", "-q", cwd=project,
+                      capture_output=True)
+    finally:
+        broken.unlink()
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        "opprof: baseline run 1 of 1: pytest ran no test (test_broken.py: "
+        "ModuleNotFoundError: No module named 'no_such_module_here'); nothing was stored: "
+        "fix the error and rerun"]

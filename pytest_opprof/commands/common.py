@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ..run.launcher import PLUGIN_ARGS, last_line
+from ..run.launcher import PLUGIN_ARGS, last_line, startup_error
 from ..run.options import DEFAULT_BASELINE_DIR, Settings
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
@@ -152,6 +152,9 @@ def in_process(args: list[str], resolver: Resolver) -> int:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = pytest.main([*PLUGIN_ARGS, *args], plugins=[resolver])
+    startup = startup_error(out.getvalue() + err.getvalue())
+    if code == pytest.ExitCode.USAGE_ERROR and startup is not None:  # also exit status 4
+        raise CommandError(f"pytest could not start: {startup}")
     if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
         raise UsageProblem(f"pytest refused the arguments: {last_line(err.getvalue())}")
     return int(code)

@@ -38,7 +38,7 @@ from ..judge.paired import (
 )
 from ..model.comparison import Report
 from ..model.profile import Profile
-from ..run.launcher import last_line, run_command, run_pytest, startup_error
+from ..run.launcher import last_line, run_command, run_pytest
 from ..run.options import Settings, parse_fraction
 from ..run.outputs import Output, problem, write
 from ..signals import deferred
@@ -508,7 +508,7 @@ def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
                        cwd=side.folder, env={"PYTHONDONTWRITEBYTECODE": "1", **side.env},
                        records=True)
     code, last, at = child.code, child.last, side.name
-    startup = startup_error(child.output)
+    startup = child.startup
     if code == 4 and startup is not None:  # exit 4 is also a conftest's import error
         raise CommandError(f"pytest could not start at {at}: {startup}")
     if code == 4:

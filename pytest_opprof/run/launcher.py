@@ -132,6 +132,9 @@ class ChildResult:
     #: The tests that failed (setup, call or teardown; or their file's collection), by
     #: node id, with pytest's one line; asked with ``records`` only.
     failed: Mapping[str, str] = field(default_factory=dict)
+    #: What stopped pytest before any test ran, when its output says
+    #: (:func:`startup_error`: a conftest that cannot be imported, a collection error).
+    startup: str | None = None
 
 
 def pytest_command(args: Sequence[str]) -> list[str]:
@@ -161,14 +164,14 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
             environment[OUTCOMES_VARIABLE] = str(outcomes)
         code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
                                             timeout=timeout)
-        last = last_line(output)
+        last, startup = last_line(output), startup_error(output)
         if echo:
             output = ""
         if not records or timed_out:
-            return ChildResult(code, last, output, timed_out=timed_out)
+            return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
         found, problem = read_records(out)
         return ChildResult(code, last, output, found, problem,
-                           failed=read_outcomes(outcomes))
+                           failed=read_outcomes(outcomes), startup=startup)
 
 
 def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
