@@ -127,7 +127,8 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
         with held():
             stored = policy.commit(staging, root, batch)
     finally:
-        policy.discard(staging)
+        with held():  # a second Ctrl-C does not leave half a staging folder
+            policy.discard(staging)
     if not stored:
         raise CommandError("the runs stored no baseline: no test that passed used the "
                            "gpu_profiler fixture; name the profiled tests")

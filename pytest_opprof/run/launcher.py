@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -152,26 +153,38 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     named here) and the child's records are read back, with the tests that failed
     (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
     the child's group when it runs longer. OSError when it cannot be started."""
+    with deferred():  # the folder made and known, or not made
+        tmp = tempfile.mkdtemp(prefix="opprof-child-")
+    try:
+        return _run_pytest_in(Path(tmp), args, cwd=cwd, env=env, echo=echo, records=records,
+                              timeout=timeout, wrapper=wrapper)
+    finally:
+        with deferred():  # removed whole: a second Ctrl-C is delivered after
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_pytest_in(tmp: Path, args: Sequence[str], *, cwd: Path | str | None,
+                   env: Mapping[str, str] | None, echo: bool, records: bool,
+                   timeout: float | None, wrapper: Sequence[str]) -> ChildResult:
     from .outcomes import OUTCOMES_VARIABLE, PLUGIN
     from .outcomes import read as read_outcomes
 
-    with tempfile.TemporaryDirectory(prefix="opprof-child-") as tmp:
-        out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
-        asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
-        command = [*wrapper, *pytest_command(asked)]
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        if records:
-            environment[OUTCOMES_VARIABLE] = str(outcomes)
-        code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
-                                            timeout=timeout)
-        last, startup = last_line(output), startup_error(output)
-        if echo:
-            output = ""
-        if not records or timed_out:
-            return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
-        found, problem = read_records(out)
-        return ChildResult(code, last, output, found, problem,
-                           failed=read_outcomes(outcomes), startup=startup)
+    out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
+    asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
+    command = [*wrapper, *pytest_command(asked)]
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    if records:
+        environment[OUTCOMES_VARIABLE] = str(outcomes)
+    code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
+                                        timeout=timeout)
+    last, startup = last_line(output), startup_error(output)
+    if echo:
+        output = ""
+    if not records or timed_out:
+        return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
+    found, problem = read_records(out)
+    return ChildResult(code, last, output, found, problem,
+                       failed=read_outcomes(outcomes), startup=startup)
 
 
 def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
@@ -237,21 +250,58 @@ def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool
 
 def end_group(proc: subprocess.Popen[str]) -> None:
     """The child's process group ended: SIGTERM, then SIGKILL to what is left (workers,
-    a hang) once the child has exited or after :data:`GRACE_S`; waited for. The child is
-    reaped only after the SIGKILL, so that its pid, the group's id, cannot meanwhile
-    name another process. Ctrl-C and SIGTERM are ignored until it is done."""
+    a hang) once the child has exited or after :data:`GRACE_S`; waited for. Processes
+    the child started that left its group (a session of their own) are found first,
+    while they are still its descendants, and ended with it. The child is reaped only
+    after the SIGKILL, so that its pid, the group's id, cannot meanwhile name another
+    process. Ctrl-C and SIGTERM are ignored until it is done."""
     with held():
         if not hasattr(os, "killpg"):  # no process groups (Windows): the child alone
             proc.kill()
             proc.wait()
             return
+        strays = _strays(proc.pid)
         _signal_group(proc.pid, signal.SIGTERM)
+        for pgid in strays:
+            _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + GRACE_S
         while proc.returncode is None and not _exited(proc.pid) \
                 and time.monotonic() < deadline:
             time.sleep(0.02)
         _signal_group(proc.pid, signal.SIGKILL)
+        for pgid in strays:
+            _signal_group(pgid, signal.SIGKILL)
         proc.wait()
+
+
+def _strays(pid: int) -> list[int]:
+    """The process groups of ``pid``'s descendants that are not in its group (they
+    called setsid), read from /proc; none where there is no /proc."""
+    parents: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(name))
+        groups[int(name)] = int(fields[2])
+    found: set[int] = set()
+    todo = list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        if groups.get(child, pid) not in (pid, 0):
+            found.add(groups[child])
+        todo += parents.get(child, [])
+    found.discard(os.getpgrp())  # never this process's own group
+    return sorted(found)
 
 
 def _exited(pid: int) -> bool:
