@@ -170,3 +170,26 @@ def test_a_collection_error_in_an_update_names_the_error(project):
         "opprof: baseline run 1 of 1: pytest ran no test (test_broken.py: "
         "ModuleNotFoundError: No module named 'no_such_module_here'); nothing was stored: "
         "fix the error and rerun"]
+
+
+def test_library_warnings_do_not_reach_the_commands_output(monkeypatch):
+    """numpy's "Mean of empty slice" and matplotlib's notices leaked into `report` and
+    `compare`: not the user's to act on."""
+    import warnings
+
+    import numpy as np
+
+    from pytest_opprof.cli import main
+    from pytest_opprof.commands import report
+
+    def noisy(args, extra):
+        np.mean(np.array([]))
+        warnings.warn("a matplotlib notice", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(report, "run", noisy)
+    monkeypatch.setattr(sys, "warnoptions", [])
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert main(["report", "r.json"]) == 0
+    assert [str(w.message) for w in shown] == []
