@@ -231,3 +231,31 @@ def test_a_first_pytest_argument_ending_in_json_keeps_the_ref_form(repo, capsys)
     assert main(["compare", "HEAD", "--pairs", "1", "--benchmark-json=x.json"]) == 0
     assert "0 regressed, 0 improved, 6 ok of 6 op(s)" in capsys.readouterr().out
     assert_clean(repo)
+
+
+@pytest.mark.e2e
+def test_a_package_installed_editable_from_the_repository_is_said(repo, capsys, monkeypatch):
+    """``pip install -e .`` of the code under test: both sides import the working tree's
+    code (a wrong verdict of "ok"); the command says so and how to avoid it."""
+    import json
+    from importlib import metadata
+
+    class Editable:  # a distribution as pip's editable install records it
+        entry_points = ()
+        files = None
+
+        @property
+        def metadata(self):
+            return {"Name": "model"}
+
+        @staticmethod
+        def read_text(name):
+            return json.dumps({"url": f"file://{repo}", "dir_info": {"editable": True}})
+
+    installed = list(metadata.distributions())
+    monkeypatch.setattr(metadata, "distributions", lambda: [*installed, Editable()])
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert main(["compare", "HEAD", "--pairs", "1"]) == 0
+    assert "opprof: model is installed in editable mode from this repository, so the base " \
+           "side imports the working tree's code too" in capsys.readouterr().out
+    assert_clean(repo)

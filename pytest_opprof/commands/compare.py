@@ -259,6 +259,10 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
     counts = settings.measure == "instructions"
     planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
     labels = (f"{args.ref} ({sha[:10]})", "working tree")
+    for name in _editable_from(top) if not os.environ.get("PYTHONPATH") else ():
+        print(f"opprof: {name} is installed in editable mode from this repository, so "
+              "the base side imports the working tree's code too; import it by a relative "
+              "PYTHONPATH instead (PYTHONPATH=src opprof compare ...)", flush=True)
     with _worktree(here, sha, scratch) as tree:
         base_dir = tree / inside
         if not base_dir.is_dir():
@@ -403,6 +407,31 @@ def _environment_at(top: Path, tree: Path) -> dict[str, str]:
         env["PYTHONPATH"] = os.pathsep.join(_mapped(entry, top, tree) or entry
                                             for entry in pythonpath.split(os.pathsep))
     return env
+
+
+def _editable_from(top: Path) -> list[str]:
+    """The installed distributions whose editable install points into the repository
+    ``top``: both sides import them from the working tree."""
+    import json
+    import urllib.parse
+    from importlib import metadata
+
+    found = set()
+    for dist in metadata.distributions():
+        try:
+            data = json.loads(dist.read_text("direct_url.json") or "null")
+        except (ValueError, OSError, UnicodeDecodeError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("dir_info"), dict) \
+                or not data["dir_info"].get("editable"):
+            continue
+        url = str(data.get("url", ""))
+        if not url.startswith("file://"):
+            continue
+        path = Path(os.path.realpath(urllib.parse.unquote(url.removeprefix("file://"))))
+        if path == top or top in path.parents:
+            found.add(str(dist.metadata["Name"]))
+    return sorted(found)
 
 
 def _measured(profile: Profile) -> str:
