@@ -205,3 +205,24 @@ def test_a_process_that_left_the_childs_group_is_ended_too(scenario):
     found = wait_for_pids(scenario, proc, 1)
     ended(proc, signal.SIGTERM)
     none_left(found)
+
+
+SLOW_COLLECTION = """
+import os, time
+from pathlib import Path
+
+def pytest_collection(session):
+    Path(os.environ["PIDS"], str(os.getpid())).write_text("collecting")
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_while_prune_collects_is_an_interruption_not_an_error(scenario, sig):
+    """pytest, run in the command's own process, catches the KeyboardInterrupt itself
+    and returns its "interrupted" status: it was told as "could not collect the tests"."""
+    (scenario / "project" / "conftest.py").write_text(SLOW_COLLECTION)
+    proc = start(scenario, "baseline", "prune", "--apply", "-p", "no:cacheprovider")
+    wait_for_pids(scenario, proc, 1)
+    _, err = ended(proc, sig)
+    assert err.strip().splitlines()[-1] == "opprof: interrupted; nothing was stored or removed"

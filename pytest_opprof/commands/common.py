@@ -113,6 +113,11 @@ class Resolver:
         self.items: set[str] = set()
         self.files: set[str] = set()
         self.errors: list[str] = []
+        #: Whether pytest stopped on Ctrl-C or SIGTERM (it catches them itself).
+        self.interrupted = False
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int | None:
@@ -152,6 +157,8 @@ def in_process(args: list[str], resolver: Resolver) -> int:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = pytest.main([*PLUGIN_ARGS, *args], plugins=[resolver])
+    if resolver.interrupted:  # pytest caught Ctrl-C or SIGTERM itself: not its error
+        raise KeyboardInterrupt
     startup = startup_error(out.getvalue() + err.getvalue())
     if code == pytest.ExitCode.USAGE_ERROR and startup is not None:  # also exit status 4
         raise CommandError(f"pytest could not start: {startup}")
