@@ -116,8 +116,9 @@ class Resolver:
         #: Whether pytest stopped on Ctrl-C or SIGTERM (it catches them itself).
         self.interrupted = False
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.interrupted = True
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # pytest's own "Interrupted: 1 error during collection" is a KeyboardInterrupt too
+        self.interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int | None:
