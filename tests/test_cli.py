@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -27,6 +28,57 @@ def test_a_command_without_its_action_is_a_usage_error(capsys, argv, usage):
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith(usage) and captured.out == ""
+
+
+#: Every command, and the forms its usage line must name (the words of each form).
+HELP_FORMS = {
+    (): [["opprof", "COMMAND"]],
+    ("baseline",): [["opprof baseline", "update", "show", "prune"]],
+    ("baseline", "update"): [["opprof baseline update", "--runs N", "PYTEST ARGS"]],
+    ("baseline", "show"): [["opprof baseline show", "TEST", "--dir DIR", "--machine-key KEY"]],
+    ("baseline", "prune"): [["opprof baseline prune", "--apply", "PYTEST ARGS"]],
+    ("report",): [["opprof report", "RESULTS.json", "-o REPORT.html"]],
+    ("history",): [["opprof history", "TEST", "--json PATH", "--html PATH"]],
+    ("compare",): [["opprof compare REF", "--pairs N", "PYTEST ARGS"],
+                   ["opprof compare BASE.json HEAD.json", "--json PATH", "--markdown PATH"]],
+}
+
+
+@pytest.mark.parametrize("command", list(HELP_FORMS), ids=lambda c: " ".join(c) or "opprof")
+def test_every_commands_help_names_its_forms_and_says_what_it_does(command, capsys):
+    """``opprof ... --help``: a usage naming each form of the command (compare has two:
+    REF with pytest's arguments, two results files), then a description, then the
+    options."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    usage, description = out.split("\n\n")[:2]
+    assert usage.startswith("usage: opprof")
+    forms: list[str] = []
+    for line in usage.removeprefix("usage:").splitlines():  # a form starts a line with opprof
+        if line.strip().startswith("opprof"):
+            forms.append("")
+        forms[-1] = " ".join((forms[-1] + " " + line).split())
+    assert len(forms) == len(HELP_FORMS[command]), usage
+    for form, words in zip(forms, HELP_FORMS[command], strict=True):
+        assert form.startswith(words[0]) and all(w in form for w in words), (form, words)
+    assert len(description.split()) >= 8 and not description.startswith(
+        ("positional arguments", "options")), description
+
+
+def test_help_covers_every_command():
+    """HELP_FORMS above lists every command the parser has."""
+    from pytest_opprof.cli import build_parser
+
+    def commands(parser, prefix=()):
+        found = [prefix]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += commands(sub, (*prefix, name))
+        return found
+    assert sorted(commands(build_parser())) == sorted(HELP_FORMS)
 
 
 @pytest.mark.pytester

@@ -124,13 +124,27 @@ def test_one_pair_is_conservative_and_says_why():
     rng = np.random.default_rng(9)
     base = [rng.normal(m, m * 0.01, 30) for m in np.geomspace(5e3, 5e6, 40)]
     head = [x.copy() for x in base]
-    head[20] = head[20] * 1.5
-    head[25] = head[25] * 1.06  # beyond the tolerance, within what one pair can tell
+    head[20] = head[20] * 2.5
+    head[25] = head[25] * 1.5  # beyond the tolerance, within what one pair can tell
     result = judge_single(base, head)
     assert [op.verdict for op in result.ops].count("regressed") == 1
     assert result.ops[20].verdict == "regressed" and result.ops[25].verdict == "ok"
     assert any("one run per side" in note for note in result.notes)
-    assert result.ops[25].sd >= paired.SINGLE_PAIR_FLOOR
+    assert result.ops[25].sd >= math.sqrt(2) * paired.ASSUMED_SPREAD
+    assert result.ops[25].change == pytest.approx(1.5, rel=0.02)
+
+
+def test_a_stored_spread_widens_what_one_pair_assumes():
+    base = [np.full(30, m) for m in np.geomspace(5e3, 5e6, 10)]
+    head = [x.copy() for x in base]
+    head[4] = head[4] * 2.5
+    assert judge_single(base, head).ops[4].verdict == "regressed"
+    wider = np.full(10, np.nan)
+    wider[4] = 0.4  # its baseline runs moved 40% between processes
+    assert judge_single(base, head, spreads=wider).ops[4].verdict == "ok"
+    narrower = np.full(10, 0.001)  # a quiet baseline cannot narrow it
+    assert judge_single(base, head, spreads=narrower).ops[4].sd == \
+        judge_single(base, head).ops[4].sd
 
 
 @pytest.mark.parametrize("base, head", [
@@ -200,7 +214,7 @@ def assert_clean(repo: Path) -> None:
 
 @pytest.mark.e2e
 def test_a_committed_slowdown_is_exactly_that_op_regressed(repo, capsys):
-    (repo / "costs.py").write_text(COSTS.replace('"mul": 30_000', '"mul": 36_000')
+    (repo / "costs.py").write_text(COSTS.replace('"mul": 30_000', '"mul": 90_000')
                                    .replace("}", ', "extra": 5_000}'))
     (repo / "test_new.py").write_text(MODEL_TEST.replace("test_model", "test_new"))
     git(repo, "add", "-A")
@@ -216,13 +230,15 @@ def test_a_committed_slowdown_is_exactly_that_op_regressed(repo, capsys):
         "conv": "ok", "relu": "ok", "pool": "ok", "mul": "regressed", "softmax": "ok",
         "norm": "ok"}
     mul = next(op for op in test["ops"] if op["name"] == "mul")
-    assert mul["change"] == pytest.approx(1.2) and mul["op_id"] == 3
+    assert mul["change"] == pytest.approx(3.0) and mul["op_id"] == 3
+    assert mul["corrected"] == pytest.approx(3.0)
     assert data["head_only_tests"] == ["test_new.py::test_new"]
     assert test["head_only_ops"] == ["extra"] and data["pairs"] == 2
     assert "head only: test test_new.py::test_new" in out
     assert "head only: op extra of test_model.py::test_model" in out
     assert "1 regressed, 0 improved, 5 ok of 6 op(s) in 1 test(s)" in out
-    assert "| 3 | `mul` | 30 us | 36 us | +20.0% |" in (repo / "summary.md").read_text()
+    assert "| 3 | `mul` | 30 us | 90 us | +200.0% | +200.0% |" in \
+        (repo / "summary.md").read_text()
     assert_clean(repo)
 
 
@@ -253,7 +269,7 @@ def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, caps
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "src layout")
     init = repo / "src" / "model" / "__init__.py"
-    init.write_text(init.read_text().replace('"relu": 8_000', '"relu": 12_000'))
+    init.write_text(init.read_text().replace('"relu": 8_000', '"relu": 20_000'))
     monkeypatch.setenv("PYTHONPATH", "src")
     assert main(["compare", "HEAD", "--pairs", "1"]) == 1  # the working tree's change
     out = capsys.readouterr().out
@@ -271,7 +287,7 @@ def results_file(pytester, mul_ns: int, name: str) -> Path:
 
 def test_two_results_files(pytester, monkeypatch, capsys):
     monkeypatch.chdir(pytester.path)
-    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 45_000,
+    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 75_000,
                                                                         "b.json")
     assert main(["compare", str(base), str(head), "--json", "c.json"]) == 1
     out = capsys.readouterr().out
@@ -287,7 +303,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
     """``opprof compare`` reads ``opprof_tolerance`` as every other command does; the
     flag overrides it."""
     monkeypatch.chdir(pytester.path)
-    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 36_000,
+    base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 60_000,
                                                                         "b.json")
     pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 30%\n")
     assert main(["compare", str(base), str(head), "--json", "c.json", "--detect", "40%"]) == 0
@@ -295,7 +311,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
     assert "mul" not in [op["name"] for op in json.loads((pytester.path / "c.json")
                          .read_text())["tests"][0]["ops"] if op["verdict"] != "ok"]
     assert main(["compare", str(base), str(head), "--json", "c.json",
-                 "--tolerance", "5%"]) == 1  # +20% is beyond the flag's tolerance
+                 "--tolerance", "5%"]) == 1  # 2x is beyond the flag's tolerance
     assert json.loads((pytester.path / "c.json").read_text())["tolerance"] == 0.05
     capsys.readouterr()
     assert main(["compare", str(base), str(head), "--detect", "20%"]) == 2
@@ -522,8 +538,9 @@ def test_the_adjustment_finds_what_a_median_drift_misses():
     assert [(r.name, r.change.verdict) for r in report.tests[0].ops
             if r.change.verdict != "ok"] == [("op36", "regressed")]
     row = report.tests[0].ops[36]
-    assert row.change.change == pytest.approx(1.15, rel=0.03)
-    assert row.change.head_ns / row.change.base_ns == pytest.approx(1.15, rel=0.2)
+    assert row.change.corrected == pytest.approx(1.15, rel=0.03)
+    assert row.change.change == row.change.head_ns / row.change.base_ns  # what they show
+    assert row.change.change == pytest.approx(1.15, rel=0.2)
     medians = np.exp([np.median(x, axis=0) for x in logs])
     assert judge_pairs(medians[0::2], medians[1::2]).ops[36].verdict == "ok"
 

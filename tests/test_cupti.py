@@ -356,7 +356,7 @@ def test_each_way_cupti_refuses_is_one_line_and_leaves_nothing_enabled(failure, 
 def test_without_cupti_python_the_reason_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)  # as if not installed
     with pytest.raises(CuptiUnavailable, match=r"cupti-python is not installed \(pip install "
-                       r"'pytest-opprof\[cuda13,cupti\]'\)$"):
+                       r"'cupti-python>=13' 'cuda-bindings>=13' \(the cupti extra\)\)$"):
         import_cupti()
 
 
@@ -384,7 +384,8 @@ def test_cuda_without_cupti_python_falls_back_or_refuses(monkeypatch):
     tracer, line = start_tracer("cuda", "auto")
     assert tracer is None
     assert line == ("opprof: measure events (CUDA event spans): kernel time unavailable: "
-                    "cupti-python is not installed (pip install 'pytest-opprof[cuda13,cupti]')")
+                    "cupti-python is not installed (pip install 'cupti-python>=13' "
+                    "'cuda-bindings>=13' (the cupti extra))")
     with pytest.raises(BackendUnavailable, match=r"^--opprof-measure=kernel: cupti-python is "
                        r"not installed"):
         start_tracer("cuda", "kernel")

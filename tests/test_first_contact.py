@@ -80,8 +80,10 @@ def pytest_unconfigure(config):
 """
 #: What pytest imports of ours in a session that profiles nothing: the plugin, its
 #: options, the error type and the backend names. No numpy, no profiler, gate or renderer.
-#: judge.config: the shared defaults the options take (the tolerance), no imports of its own.
-INERT_MODULES = ["pytest_opprof", "pytest_opprof._version", "pytest_opprof.errors",
+#: judge.config: the shared defaults the options take (the tolerance), no imports of its own;
+#: _extras: what each extra installs, which the options' help names, no imports of its own.
+INERT_MODULES = ["pytest_opprof", "pytest_opprof._extras", "pytest_opprof._version",
+                 "pytest_opprof.errors",
                  "pytest_opprof.judge", "pytest_opprof.judge.config",
                  "pytest_opprof.measure", "pytest_opprof.measure.timers", "pytest_opprof.plugin",
                  "pytest_opprof.run", "pytest_opprof.run.options"]

@@ -23,7 +23,8 @@ PACKAGE = Path(pytest_opprof.__file__).parent
 #: them all.
 LAYERS = ("foundation", "model", "measure", "stats", "judge", "store", "render", "run",
           "commands", "top")
-FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version", "pytest_opprof.signals"}
+FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version", "pytest_opprof.signals",
+              "pytest_opprof._extras"}
 #: The package's root: it loads ``op`` and friends lazily from model and measure.
 TOP = {"pytest_opprof", "pytest_opprof.plugin", "pytest_opprof.cli",
        "pytest_opprof.profile", "pytest_opprof.profiler"}

@@ -32,7 +32,7 @@ from ..run.launcher import run_pytest
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
-from ..store.baseline import OUTLYING_OPS, Baseline, BaselineError
+from ..store.baseline import MAX_RUNS, OUTLYING_OPS, Baseline, BaselineError
 from .common import (
     CommandError,
     Resolver,
@@ -53,13 +53,19 @@ INSTRUCTION_RUNS = 2
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``opprof baseline`` and its actions (unrecognised arguments of update and prune
     go to pytest)."""
-    baseline = commands.add_parser("baseline", help="update, show or prune stored baselines")
+    baseline = commands.add_parser(
+        "baseline", help="update, show or prune stored baselines",
+        usage="opprof baseline {update,show,prune} ...",
+        description="The stored per-op baselines of this machine: update takes new ones in "
+                    "new pytest processes, show prints them, prune removes those of tests "
+                    "that are gone. opprof baseline ACTION --help says more.")
     baseline.set_defaults(help_parser=baseline, run=run, takes_pytest_args=False)
     actions = baseline.add_subparsers(dest="action", metavar="ACTION")
 
     update_parser = actions.add_parser(
         "update", help="run pytest N times, each in a new process, and store the profiled "
                        "tests that passed as their baselines on this machine",
+        usage="opprof baseline update [--runs N] [PYTEST ARGS...]",
         description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
                     "a new process, so that the gate learns each op's spread between "
                     "processes. A run whose ops sit far from the test's other runs (taken "
@@ -74,14 +80,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                     "whose counts repeat)")
     update_parser.set_defaults(takes_pytest_args=True)
 
-    show_parser = actions.add_parser("show", help="print stored baselines: a list, or one "
-                                                  "test's ops in the verbosity-2 formats")
-    show_parser.add_argument("test", nargs="?", default=None,
+    show_parser = actions.add_parser(
+        "show", help="print stored baselines: a list, or one test's ops in the verbosity-2 "
+                     "formats",
+        usage="opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]",
+        description="Without TEST, lists the stored baselines of every machine (or KEY's). "
+                    "With TEST (a node id, or part of one), prints that test's runs (date, "
+                    "commit, run conditions) and per op its median, spread between runs and "
+                    "detectable effect, then the verbosity-2 formats.")
+    show_parser.add_argument("test", nargs="?", default=None, metavar="TEST",
                              help="a node id, or part of one, to print in full")
     add_store_arguments(show_parser)
     prune_parser = actions.add_parser(
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
+        usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] "
+              "[PYTEST ARGS...]",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
                     "stored baselines whose test is provably gone: its file no longer exists "
                     "under the rootdir, or its file was collected in full (not narrowed by "
@@ -134,8 +148,10 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
                            "gpu_profiler fixture; name the profiled tests")
     for line in unreliable:
         print(line)
+    kept = (f"; a baseline keeps its latest {MAX_RUNS}, so {MAX_RUNS} of them are kept"
+            if runs > MAX_RUNS else "")
     print(f"opprof: baselines of {stored} test(s) stored, from {runs} run(s)"
-          + (f" ({retaken} re-taken)" if retaken else ""))
+          + (f" ({retaken} re-taken)" if retaken else "") + kept)
     return 0
 
 

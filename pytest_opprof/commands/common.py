@@ -54,7 +54,7 @@ def add_store_arguments(sub: argparse.ArgumentParser) -> None:
                      help="the baseline directory (default: pytest's, as the plugin "
                           f"finds it: opprof_baseline_dir, else {DEFAULT_BASELINE_DIR}/ "
                           "at the rootdir)")
-    sub.add_argument("--machine-key", default=None,
+    sub.add_argument("--machine-key", default=None, metavar="KEY",
                      help="only this machine's baselines (default: opprof_machine_key, "
                           "else every machine)")
 

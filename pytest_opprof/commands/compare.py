@@ -15,13 +15,17 @@ nine in ten ops of every test would show a ``--detect`` slowdown, at most
 share all of that.
 
 The second form compares two results files (``pytest --opprof-json``) the user made
-(on two machines, or before and after an upgrade): one pair, judged conservatively.
+(on two machines, or before and after an upgrade): one pair, judged conservatively
+(:func:`pytest_opprof.judge.paired.judge_assumed`: each op credited a spread between
+processes it may have, widened by what the files' gated verdicts knew of it from their
+baselines), as ``--pairs`` 1 to 3 are.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shlex
 import shutil
@@ -33,11 +37,10 @@ from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
-from ..judge.paired import (
-    DEFAULT_TOLERANCE,
-)
+from ..judge.paired import DEFAULT_TOLERANCE, MIN_PAIRS
 from ..model.comparison import Report
 from ..model.profile import Profile
+from ..model.verdict import Key
 from ..run.launcher import last_line, run_command, run_pytest
 from ..run.options import Settings, parse_fraction
 from ..run.outputs import Output, problem, write
@@ -48,6 +51,12 @@ from .common import CommandError, PytestView, UsageProblem, pytest_view, whole_n
 FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
+#: Its two forms, as ``opprof compare --help`` and a usage error show them.
+USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]\n"
+         "                      [--tolerance X] [--json PATH] [--markdown PATH] "
+         "[PYTEST ARGS...]\n"
+         "       opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] "
+         "[--markdown PATH]")
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +64,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = commands.add_parser(
         "compare", help="compare every op with a git ref (pytest processes taking turns) or "
                         "two results files",
+        usage=USAGE,
         description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
                     "temporary git worktree) and in the working tree, in pytest processes "
                     "taking turns, and judges every op of every test from the pairs. "
@@ -62,11 +72,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
                     "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
-    sub.add_argument("ref", help="a commit, branch or tag; or the base results file")
+    sub.add_argument("ref", metavar="REF | BASE.json",
+                     help="a commit, branch or tag (then pytest's arguments); or the base "
+                          "results file (then HEAD.json, the head's)")
     sub.add_argument("--pairs", type=whole_number("--pairs"), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
-                          "--opprof-measure=instructions, whose counts repeat)")
+                          "--opprof-measure=instructions, whose counts repeat). Fewer than "
+                          f"{MIN_PAIRS} cannot show how far each op moves between processes: "
+                          "each op is credited a wide spread, and only large changes are "
+                          "called")
     sub.add_argument("--detect", type=_detect, default=None, metavar="X",
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
@@ -193,14 +208,22 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
     if not extra[0].endswith(".json") and not Path(extra[0]).is_file():
         raise UsageProblem(f"{extra[0]}: no such results file (opprof compare BASE.json "
                            "HEAD.json compares two results files)")
+    spreads: dict[str, dict[Key, float]] = {}
     for name in (args.ref, extra[0]):
         if not Path(name).is_file():
             raise UsageProblem(f"{name}: no such results file (pytest --opprof-json=PATH "
                                "writes one)")
         try:
-            runs.append({r.profile.nodeid: r.profile for r in load_records(Path(name))[1]})
+            records = load_records(Path(name))[1]
         except OpprofError as exc:
             raise CommandError(str(exc)) from None
+        runs.append({r.profile.nodeid: r.profile for r in records})
+        for r in records:  # what the gate knew of each op's spread from its baselines
+            c = None if r.result is None else r.result.comparison
+            for v in () if c is None else c.ops:
+                if math.isfinite(v.spread):
+                    known = spreads.setdefault(r.nodeid, {})
+                    known[v.key] = max(v.spread, known.get(v.key, 0.0))
     unlike = _unlike(runs[0], runs[1], ("base", args.ref), ("head", extra[0]))
     if unlike is not None:
         raise CommandError(f"{unlike}: the files cannot be compared op by op")
@@ -208,7 +231,7 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
         counts = all(p.measure == "instructions" for run in runs for p in run.values())
         args.tolerance = _settings([]).tolerance_for("instructions" if counts else None)
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
-                        tolerance=args.tolerance, detect=_detect_of(args))
+                        tolerance=args.tolerance, detect=_detect_of(args), spreads=spreads)
 
 
 def _detect_of(args: argparse.Namespace) -> float:

@@ -45,13 +45,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "history", help="each op's time across the stored runs (pytest "
                         "--opprof-append-baseline), and the commits where it stepped "
                         "(needs ruptures: the 'history' extra)",
+        usage="opprof history [TEST] [--tolerance X] [--json PATH] [--html PATH] "
+              "[--dir DIR] [--machine-key KEY]",
         description="Reads the runs of each stored baseline in date order (grown by "
                     "pytest --opprof-append-baseline, one run per commit; the last 20 kept), "
                     "takes each run's machine drift out, finds where each op's median "
                     "stepped (PELT from ruptures, penalised by the op's noise) and names "
                     "the commit. Steps under the noise or the tolerance are not reported.")
     parser.set_defaults(run=run, takes_pytest_args=False)
-    parser.add_argument("test", nargs="?", default=None,
+    parser.add_argument("test", nargs="?", default=None, metavar="TEST",
                         help="a node id, or part of one (default: every test)")
     parser.add_argument("--tolerance", type=parse_fraction, default=None, metavar="X",
                         help="the smallest step reported, such as 0.05 or 5%% (default: the "

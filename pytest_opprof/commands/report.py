@@ -12,9 +12,19 @@ from .common import CommandError
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
         "report", help="draw a results file (pytest --opprof-json) as a self-contained HTML "
-                       "report with charts (needs matplotlib: the 'report' extra)")
-    sub.add_argument("results", type=Path, help="the results JSON file")
+                       "report with charts (needs matplotlib: the 'report' extra)",
+        usage="opprof report RESULTS.json [-o REPORT.html]",
+        description="Draws a results file written by pytest --opprof-json as one "
+                    "self-contained HTML file: per test, a table of its ops (baseline and "
+                    "current medians, drift-corrected change, verdict) and charts of every "
+                    "op against its baseline, the ops that moved most per iteration and the "
+                    "phase split, as inline SVG (no script, no network). Needs matplotlib "
+                    "(the 'report' extra). The file is written atomically; the results file "
+                    "is only read.")
+    sub.add_argument("results", type=Path, metavar="RESULTS.json",
+                     help="the results file (pytest --opprof-json)")
     sub.add_argument("-o", "--output", type=Path, default=Path("opprof-report.html"),
+                     metavar="REPORT.html",
                      help="the HTML file to write (default opprof-report.html)")
     sub.set_defaults(run=run, takes_pytest_args=False)
 

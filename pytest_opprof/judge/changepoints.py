@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._extras import install
 from ..errors import OpprofError
 from ..model.baseline import Baseline, BaselineRun
 from ..model.history import History, OpHistory, Step
@@ -46,7 +47,7 @@ NOISE_FLOOR = 1e-3
 #: Ops a test needs for its runs' machine drift to be measured (as the gate's rule).
 DRIFT_MIN_OPS = MIN_OPS_FOR_DRIFT
 NEEDS_RUPTURES = ("opprof history needs ruptures to find change points: "
-                  "pip install 'pytest-opprof[history]'")
+                  f"{install('history')}")
 
 
 def require_ruptures() -> None:

@@ -8,7 +8,7 @@ guards a change every op shares, and judges the pairs (one pair: conservatively)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -17,10 +17,10 @@ from ..model.comparison import OpRow, PairedResult, Report, TestComparison
 from ..model.profile import Profile
 from ..model.verdict import Key
 from ..stats.power import sees
-from ..stats.robust import is_positive, positive_or_nan
+from ..stats.robust import is_positive, one_log_median_se2, positive_or_nan
 from . import config, paired
 from .config import COMPARE_ALPHA, TOLERANCE
-from .paired import judge_counts, judge_pairs, judge_single, shared_change, state_adjusted
+from .paired import judge_assumed, judge_counts, judge_pairs, shared_change, state_adjusted
 
 #: An automatic run adds pairs until nine in ten of every test's ops would catch this
 #: slowdown (with probability config.POWER). On our noisy 2-core runner 18-30 pairs
@@ -33,9 +33,12 @@ Run = dict[str, Profile]
 
 def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels: tuple[str, str],
                  tolerance: float = TOLERANCE, alpha: float = COMPARE_ALPHA,
-                 detect: float = DEFAULT_DETECT) -> Report:
+                 detect: float = DEFAULT_DETECT,
+                 spreads: Mapping[str, Mapping[Key, float]] | None = None) -> Report:
     """Every test of ``base[p]`` and ``head[p]`` (pair p) compared op by op; tests on
-    one side only are listed."""
+    one side only are listed. ``spreads``: by node id, each op's spread between
+    processes as its stored baselines knew it (what the results files' verdicts say),
+    which widens what fewer than ``paired.MIN_PAIRS`` pairs assume."""
     base_ids = {nodeid for run in base for nodeid in run}
     head_ids = {nodeid for run in head for nodeid in run}
     tests = []
@@ -43,7 +46,8 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
         pairs = [(b[nodeid], h[nodeid]) for b, h in zip(base, head, strict=True)
                  if nodeid in b and nodeid in h]
         if pairs:
-            tests.append(_compare_test(nodeid, pairs, tolerance, alpha))
+            tests.append(_compare_test(nodeid, pairs, tolerance, alpha,
+                                       None if spreads is None else spreads.get(nodeid)))
     units = {p.unit for run in (*base, *head) for p in run.values()}
     return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
                   tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
@@ -71,7 +75,7 @@ def _ops(profile: Profile) -> dict[Key, int]:
 
 
 def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: float,
-                  alpha: float) -> TestComparison:
+                  alpha: float, spreads: Mapping[Key, float] | None = None) -> TestComparison:
     sides = [(_ops(b), _ops(h)) for b, h in pairs]
     base_keys = set().union(*(b for b, _ in sides))
     head_keys = set().union(*(h for _, h in sides))
@@ -90,14 +94,16 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
         logs = [np.log(counted(profile)[:, [ids[k] for k in keys]])
                 for pair, ids_of in zip(pairs, sides, strict=True)
                 for profile, ids in zip(pair, ids_of, strict=True)]
-        state = state_adjusted(logs)
-        if len(pairs) == 1:
-            b, h = (np.exp(x) for x in state.logs)
-            result = judge_single([_finite(b[:, j]) for j in range(len(keys))],
-                                  [_finite(h[:, j]) for j in range(len(keys))],
-                                  tolerance, alpha, shown=(np.exp(_medians(logs[0])),
-                                                           np.exp(_medians(logs[1]))))
+        if len(pairs) < paired.MIN_PAIRS:  # too few to learn the ops' spreads: assumed
+            known = None if spreads is None else np.array([spreads.get(k, np.nan)
+                                                            for k in keys])
+            fastest = (np.array([np.nanmin(x, axis=0) for x in logs[0::2]]),
+                       np.array([np.nanmin(x, axis=0) for x in logs[1::2]]))
+            result = judge_assumed(_log_medians(logs[0::2]), _log_medians(logs[1::2]),
+                                   tolerance, alpha, known, fastest,
+                                   names=[_labels({k})[0] for k in keys])
         else:
+            state = state_adjusted(logs)
             raw = np.exp([_medians(x) for x in logs])  # (2 * pairs, ops)
             shared = shared_change(state.level[0::2], state.level[1::2], alpha)
             at_state = raw if shared is not None else np.exp([_medians(x)
@@ -108,7 +114,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
                 result = replace(result, notes=(*result.notes, (
                     f"every op moved by about {shared:+.1%} between the sides, more than "
                     "the machine's swings between processes explain: a change all ops "
-                    "share; judged from plain medians, each op around it")))
+                    "share (the drift); judged from plain medians, each op around it")))
     if keys:
         ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))
@@ -123,8 +129,13 @@ def _medians(logs: np.ndarray) -> np.ndarray:
     return np.asarray(np.nanmedian(logs, axis=0))
 
 
-def _finite(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x[np.isfinite(x)])
+def _log_medians(processes: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each process's (row's) log median of each op (column) and its squared standard
+    error, from the processes' log times: two (processes, ops) arrays."""
+    found = [[one_log_median_se2(np.exp(column[np.isfinite(column)])) for column in x.T]
+             for x in processes]
+    return (np.array([[m for m, _ in row] for row in found]),
+            np.array([[se2 for _, se2 in row] for row in found]))
 
 
 def _labels(keys: set[Key]) -> tuple[str, ...]:

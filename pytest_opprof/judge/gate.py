@@ -173,7 +173,8 @@ def judge(
     return TestResult(profile.nodeid, verdict, machine, profile, comparison=comparison,
                       over_budget=over_budget, at_fault=at_fault,
                       baseline_path=baseline_path if baseline is not None else None,
-                      reason=reason or "")
+                      reason=reason or "",
+                      baseline_runs=0 if baseline is None else len(baseline.runs))
 
 
 def _with_growth(comparison: Comparison, profile: Profile, baseline: Baseline) -> Comparison:

@@ -19,8 +19,9 @@ class OpChange:
 
     base_ns: float
     head_ns: float
-    #: The drift-corrected change, as a ratio, and its interval.
+    #: The change the medians show: ``head_ns / base_ns``, exactly.
     change: float
+    #: The interval of :attr:`corrected`, the change the verdict is read from.
     low: float
     high: float
     #: The standard deviation of the op's drift-corrected log ratio per pair (after
@@ -30,6 +31,15 @@ class OpChange:
     #: The slowdown (a fraction) this comparison would call regressed with probability
     #: :data:`pytest_opprof.judge.config.POWER`.
     detectable: float
+    #: The op's own change: :attr:`change` less the test's drift (what every op moved by
+    #: alike between the sides; with pairs, each op's samples at the machine's common
+    #: state); NaN when not given (then :attr:`change`).
+    corrected: float = math.nan
+
+    @property
+    def own(self) -> float:
+        """:attr:`corrected`, or :attr:`change` where none was given."""
+        return self.corrected if math.isfinite(self.corrected) else self.change
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,18 @@ class OpReport:
 
     @property
     def median(self) -> float | None:
+        """The median of this run's samples (the profile's)."""
         return None if self.current is None else self.current.median
+
+    @property
+    def judged_median(self) -> float | None:
+        """The current median the verdict compared with the baseline's: with a
+        confirmation re-run, the geometric mean of both runs' medians; else this run's.
+        Every surface shows it beside the verdict's baseline median and ratio."""
+        v = self.verdict
+        if v is not None and math.isfinite(v.current_median):
+            return float(v.current_median)
+        return self.median
 
 
 @dataclass(frozen=True)
@@ -132,8 +143,10 @@ class TestReport:
 
     @property
     def baseline_runs(self) -> int:
+        """The runs of its baseline: those compared, or those stored when the test could
+        not be judged against them (0: none)."""
         c = self.result.comparison
-        return 0 if c is None else c.runs
+        return self.result.baseline_runs if c is None else c.runs
 
     @property
     def zero_instrumentation(self) -> bool:

@@ -227,6 +227,9 @@ class TestResult:
     baseline_path: str | None = None
     #: Why the gate did not judge the test (``Verdict.UNJUDGED``); empty otherwise.
     reason: str = ""
+    #: The runs of the baseline stored for the test (0: none), whether or not it could
+    #: judge this run (its conditions may differ: then there is no comparison).
+    baseline_runs: int = 0
 
     @property
     def failed(self) -> bool:
@@ -250,6 +253,7 @@ class TestResult:
             "over_budget": [b.to_dict() for b in self.over_budget],
             "at_fault": [v.to_dict() for v in self.at_fault],
             "baseline_path": self.baseline_path, "reason": self.reason,
+            "baseline_runs": self.baseline_runs,
         }
 
     @classmethod
@@ -273,6 +277,9 @@ class TestResult:
             over_budget=_list(d, "over_budget", BudgetVerdict.from_dict),
             at_fault=_list(d, "at_fault", OpVerdict.from_dict), baseline_path=path,
             reason=reason,
+            # results files written before it existed lack it: the comparison's runs
+            baseline_runs=_int(d, "baseline_runs") if "baseline_runs" in d
+            else (0 if comparison is None else _int(_mapping(comparison, "comparison"), "runs")),
         )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._extras import install
 from ..errors import OpprofError
 from ..stats.reports import phase_medians, segment_levels
 from . import amount, display_name, percent
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..model.history import History, OpHistory
     from ..model.reports import OpReport, TestReport
 
-NEEDS_MATPLOTLIB = "the HTML report needs matplotlib: pip install 'pytest-opprof[report]'"
+NEEDS_MATPLOTLIB = f"the HTML report needs matplotlib: {install('report')}"
 #: The ops a chart shows at most (the slowest, or those that moved most).
 TOP_OPS = 25
 MOVED = 4
@@ -80,7 +81,7 @@ def ops_chart(record: TestReport) -> str:
         return ""
     unit = record.profile.unit
     labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops][::-1]
-    current = [op.median or 0 for op in ops][::-1]
+    current = [op.judged_median or 0 for op in ops][::-1]  # the verdict's, as the table's
     baseline = [math.nan if op.baseline is None else op.baseline.baseline_median
                 for op in ops][::-1]
     colors = ["#b00020" if op.status in ("regressed", "over_budget") else

@@ -16,22 +16,32 @@ from typing import TYPE_CHECKING, Any
 
 from ..stats.power import blind
 from . import amount, display_name, percent
-from .markdown import code
+from .markdown import code, quote, span
 from .table import align
 
 if TYPE_CHECKING:
     from ..model.comparison import OpRow, Report, TestComparison
 
 SCHEMA = "pytest-opprof/compare/1"
-COLUMNS = ["OP_ID", "op", "base", "head", "change", "interval", "detectable", "verdict"]
+COLUMNS = ["OP_ID", "op", "base", "head", "change", "corrected", "interval", "detectable",
+           "verdict"]
+#: What the columns say, under every table: ``change`` is what the medians beside it show.
+LEGEND = ("change is head/base of the medians; corrected is the op's own change, less the "
+          "drift (what every op moved by alike): the interval and the verdict are its")
+COUNTS_LEGEND = ("change is head/base of the medians, instructions executed; corrected is "
+                 "its mean over the pairs (counts are not drift-corrected): the interval "
+                 "and the verdict are its")
 
 
 def _cells(row: OpRow, unit: str = "ns") -> list[str]:
     c = row.change
     return [str(row.op_id), display_name(row.name), amount(c.base_ns, unit),
-            amount(c.head_ns, unit),
-            percent(c.change), f"{percent(c.low)} .. {percent(c.high)}",
-            percent(1 + c.detectable), c.verdict]
+            amount(c.head_ns, unit), percent(c.change), percent(c.own),
+            f"{percent(c.low)} .. {percent(c.high)}", percent(1 + c.detectable), c.verdict]
+
+
+def _legend(unit: str) -> str:
+    return COUNTS_LEGEND if unit == "instructions" else LEGEND
 
 
 def _blind(report: Report, test: TestComparison) -> str | None:
@@ -50,8 +60,9 @@ def _how(report: Report, test: TestComparison) -> str:
     r = test.result
     level = f"{1 - report.alpha:.0%} family-wise over {len(test.ops)} op(s)"
     dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
-    drift = (f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}"
-             if r.drift_corrected else "no drift correction")
+    drift = ("no drift correction" if not r.drift_corrected
+             else f"drift {percent(r.drift[0])}" if len(r.drift) == 1
+             else f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}")
     sees = f"; nine in ten ops can show {percent(1 + test.sees)}" if test.ops else ""
     return f"{r.pairs} pair(s), {drift}; interval {level} ({dof}){sees}"
 
@@ -79,8 +90,7 @@ def text(report: Report, unit: str = "ns") -> str:
     """The terminal table: per test, every op with its change and verdict (medians in
     ``unit``)."""
     lines = [f"opprof compare: base {display_name(report.base)}, head "
-             f"{display_name(report.head)}; change is head/base, "
-             + ("instructions executed" if unit == "instructions" else "drift-corrected")]
+             f"{display_name(report.head)}; {_legend(unit)}"]
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
@@ -97,14 +107,14 @@ def markdown(report: Report, unit: str = "ns") -> str:
     """A job summary: the counts, then a table per test (regressions first; medians in
     ``unit``)."""
     lines = ["## opprof compare", "",
-             f"Base {code(report.base)}, head {code(report.head)}: {_summary(report)}."]
+             f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", "",
+             _legend(unit)[0].upper() + _legend(unit)[1:] + "."]
     order = {"regressed": 0, "improved": 1, "ok": 2}
     for test in sorted(report.tests, key=lambda t: min(
             (order[r.change.verdict] for r in t.ops), default=3)):
-        lines += ["", f"### {code(test.nodeid)}", "", _how(report, test) + ".", ""]
-        lines += [f"> {note}" for note in test.result.notes]
+        lines += ["", f"### {span(test.nodeid)}", "", _how(report, test) + ".", ""]
         blind = _blind(report, test)
-        lines += [f"> **blind:** {blind}"] if blind else []
+        lines += quote([*test.result.notes, *([f"**blind:** {blind}"] if blind else [])])
         lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
         for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
             cells = _cells(row, unit)
@@ -114,7 +124,7 @@ def markdown(report: Report, unit: str = "ns") -> str:
     one_side = _one_side(report)
     if one_side:
         lines += ["", "### On one side only", ""]
-        lines += [f"- {where}: {code(what)}" for what, where in one_side]
+        lines += [f"- {where}: {span(what)}" for what, where in one_side]
     return "\n".join(lines) + "\n"
 
 
@@ -142,7 +152,8 @@ def to_json(report: Report, unit: str = "ns") -> str:
             "sees": _number(t.sees) if t.ops else None,
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
-                     "change": r.change.change, "low": r.change.low, "high": r.change.high,
+                     "change": r.change.change, "corrected": r.change.own,
+                     "low": r.change.low, "high": r.change.high,
                      "sd": r.change.sd, "detectable": r.change.detectable,
                      "verdict": r.change.verdict} for r in t.ops],
         } for t in report.tests],

@@ -67,7 +67,7 @@ def op_table(test: TestReport) -> str:
     for op in test.ops:
         base = op.baseline
         figures = [amount(None if base is None else base.baseline_median, unit),
-                   amount(op.median, unit)]
+                   amount(op.judged_median, unit)]
         if kernel:
             count = None if op.kernel is None else op.kernel.count
             figures += [duration(None if op.kernel is None else op.kernel.span_median),

@@ -4,12 +4,17 @@ Regressions first, then improvements, then new and missing ops, each with baseli
 current and ratio; then budget overruns and one line per test. Made from the records'
 :class:`~pytest_opprof.model.reports.TestReport` (the same figures as ``--opprof-json``).
 Every string from data (test ids, op names, the machine key) is a code span, so no name
-renders as a link, an image or HTML, and none breaks the table.
+renders as a link, an image or HTML, and none breaks the table. Every block (heading,
+paragraph, quote, table, list) stands between blank lines: CommonMark continues a quote
+or a paragraph into the next line (a table right after a ``>`` line would render as part
+of the quote, on GitHub as everywhere); ``tests/test_markdown_gfm.py`` renders every
+Markdown the package writes through cmark-gfm, GitHub's renderer.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..model.reports import OpReport, TestReport
@@ -25,21 +30,38 @@ SECTIONS = (("regressed", "Regressions"), ("improved", "Improvements"), ("new", 
             ("missing", "Missing ops"), ("over_budget", "Over budget"))
 
 
-def code(text: str) -> str:
-    """``text`` as an inline code span inside a table cell: fenced by more backticks
-    than it holds in a row (CommonMark), its pipes escaped (GitHub tables)."""
+def span(text: str) -> str:
+    """``text`` as an inline code span outside a table (a heading, a paragraph, a list
+    item): fenced by more backticks than it holds in a row (CommonMark)."""
     text = display_name(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
-    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def code(text: str) -> str:
+    """``text`` as an inline code span inside a table cell: :func:`span` with its pipes
+    escaped (GitHub's tables split a row at every unescaped pipe, code spans included;
+    the escape is taken out again inside the span, so ``a|b`` shows as ``a|b``)."""
+    return span(text.replace("|", "\\|"))
+
+
+def quote(sentences: Sequence[str]) -> list[str]:
+    """Sentences as one block quote, each its own paragraph in it, and a blank line
+    after it (without that line, the block that follows would join the quote)."""
+    lines: list[str] = []
+    for sentence in sentences:
+        lines += [">"] if lines else []
+        lines.append(f"> {sentence}")
+    return [*lines, ""] if lines else []
 
 
 def _row(test: TestReport, op: OpReport) -> str:
     base, unit = op.baseline, test.profile.unit
     cells = [code(test.nodeid), f"OP_ID{op.op_id}. {code(op.name)}",
              amount(None if base is None else base.baseline_median, unit),
-             amount(op.median, unit),
+             amount(op.judged_median, unit),
              percent(None if base is None else base.corrected_ratio),
              percent(None if base is None else base.margin)]
     if op.status == "over_budget":
@@ -69,7 +91,7 @@ def render_reports(tests: list[TestReport], run_info: RunInfo) -> str:
     counts = {label: sum(len(t.having(label)) for t in tests) for label, _ in SECTIONS}
     failed = [t.nodeid for t in tests if t.failed]
     lines = ["## opprof: per-op performance", "",
-             f"Machine {code(run_info.machine)}: {len(tests)} profiled test(s), "
+             f"Machine {span(run_info.machine)}: {len(tests)} profiled test(s), "
              f"{_measures(tests)}, "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]

@@ -1,11 +1,12 @@
 """``--opprof-json``: every profiled test's result, for machines.
 
 Schema ``pytest-opprof/results/1``: pytest_opprof/schemas/results-1.schema.json (a JSON
-Schema, validated in the tests); the fields are described in README.md. Each test's
-entry is its :class:`~pytest_opprof.model.reports.TestReport` written out, the same
-figures the Markdown and HTML reports show; :func:`pytest_opprof.store.results.load`
-reads a file back. Each test's ``unit`` says what its figures count: ``ns``, or
-``instructions`` (its ``*_ns`` fields then hold instruction counts).
+Schema, validated in the tests); the fields are described in docs/reference.md ("Results
+for machines"). Each test's entry is its :class:`~pytest_opprof.model.reports.TestReport`
+written out, the same figures the Markdown and HTML reports show;
+:func:`pytest_opprof.store.results.load` reads a file back. Each test's ``unit`` says
+what its figures count: ``ns``, or ``instructions`` (its ``*_ns`` fields then hold
+instruction counts).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def entry(report: TestReport) -> dict[str, Any]:
         "iterations": report.profile.iterations, "skip": report.profile.skip,
         "counted": report.profile.counted,
         "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
+        "current_runs": c.current_runs if c else None,
         "baseline_runs": report.baseline_runs, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
         "measure": report.measure, "unit": report.profile.unit,
@@ -59,8 +61,10 @@ def _op(op: OpReport) -> dict[str, Any]:
         "verdict": op.status, "current": _current(op.current),
         "baseline": None if v is None else {
             "median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
+            "current_median_ns": _num(v.current_median), "current_count": v.n_current,
             "ratio": _num(v.ratio), "corrected_ratio": _num(v.corrected_ratio),
             "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value),
+            "rank_p_value": _num(v.rank_p_value),
             "spread": _num(v.spread), "detectable": _num(v.detectable)},
         "budget_ns": op.budget_ns,
         "kernel": None if op.kernel is None else {

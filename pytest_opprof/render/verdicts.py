@@ -45,7 +45,8 @@ def op_line(v: OpVerdict, unit: str = "ns") -> str:
         return (f"{head}: {amount(v.baseline_median, unit)} -> "
                 f"{amount(v.current_median, unit)} "
                 f"({percent(v.ratio)}{corrected}{beyond}, "
-                f"z={v.z:.1f} for a spread of {spread(v.spread)} between processes"
+                f"z={v.z:.1f}, p={v.p_value:.2g} for a spread of {spread(v.spread)} between "
+                "processes"
                 f"{rank}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
         return f"{head}: new, {amount(v.current_median, unit)} (not in the baseline)"

@@ -62,8 +62,8 @@ CANNOT_SEE = ("cannot see memory-bound effects (no cache model), threading, or C
               "dispatch (valgrind's CPU has no AVX-512)")
 INSTALL = ("install valgrind (Debian/Ubuntu: apt-get install valgrind; Fedora: dnf install "
            "valgrind; macOS: not supported)")
-REBUILD = ("pip install --force-reinstall --no-deps --no-binary pytest-opprof pytest-opprof "
-           "(or pip install -e . in a checkout)")
+REBUILD = ("pip install --force-reinstall --no-deps --no-cache-dir SOURCE, SOURCE being what "
+           "it was installed from (its checkout or its sdist; in a checkout, pip install -e .)")
 #: How long a child may run, at most, per profiled test it counts (valgrind runs code
 #: about 50 times slower than natively), and at least.
 CHILD_SECONDS_PER_TEST = 600.0

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from .._extras import install
 from ..errors import OpprofError
 from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE, default_tolerance
 from ..measure.timers import BACKENDS, MEASURE_CHOICES
@@ -48,8 +49,8 @@ HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), 
                 "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
                 f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
 HELP_MEASURE = ("what an op's figure is: on CUDA kernel (the summed GPU time of the kernels, "
-                "copies and memsets it launched, from CUPTI: pip install "
-                "'pytest-opprof[cupti]'), events (its CUDA event span), auto (kernel when "
+                f"copies and memsets it launched, from CUPTI: {install('cupti')}), events "
+                "(its CUDA event span), auto (kernel when "
                 "cupti-python loads and CUPTI starts, else events); on the CPU instructions "
                 "(the instructions it executed, counted by valgrind's callgrind in a child "
                 "process: steady on a shared runner; default tolerance "

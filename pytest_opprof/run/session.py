@@ -200,8 +200,8 @@ class OpprofSession:
                 not self.instructions and not run_conditions.pinned():
             lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
                          "can slow multi-threaded ops for minutes; set OPENBLAS_NUM_THREADS=1 "
-                         "OMP_NUM_THREADS=1 for baselines and checks (README: 'On shared CPU "
-                         "runners')")
+                         "OMP_NUM_THREADS=1 for baselines and checks (docs/reference.md: "
+                         "'On shared CPU runners')")
         return lines
 
     # -- one test ----------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from ..._extras import install
+
 if TYPE_CHECKING:
     from .base import Timer
     from .cpu import CpuTimer
@@ -45,7 +47,8 @@ class BackendUnavailable(Exception):
 def _cuda_problem() -> str | None:
     """Why the CUDA backend cannot run here, or None when it can."""
     if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (pip install 'pytest-opprof[cuda12]' or '[cuda13]')"
+        return (f"CuPy is not installed ({install('cuda12')} for CUDA 12, or "
+                f"{install('cuda13')} for CUDA 13)")
     try:
         import cupy
 

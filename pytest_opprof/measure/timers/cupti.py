@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._extras import install
 from ...model.profile import KERNEL, MEMCPY, MEMSET
 
 #: The external id of the iteration scope; op entry j gets FIRST_OP_ID + j.
@@ -29,7 +30,7 @@ ITERATION_ID = 1
 FIRST_OP_ID = 2
 #: The size of each activity buffer handed to CUPTI.
 BUFFER_BYTES = 8 * 1024 * 1024
-INSTALL_HINT = "pip install 'pytest-opprof[cuda13,cupti]'"
+INSTALL_HINT = install("cupti")
 
 #: CUPTI's memcpy kinds as shown in names: ``[memcpy HtoD]``.
 _COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
