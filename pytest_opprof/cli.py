@@ -21,7 +21,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import logging
+import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 
 from ._version import __version__
@@ -63,8 +66,37 @@ def _any_encoding() -> None:
                 reconfigure(errors="backslashreplace")
 
 
+#: The exit status of a command whose output was closed early (``opprof history | head``):
+#: a shell's for a process ended by SIGPIPE (128 + 13).
+BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command; its output closed early (``| head``) ends it quietly with
+    :data:`BROKEN_PIPE`, whatever command was writing (its children ended, its temporary
+    files removed on the way out, as on any error)."""
     _any_encoding()
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # what is still buffered meets the closed pipe here, not at exit
+        return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE
+
+
+def _quiet_stdout() -> None:
+    """stdout pointed at the null device: Python's flush at exit would otherwise meet
+    the closed pipe again and print "Exception ignored ... BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (a captured one in tests)
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_pytest_args", False):
@@ -77,8 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _guarded(run: Callable[[], int]) -> int:
     """Runs a command; its errors are one line on stderr: exit status 1, 2 for a usage
-    error, 130 on Ctrl-C or SIGTERM (the store left as it was)."""
-    with sigterm_as_ctrl_c():
+    error, 130 on Ctrl-C or SIGTERM (the store left as it was). Warnings of the
+    libraries it uses (numpy's on an empty slice, matplotlib's) are not the user's to
+    act on and are not shown, unless asked for (``python -W``, ``PYTHONWARNINGS``)."""
+    with sigterm_as_ctrl_c(), warnings.catch_warnings():
+        if not sys.warnoptions:
+            warnings.simplefilter("ignore")
+            # matplotlib's own notices (a font cache built, a config folder not writable)
+            # come through logging, not warnings
+            logging.getLogger("matplotlib").setLevel(logging.ERROR)
         try:
             return run()
         except UsageProblem as exc:

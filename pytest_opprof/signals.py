@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM held off for a moment that must not be cut halfway.
+"""Ctrl-C and SIGTERM held off (or deferred) for a moment that must not be cut halfway.
 
 A commit of the baseline store, and the ending of a child's process group, each finish
 once started: a second Ctrl-C there would leave a store half written or a group half
@@ -27,3 +27,28 @@ def held() -> Iterator[None]:
     finally:
         for sig, handler in previous:
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back inside the block and delivered after it, once, to
+    the handlers that were in place: a cleanup (a worktree removed, a child started
+    and its group's id taken) is never cut halfway, and the signal is not lost. A
+    no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def keep(signum: int, frame: object) -> None:
+        if signum not in caught:
+            caught.append(signum)
+
+    previous = [(sig, signal.signal(sig, keep)) for sig in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        yield
+    finally:
+        for sig, handler in previous:
+            signal.signal(sig, handler)
+        for signum in caught:  # the handlers' own action now: raise, end, or nothing
+            signal.raise_signal(signum)

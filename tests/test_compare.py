@@ -608,10 +608,10 @@ def noisy_processes(repo, monkeypatch):
     calls = []
 
     def simulated(spread):
-        def profiled(side, folder, pytest_args):
-            calls.append(side)
+        def profiled(side):
+            calls.append(side.name)
             moved = template.samples * np.exp(rng.normal(0, spread, template.samples.shape[1]))
-            return {"test_model.py::test_model": replace(template, samples=moved)}
+            return {"test_model.py::test_model": replace(template, samples=moved)}, {}
         monkeypatch.setattr(compare, "_profiled", profiled)
         return calls
     return simulated

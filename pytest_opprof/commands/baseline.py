@@ -157,7 +157,8 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
         with held():
             stored = policy.commit(staging, root, batch)
     finally:
-        policy.discard(staging)
+        with held():  # a second Ctrl-C does not leave half a staging folder
+            policy.discard(staging)
     if not stored:
         raise CommandError("the runs stored no baseline: no test that passed used the "
                            "gpu_profiler fixture; name the profiled tests")
@@ -178,7 +179,7 @@ def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -
               flush=True)
         child = run_pytest(["--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
                             *pytest_args, f"--opprof-baseline-dir={folder}"], echo=True)
-        _check_run(child.code, child.last, label)
+        _check_run(child.code, child.last, label, child.startup)
 
 
 def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs: int,
@@ -265,7 +266,11 @@ def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
             f"`{command}` on a quiet machine")
 
 
-def _check_run(code: int, last: str, label: str) -> None:
+def _check_run(code: int, last: str, label: str, startup: str | None = None) -> None:
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERRUPTED) and startup:
+        # a conftest that cannot be imported (exit 4, as a usage error), a collection error
+        raise CommandError(f"{label}: pytest ran no test ({startup}); nothing was stored: "
+                           "fix the error and rerun")
     if code == pytest.ExitCode.USAGE_ERROR:
         raise UsageProblem(f"pytest refused the arguments ({last}); nothing was stored")
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:

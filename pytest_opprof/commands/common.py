@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ..run.launcher import last_line
+from ..run.launcher import PLUGIN_ARGS, last_line, startup_error
 from ..run.options import DEFAULT_BASELINE_DIR, Settings
 from ..run.session import baseline_key, this_machine
 from ..store.baseline import BaselineStore
@@ -103,6 +103,9 @@ class PytestView:
     own_options: tuple[str, ...]
     #: Test files the arguments narrow to some of their tests (``file.py::test``).
     narrowed: frozenset[str]
+    #: The test paths given (the command line's, ``@FILE``'s, PYTEST_ADDOPTS', addopts'),
+    #: as given.
+    positional: tuple[str, ...] = ()
 
 
 class Resolver:
@@ -120,6 +123,12 @@ class Resolver:
         self.items: set[str] = set()
         self.files: set[str] = set()
         self.errors: list[str] = []
+        #: Whether pytest stopped on Ctrl-C or SIGTERM (it catches them itself).
+        self.interrupted = False
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # pytest's own "Interrupted: 1 error during collection" is a KeyboardInterrupt too
+        self.interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> int | None:
@@ -127,7 +136,8 @@ class Resolver:
             settings=Settings.from_pytest_config(config), rootdir=config.rootpath,
             own_options=tuple(flag for dest, flag in OWN_OPTIONS.items()
                               if config.getoption(dest, None)),
-            narrowed=_narrowed(config))
+            narrowed=_narrowed(config),
+            positional=tuple(str(a) for a in config.option.file_or_dir or ()))
         return None if self.collect else 0  # a first-result hook: 0 ends pytest here
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
@@ -165,7 +175,12 @@ def in_process(args: list[str], resolver: Resolver) -> int:
     """pytest.main with ``resolver``; its output kept; its usage errors one line."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = pytest.main(args, plugins=[resolver])
+        code = pytest.main([*PLUGIN_ARGS, *args], plugins=[resolver])
+    if resolver.interrupted:  # pytest caught Ctrl-C or SIGTERM itself: not its error
+        raise KeyboardInterrupt
+    startup = startup_error(out.getvalue() + err.getvalue())
+    if code == pytest.ExitCode.USAGE_ERROR and startup is not None:  # also exit status 4
+        raise CommandError(f"pytest could not start: {startup}")
     if code == pytest.ExitCode.USAGE_ERROR or resolver.view is None:
         raise UsageProblem(f"pytest refused the arguments: {last_line(err.getvalue())}")
     return int(code)

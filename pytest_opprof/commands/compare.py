@@ -26,22 +26,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
+import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
 from ..judge.paired import DEFAULT_TOLERANCE, MIN_PAIRS
 from ..model.comparison import Report
+from ..model.profile import Profile
 from ..model.verdict import Key
-from ..run.launcher import last_line, run_pytest
+from ..run.launcher import last_line, run_command, run_pytest
 from ..run.options import Settings, parse_fraction
 from ..run.outputs import Output, clash, problem, write_files
-from .common import CommandError, UsageProblem, pytest_view, whole_number
+from ..signals import deferred
+from .common import CommandError, PytestView, UsageProblem, pytest_view, whole_number
 
 #: Pairs run before the first sizing: enough for each op's spread to be estimated.
 FIRST_PAIRS = 6
@@ -110,56 +114,94 @@ def _detect(text: str) -> float:
 # -- the command ---------------------------------------------------------------------
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    """``opprof compare``: the form is told by its arguments (two .json files: files;
-    else a git ref and pytest's arguments). Ctrl-C: 130, the worktree removed."""
+    """``opprof compare``: the form is told by its first argument (:func:`_files_form`).
+    Ctrl-C: 130, the worktree removed (and said only when it was)."""
+    scratch = Scratch()
     try:
-        return _compare(args, extra)
+        return _compare(args, extra, scratch)
     except KeyboardInterrupt:
-        removed = "" if _files_form(args, extra) else "; the temporary worktree was removed"
-        print(f"opprof: interrupted{removed}", file=sys.stderr)
+        print(f"opprof: interrupted{scratch.said()}", file=sys.stderr)
         return 130
 
 
-def _compare(args: argparse.Namespace, extra: list[str]) -> int:
+@dataclass
+class Scratch:
+    """The temporary folder and worktree of the ref form, and what of them could not
+    be removed (the messages say only what is true)."""
+
+    #: Whether a temporary folder was made.
+    made: bool = False
+    #: What is left behind: folders that could not be removed, a worktree still
+    #: registered with git.
+    left: list[str] = field(default_factory=list)
+
+    def said(self) -> str:
+        if not self.made:
+            return ""
+        if not self.left:
+            return "; the temporary worktree was removed"
+        return (f"; could not remove {', '.join(self.left)}: remove it, then run "
+                "git worktree prune")
+
+
+def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> int:
     outputs = [Output(flag, path) for flag, path in (("--json", args.json),
                                                      ("--markdown", args.markdown)) if path]
     for output in outputs:
         why = problem(output)
         if why is not None:
             raise UsageProblem(f"{output.flag} {output.path}: {why}")
-    inputs = [Path(args.ref), *map(Path, extra[:1])] if _files_form(args, extra) else []
+    files_form = _files_form(args.ref)
+    inputs = [Path(args.ref), *map(Path, extra[:1])] if files_form else []
     clashing = clash(outputs, inputs=inputs)
     if clashing is not None:
         raise UsageProblem(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
-    if _files_form(args, extra):
+    failures: list[str] = []
+    if files_form:
         report = _files(args, extra)
     else:
-        report = _pairs_of_processes(args, extra)
+        report, failures = _pairs_of_processes(args, extra, scratch)
     from ..render import compare as render
 
     print(render.text(report, report.unit))
+    for line in failures:
+        print(line)
     write_files([(output.flag, output.path, render.to_json(report, report.unit)
                   if output.flag == "--json" else render.markdown(report, report.unit))
                  for output in outputs])  # both, or neither
     for output in outputs:
         print(f"opprof: wrote {output.path}")
+    if failures:
+        print(f"opprof: {len(failures)} test(s) failed at a side and were not compared: "
+              "the comparison fails", file=sys.stderr)
+        return 1
     return 1 if report.count("regressed") else 0
 
 
-def _settings(pytest_args: list[str]) -> Settings:
-    """The plugin's settings as pytest sees ``pytest_args`` here (the gate's tolerance:
-    ``opprof_tolerance``, ``--opprof-tolerance`` in addopts; the measure), as every
-    other command takes them; arguments pytest refuses are left for the first process
-    to name (the ini file's alone are taken)."""
-    for args in ([pytest_args, []] if pytest_args else [[]]):
-        with contextlib.suppress(UsageProblem):
-            return pytest_view(args).settings
-    return Settings()
+def _files_form(ref: str) -> bool:
+    """Whether ``opprof compare REF ...`` compares two results files. The rule, on the
+    first argument alone (never on a pytest argument such as ``--benchmark-json=x.json``):
+    a file of that name exists, or the name ends in ``.json`` and names no commit.
+    A name that is both an existing file and a git ref (a branch ``feature.json``)
+    is refused: ``./feature.json`` names the file, ``heads/feature.json`` the branch."""
+    exists = Path(ref).is_file()
+    if not exists and not ref.endswith(".json"):
+        return False
+    names_commit = _names_commit(ref)
+    if exists and names_commit and not ref.startswith(("./", "/", "../")):
+        raise UsageProblem(f"{ref!r} is both a file and a git ref: write ./{ref} to compare "
+                           f"the results file, heads/{ref} (or the commit id) to compare "
+                           "the ref")
+    return exists or not names_commit
 
 
-def _files_form(args: argparse.Namespace, extra: Sequence[str] = ()) -> bool:
-    """Whether the command compares two results files (else a git ref)."""
-    return str(args.ref).endswith(".json") or bool(extra and extra[0].endswith(".json"))
+def _names_commit(ref: str) -> bool:
+    """Whether git, in the current folder, takes ``ref`` for a commit."""
+    try:
+        code, _ = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], Path.cwd())
+    except OSError:  # no git
+        return False
+    return code == 0
 
 
 def _files(args: argparse.Namespace, extra: list[str]) -> Report:
@@ -170,6 +212,9 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
         raise UsageProblem("two results files take no pytest arguments, --pairs, --max-pairs "
                            "or --setup: opprof compare BASE.json HEAD.json")
     runs = []
+    if not extra[0].endswith(".json") and not Path(extra[0]).is_file():
+        raise UsageProblem(f"{extra[0]}: no such results file (opprof compare BASE.json "
+                           "HEAD.json compares two results files)")
     spreads: dict[str, dict[Key, float]] = {}
     for name in (args.ref, extra[0]):
         if not Path(name).is_file():
@@ -186,6 +231,9 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
                 if math.isfinite(v.spread):
                     known = spreads.setdefault(r.nodeid, {})
                     known[v.key] = max(v.spread, known.get(v.key, 0.0))
+    unlike = _unlike(runs[0], runs[1], ("base", args.ref), ("head", extra[0]))
+    if unlike is not None:
+        raise CommandError(f"{unlike}: the files cannot be compared op by op")
     if args.tolerance is None:  # the files' measure's, unless the ini file says otherwise
         counts = all(p.measure == "instructions" for run in runs for p in run.values())
         args.tolerance = _settings([]).tolerance_for("instructions" if counts else None)
@@ -203,27 +251,36 @@ def _detect_of(args: argparse.Namespace) -> float:
     return detect
 
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+def _git(args: list[str], cwd: Path) -> tuple[int, str]:
+    """git in a process group of its own (:func:`run_command`: a git that starts
+    another, as ``worktree add`` may, is ended with it); its status and output."""
+    return run_command(["git", *args], cwd=cwd)
 
 
-def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
+def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
+                        scratch: Scratch) -> tuple[Report, list[str]]:
+    """The ref form: the report, and a line for each test that failed at a side (not
+    compared)."""
     here = Path.cwd().resolve()
-    top = _git(["rev-parse", "--show-toplevel"], here)
-    if top.returncode != 0:
+    code, top_out = _git(["rev-parse", "--show-toplevel"], here)
+    if code != 0:
         raise UsageProblem(f"{here} is not in a git repository: opprof compare REF compares "
                            "with a commit of one (or give two results files)")
-    commit = _git(["rev-parse", "--verify", "--quiet", f"{args.ref}^{{commit}}"], here)
-    if commit.returncode != 0:
-        raise UsageProblem(f"{args.ref!r} is not a commit, branch or tag of "
-                           f"{top.stdout.strip()} (git rev-parse failed)")
-    sha = commit.stdout.strip()
-    inside = here.relative_to(Path(top.stdout.strip()).resolve())
+    top = Path(top_out.strip().splitlines()[-1]).resolve()
+    code, sha_out = _git(["rev-parse", "--verify", "--quiet", f"{args.ref}^{{commit}}"], here)
+    if code != 0:
+        raise UsageProblem(f"{args.ref!r} is not a commit, branch or tag of {top} (git "
+                           "rev-parse failed)")
+    sha = sha_out.strip().splitlines()[-1]
+    inside = here.relative_to(top)
     if args.pairs is not None and (args.max_pairs is not None or args.detect is not None):
         raise UsageProblem("--pairs N runs N pairs; --detect and --max-pairs size the run "
                            "instead: give one or the other")
-    settings = _settings(extra)
+    extra = _expanded(extra, here)
+    view = _view(extra)
+    settings = view.settings if view is not None else _settings([])
+    if view is not None:
+        _check_selection(view, here, top)
     if args.tolerance is None:
         args.tolerance = settings.tolerance
     detect = _detect_of(args)
@@ -232,81 +289,302 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str]) -> Report:
     counts = settings.measure == "instructions"
     planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
     labels = (f"{args.ref} ({sha[:10]})", "working tree")
-    with tempfile.TemporaryDirectory(prefix="opprof-compare-") as scratch, \
-            _worktree(here, Path(scratch) / "base", sha) as tree:
+    for name in _editable_from(top) if not os.environ.get("PYTHONPATH") else ():
+        print(f"opprof: {name} is installed in editable mode from this repository, so "
+              "the base side imports the working tree's code too; import it by a relative "
+              "PYTHONPATH instead (PYTHONPATH=src opprof compare ...)", flush=True)
+    with _worktree(here, sha, scratch) as tree:
         base_dir = tree / inside
         if not base_dir.is_dir():
             raise UsageProblem(f"{inside} does not exist at {args.ref}: run opprof compare "
                                "from a folder both sides have")
-        sides = {"base": base_dir, "head": here}
+        sides = {"base": Side("base", base_dir, _at(extra, top, tree),
+                              _environment_at(top, tree)),
+                 "head": Side("head", here, extra, {})}
         if args.setup:
-            for side, folder in sides.items():
-                _setup(args.setup, side, folder)
+            for side in sides.values():
+                _setup(args.setup, side.name, side.folder)
         runs: dict[str, list[Run]] = {"base": [], "head": []}
+        failed: dict[str, dict[str, str]] = {"base": {}, "head": {}}
         shown = {"base": f"base ({args.ref} at {sha[:10]})", "head": "head (working tree)"}
         p = 0
         while p < planned:
             # ABBA order: whatever favours the second process of a pair favours each side
-            for side in ("base", "head") if p % 2 == 0 else ("head", "base"):
-                print(f"opprof: pair {p + 1} of {planned}: {shown[side]}", flush=True)
-                runs[side].append(_profiled(side, sides[side], extra))
+            for name in ("base", "head") if p % 2 == 0 else ("head", "base"):
+                print(f"opprof: pair {p + 1} of {planned}: {shown[name]}", flush=True)
+                run, side_failed = _profiled(sides[name])
+                runs[name].append(run)
+                for nodeid, why in side_failed.items():
+                    failed[name].setdefault(nodeid, f"pair {p + 1}: {why}")
+            _check_alike(runs, shown)
             p += 1
-            if p == planned and args.pairs is None and p < most and not counts:
-                needed = pairs_needed(compare_runs(runs["base"], runs["head"], mode="pairs",
-                                                   labels=labels, tolerance=args.tolerance,
-                                                   detect=detect))
+            judged = _judged(runs, failed)
+            if p == planned and args.pairs is None and p < most and not counts \
+                    and judged["base"][0]:
+                needed = pairs_needed(compare_runs(judged["base"], judged["head"],
+                                                   mode="pairs", labels=labels,
+                                                   tolerance=args.tolerance, detect=detect))
                 if needed > p:
                     planned = min(needed, most)
                     cap = " (--max-pairs)" if needed > most else ""
                     print(f"opprof: {p} pairs show how far the ops move between processes; "
                           f"{needed} pairs let nine in ten ops of every test show a "
                           f"{detect:.0%} slowdown: running {planned}{cap}", flush=True)
-    return compare_runs(runs["base"], runs["head"], mode="pairs", labels=labels,
-                        tolerance=args.tolerance, detect=detect)
+    judged = _judged(runs, failed)
+    lines = [f"opprof: test {nodeid} failed at {name} ({why}): not compared"
+             for name in ("base", "head") for nodeid, why in sorted(failed[name].items())]
+    return compare_runs(judged["base"], judged["head"], mode="pairs", labels=labels,
+                        tolerance=args.tolerance, detect=detect), lines
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where and how one side's processes run."""
+
+    name: str
+    folder: Path
+    #: The pytest arguments, absolute paths into the repository pointing into this tree.
+    args: list[str]
+    #: Changes to the environment (PYTEST_ADDOPTS, PYTHONPATH into this tree).
+    env: Mapping[str, str]
+
+
+def _view(extra: list[str]) -> PytestView | None:
+    """How pytest here sees the arguments; None when it refuses them (the first
+    process names why)."""
+    with contextlib.suppress(UsageProblem):
+        return pytest_view(extra)
+    return None
+
+
+def _settings(pytest_args: list[str]) -> Settings:
+    """The plugin's settings as pytest sees ``pytest_args`` here (the gate's tolerance:
+    ``opprof_tolerance``, ``--opprof-tolerance`` in addopts; the measure), as every
+    other command takes them; arguments pytest refuses are left for the first process
+    to name (the ini file's alone are taken)."""
+    for args in ([pytest_args, []] if pytest_args else [[]]):
+        view = _view(args)
+        if view is not None:
+            return view.settings
+    return Settings()
+
+
+def _expanded(extra: list[str], here: Path) -> list[str]:
+    """``@FILE`` arguments (pytest reads one argument a line) read here, once, so that
+    the paths they name are seen and mapped as the command line's."""
+    out: list[str] = []
+    for arg in extra:
+        if arg.startswith("@") and len(arg) > 1:
+            try:
+                lines = (here / arg[1:]).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageProblem(f"{arg}: cannot read the arguments file ({exc})") from None
+            out += _expanded([line for line in lines if line.strip()], here)
+        else:
+            out.append(arg)
+    return out
+
+
+def _check_selection(view: PytestView, here: Path, top: Path) -> None:
+    """Every test path (from the command line, @FILE, PYTEST_ADDOPTS or addopts) lies
+    inside the repository: a path outside it would be the same file on both sides."""
+    for arg in view.positional:
+        path = Path(os.path.realpath(here / arg.split("::", 1)[0]))
+        if path != top and top not in path.parents:
+            raise UsageProblem(f"{arg}: outside the repository {top}, so both sides would run "
+                               "the same file; name tests inside the repository")
+
+
+def _mapped(path: str, top: Path, tree: Path) -> str | None:
+    """``path`` (absolute, perhaps ``FILE::TEST``) inside the repository ``top``, as
+    the same path in ``tree``; None when it is no such path."""
+    if not os.path.isabs(path):
+        return None
+    file, sep, rest = path.partition("::")
+    real = Path(os.path.realpath(file))
+    if real != top and top not in real.parents:
+        return None
+    return f"{tree / real.relative_to(top)}{sep}{rest}"
+
+
+def _at(args: Sequence[str], top: Path, tree: Path) -> list[str]:
+    """The arguments for the base side: every absolute path into the repository (an
+    argument, an option's ``=VALUE``, ``@FILE``) pointing into the worktree instead,
+    so that ``opprof compare HEAD /abs/test_x.py`` runs each side's own file."""
+    out = []
+    for arg in args:
+        for prefix in ("", "@", *(arg[:i + 1] for i, c in enumerate(arg) if c == "=")):
+            if not arg.startswith(prefix):
+                continue
+            moved = _mapped(arg[len(prefix):], top, tree)
+            if moved is not None:
+                arg = prefix + moved
+                break
+        out.append(arg)
+    return out
+
+
+def _environment_at(top: Path, tree: Path) -> dict[str, str]:
+    """PYTEST_ADDOPTS and PYTHONPATH for the base side, their absolute paths into the
+    repository pointing into the worktree (a src layout given as PYTHONPATH=$PWD/src
+    imports each side's own package)."""
+    env = {}
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    if addopts:
+        env["PYTEST_ADDOPTS"] = shlex.join(_at(shlex.split(addopts), top, tree))
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(_mapped(entry, top, tree) or entry
+                                            for entry in pythonpath.split(os.pathsep))
+    return env
+
+
+def _editable_from(top: Path) -> list[str]:
+    """The installed distributions whose editable install points into the repository
+    ``top``: both sides import them from the working tree."""
+    import json
+    import urllib.parse
+    from importlib import metadata
+
+    found = set()
+    for dist in metadata.distributions():
+        try:
+            data = json.loads(dist.read_text("direct_url.json") or "null")
+        except (ValueError, OSError, UnicodeDecodeError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("dir_info"), dict) \
+                or not data["dir_info"].get("editable"):
+            continue
+        url = str(data.get("url", ""))
+        if not url.startswith("file://"):
+            continue
+        path = Path(os.path.realpath(urllib.parse.unquote(url.removeprefix("file://"))))
+        if path == top or top in path.parents:
+            found.add(str(dist.metadata["Name"]))
+    return sorted(found)
+
+
+def _measured(profile: Profile) -> str:
+    return f"backend {profile.backend}, measure {profile.measure or 'events'}"
+
+
+def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],
+            *labels: tuple[str, str]) -> str | None:
+    """Why ``base`` and ``head`` were not measured alike (another backend or measure:
+    the sides' ini files differ), one line; None when they were."""
+    for nodeid in sorted(base.keys() & head.keys()):
+        b, h = _measured(base[nodeid]), _measured(head[nodeid])
+        if b != h:
+            (bn, bl), (hn, hl) = labels
+            return (f"{nodeid} was measured with {b} at {bn} ({bl}) but {h} at {hn} "
+                    f"({hl})")
+    return None
+
+
+def _check_alike(runs: Mapping[str, list[Run]], shown: Mapping[str, str]) -> None:
+    """Both sides measured with the same backend and measure, else one line: their
+    times are not comparable (an ini change, a conftest that picks the backend)."""
+    if not runs["base"] or not runs["head"]:
+        return
+    unlike = _unlike(runs["base"][-1], runs["head"][-1], ("base", shown["base"]),
+                     ("head", shown["head"]))
+    if unlike is not None:
+        raise CommandError(f"{unlike}: the sides' times are not comparable; set both with "
+                           "--opprof-backend=... --opprof-measure=... on the command line")
+
+
+def _judged(runs: Mapping[str, list[Run]],
+            failed: Mapping[str, Mapping[str, str]]) -> dict[str, list[Run]]:
+    """The runs less every test that failed at either side (in any process)."""
+    gone = {nodeid for side in failed.values() for nodeid in side}
+    return {name: [{n: p for n, p in run.items() if n not in gone} for run in side_runs]
+            for name, side_runs in runs.items()}
 
 
 @contextlib.contextmanager
-def _worktree(repo: Path, path: Path, sha: str) -> Iterator[Path]:
-    """A detached worktree of ``sha`` at ``path``, removed (and unregistered) after,
-    whatever happens meanwhile."""
-    added = _git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
-    if added.returncode != 0:
-        raise CommandError(f"git worktree add failed: {last_line(added.stderr)}")
+def _worktree(repo: Path, sha: str, scratch: Scratch) -> Iterator[Path]:
+    """A detached worktree of ``sha`` in a new temporary folder, removed (and
+    unregistered) after, whatever happens meanwhile: also when ``git worktree add`` is
+    itself interrupted (its git and the git it started are ended first, by the
+    launcher). The removal is not cut by Ctrl-C or SIGTERM (they are delivered after);
+    what could not be removed is kept in ``scratch`` and said."""
+    with deferred():
+        folder = Path(tempfile.mkdtemp(prefix="opprof-compare-"))
+        scratch.made = True
+    path = folder / "base"
     try:
+        code, out = _git(["worktree", "add", "--detach", "--quiet", str(path), sha], repo)
+        if code != 0:
+            raise CommandError(f"git worktree add failed: {last_line(out)}")
         yield path
     finally:
-        _git(["worktree", "remove", "--force", str(path)], repo)
-        shutil.rmtree(path, ignore_errors=True)
+        with deferred():
+            scratch.left = _remove_worktree(repo, path, folder)
+        if scratch.left:
+            print(f"opprof: could not remove {', '.join(scratch.left)}: remove it, then run "
+                  "git worktree prune", file=sys.stderr)
+
+
+def _remove_worktree(repo: Path, path: Path, folder: Path) -> list[str]:
+    """The worktree at ``path`` unregistered (also when locked, as an interrupted
+    ``git worktree add`` leaves it) and ``folder`` removed; what is left."""
+    with contextlib.suppress(OSError):
+        _git(["worktree", "remove", "--force", "--force", str(path)], repo)
+    shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        if _registered(repo, path):
+            _git(["worktree", "unlock", str(path)], repo)
         _git(["worktree", "prune"], repo)
+    left = [str(folder)] if folder.exists() else []
+    with contextlib.suppress(OSError):
+        if _registered(repo, path):
+            left.append(f"the worktree {path} registered with git")
+    return left
+
+
+def _registered(repo: Path, path: Path) -> bool:
+    code, out = _git(["worktree", "list", "--porcelain"], repo)
+    return code == 0 and any(line == f"worktree {path}" or
+                             line == f"worktree {os.path.realpath(path)}"
+                             for line in out.splitlines())
 
 
 def _setup(command: str, side: str, folder: Path) -> None:
+    """``--setup`` in the side's tree: a shell in a process group of its own, ended
+    with everything it started on Ctrl-C or SIGTERM."""
     print(f"opprof: setup ({side}): {command}", flush=True)
-    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
+    code, out = run_command(["/bin/sh", "-c", command], cwd=folder)
+    if code != 0:
         raise CommandError(f"--setup failed in the {side} tree {folder} (exit code "
-                           f"{done.returncode}: {last_line(done.stdout + done.stderr)})")
+                           f"{code}: {last_line(out)})")
 
 
-def _profiled(side: str, folder: Path, pytest_args: list[str]) -> Run:
-    """One pytest process in ``folder``; its profiles by node id, as typed records
-    (:mod:`pytest_opprof.run.launcher`: no results file, no machine info)."""
-    child = run_pytest(["-q", "-p", "no:cacheprovider", "--opprof-no-gate", *pytest_args],
-                       cwd=folder, env={"PYTHONDONTWRITEBYTECODE": "1"}, records=True)
-    code, last = child.code, child.last
+def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
+    """One pytest process of ``side``; its profiles by node id, as typed records
+    (:mod:`pytest_opprof.run.launcher`: no results file, no machine info), and the
+    tests that failed there (node id -> pytest's line)."""
+    child = run_pytest(["-q", "-p", "no:cacheprovider", "--opprof-no-gate", *side.args],
+                       cwd=side.folder, env={"PYTHONDONTWRITEBYTECODE": "1", **side.env},
+                       records=True)
+    code, last, at = child.code, child.last, side.name
+    startup = child.startup
+    if code == 4 and startup is not None:  # exit 4 is also a conftest's import error
+        raise CommandError(f"pytest could not start at {at}: {startup}")
     if code == 4:
-        raise UsageProblem(f"pytest refused the arguments at {side} ({last})")
+        raise UsageProblem(f"pytest refused the arguments at {at} ({last})")
     if code == 2:
-        raise CommandError(f"pytest could not collect the tests at {side} ({last}); "
+        why = startup or next(iter(f"{n}: {w}" for n, w in child.failed.items()), last)
+        raise CommandError(f"pytest could not collect the tests at {at} ({why}); "
                            "fix the error, or name tests that exist on both sides")
     if code == 5:
-        raise UsageProblem(f"pytest collected no tests at {side}: name the tests to compare")
+        raise UsageProblem(f"pytest collected no tests at {at}: name the tests to compare")
     if code not in (0, 1) or (child.records is None and not child.records_problem):
-        raise CommandError(f"pytest failed at {side} (exit code {code}: {last})")
+        raise CommandError(f"pytest failed at {at} (exit code {code}: {last})")
     if child.records is None:
         raise CommandError(child.records_problem)
-    if code == 1:
-        print(f"opprof: some tests failed at {side} ({last}); the profiles of those that "
-              "ran are compared", flush=True)
-    return {r.profile.nodeid: r.profile for r in child.records}
+    failed = dict(child.failed)
+    # a profile from a call that did not pass measured a test that did not run through
+    failed.update({r.nodeid: "its call failed" for r in child.records
+                   if not r.passed and r.nodeid not in failed})
+    return ({r.profile.nodeid: r.profile for r in child.records if r.nodeid not in failed},
+            failed)

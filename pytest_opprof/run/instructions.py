@@ -43,7 +43,7 @@ from ..errors import OpprofError
 from ..measure.timers.callgrind import OUT_VARIABLE, extension
 from ..model.conditions import BLAS_PINNING
 from .launcher import run_pytest
-from .rerun import profiling
+from .rerun import profiling, selection_free
 
 if TYPE_CHECKING:
     from ..model.profile import Profile
@@ -341,7 +341,8 @@ def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int) -> Share
     try:
         with tempfile.TemporaryDirectory(prefix="opprof-callgrind-") as tmp:
             prefix = Path(tmp, "dump")
-            env = {**child_environment(), OUT_VARIABLE: str(prefix)}
+            env = {**child_environment(), **selection_free(config)[1],
+                   OUT_VARIABLE: str(prefix)}
             child = run_pytest(profiling(config, nodeids, backend="cpu", skip=skip,
                                          measure="instructions"),
                                cwd=config.invocation_params.dir, env=env, records=True,

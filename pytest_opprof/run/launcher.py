@@ -22,6 +22,7 @@ import collections
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,12 +30,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OpprofError
-from ..signals import held
+from ..signals import deferred, held
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
 TAIL_LINES = 20
 #: How long a child group has to end after SIGTERM before it is killed.
 GRACE_S = 5.0
+#: The plugin asked for by name (its entry point), first: a ``-p no:opprof`` in the
+#: user's addopts (the plugin off for plain runs) does not turn it off in the processes
+#: pytest-opprof starts, nor in the commands' own reading of the configuration; a
+#: ``-p no:opprof`` on the command line still does (it comes later).
+PLUGIN_ARGS = ("-p", "opprof")
 
 
 #: pytest's banner lines: ``===== 1 failed in 0.12s =====``, ``!!!! Interrupted: ... !!!!``.
@@ -72,6 +78,25 @@ def last_line(text: str) -> str:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         return failed[0] + more + ("" if final == failed[-1] else f"; {final}")
     return final
+
+
+def startup_error(output: str) -> str | None:
+    """What stopped pytest before it ran a test, as one line, when its output says: a
+    conftest that could not be imported (pytest's exit status 4, which is also its
+    usage error's), or a test file that could not be collected (exit status 2):
+    ``ImportError while loading conftest '/p/conftest.py': ModuleNotFoundError: No
+    module named 'x'``; None when it says neither."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        conftest = "while loading conftest" in line
+        collecting = line.startswith("_") and " ERROR collecting " in line
+        if not (conftest or collecting):
+            continue
+        what = line.rstrip(".") if conftest else line.strip("_ ").removeprefix("ERROR collecting ")
+        error = next((x.removeprefix("E").strip() for x in lines[i + 1:]
+                      if x.startswith("E ")), None)
+        return f"{what}: {error}" if error else what
+    return None
 
 
 class Terminated(KeyboardInterrupt):
@@ -126,11 +151,17 @@ class ChildResult:
     records_problem: str = ""
     #: Whether it ran past its timeout (and was ended).
     timed_out: bool = False
+    #: The tests that failed (setup, call or teardown; or their file's collection), by
+    #: node id, with pytest's one line; asked with ``records`` only.
+    failed: Mapping[str, str] = field(default_factory=dict)
+    #: What stopped pytest before any test ran, when its output says
+    #: (:func:`startup_error`: a conftest that cannot be imported, a collection error).
+    startup: str | None = None
 
 
 def pytest_command(args: Sequence[str]) -> list[str]:
-    """``python -m pytest ARGS`` with this interpreter."""
-    return [sys.executable, "-m", "pytest", *args]
+    """``python -m pytest -p opprof ARGS`` with this interpreter (:data:`PLUGIN_ARGS`)."""
+    return [sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
 
 
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
@@ -140,33 +171,77 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
     With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
-    named here) and the child's records are read back. ``timeout`` (seconds; output
-    kept only) ends the child's group when it runs longer. OSError when it cannot be
-    started."""
-    with tempfile.TemporaryDirectory(prefix="opprof-child-") as tmp:
-        out = Path(tmp, "records.json")
-        command = [*wrapper, *pytest_command([*args, f"--opprof-profile-out={out}"]
-                                             if records else args)]
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        with _sigterm_unless_handled():
-            proc = subprocess.Popen(command, cwd=cwd, env=environment, text=True,
-                                    errors="replace", stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
-            except BaseException:  # Ctrl-C, SIGTERM: the whole group, then the caller
+    named here) and the child's records are read back, with the tests that failed
+    (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
+    the child's group when it runs longer. OSError when it cannot be started."""
+    with deferred():  # the folder made and known, or not made
+        tmp = tempfile.mkdtemp(prefix="opprof-child-")
+    try:
+        return _run_pytest_in(Path(tmp), args, cwd=cwd, env=env, echo=echo, records=records,
+                              timeout=timeout, wrapper=wrapper)
+    finally:
+        with deferred():  # removed whole: a second Ctrl-C is delivered after
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_pytest_in(tmp: Path, args: Sequence[str], *, cwd: Path | str | None,
+                   env: Mapping[str, str] | None, echo: bool, records: bool,
+                   timeout: float | None, wrapper: Sequence[str]) -> ChildResult:
+    from .outcomes import OUTCOMES_VARIABLE, PLUGIN
+    from .outcomes import read as read_outcomes
+
+    out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
+    asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
+    command = [*wrapper, *pytest_command(asked)]
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    if records:
+        environment[OUTCOMES_VARIABLE] = str(outcomes)
+    code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
+                                        timeout=timeout)
+    last, startup = last_line(output), startup_error(output)
+    if echo:
+        output = ""
+    if not records or timed_out:
+        return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
+    found, problem = read_records(out)
+    return ChildResult(code, last, output, found, problem,
+                       failed=read_outcomes(outcomes), startup=startup)
+
+
+def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
+                env: Mapping[str, str] | None = None,
+                timeout: float | None = None) -> tuple[int, str]:
+    """Any other child (git, a ``--setup`` command): run as pytest is, in a process
+    group of its own that Ctrl-C, SIGTERM or an error ends as a whole (a git that
+    started another git, a shell's children); its exit status and output (stdout and
+    stderr together). OSError when it cannot be started."""
+    environment = None if env is None else {**os.environ, **env}
+    code, output, _ = run_group(list(command), cwd=cwd, env=environment, echo=False,
+                                timeout=timeout)
+    return code, output
+
+
+def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, str] | None,
+              echo: bool, timeout: float | None) -> tuple[int, str, bool]:
+    """``command`` in a new process group: (exit status, output, whether it timed out).
+    A signal that arrives while it starts is held until its pid is known, so that the
+    group is always ended: nothing it started is left running."""
+    proc: subprocess.Popen[str] | None = None
+    with _sigterm_unless_handled():
+        try:
+            with deferred():  # the pid, the group's id, known before Ctrl-C can act
+                proc = subprocess.Popen(command, cwd=cwd, env=env, text=True,
+                                        errors="replace", stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
+        except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
+            if proc is not None:
                 end_group(proc)
-                raise
-            finally:
-                if proc.stdout is not None:
-                    proc.stdout.close()
-        last = last_line(output)
-        if echo:
-            output = ""
-        if not records or timed_out:
-            return ChildResult(proc.returncode, last, output, timed_out=timed_out)
-        found, problem = read_records(out)
-        return ChildResult(proc.returncode, last, output, found, problem)
+            raise
+        finally:
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()
+    return proc.returncode, output, timed_out
 
 
 def _passed_on(proc: subprocess.Popen[str]) -> tuple[str, bool]:
@@ -196,21 +271,58 @@ def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool
 
 def end_group(proc: subprocess.Popen[str]) -> None:
     """The child's process group ended: SIGTERM, then SIGKILL to what is left (workers,
-    a hang) once the child has exited or after :data:`GRACE_S`; waited for. The child is
-    reaped only after the SIGKILL, so that its pid, the group's id, cannot meanwhile
-    name another process. Ctrl-C and SIGTERM are ignored until it is done."""
+    a hang) once the child has exited or after :data:`GRACE_S`; waited for. Processes
+    the child started that left its group (a session of their own) are found first,
+    while they are still its descendants, and ended with it. The child is reaped only
+    after the SIGKILL, so that its pid, the group's id, cannot meanwhile name another
+    process. Ctrl-C and SIGTERM are ignored until it is done."""
     with held():
         if not hasattr(os, "killpg"):  # no process groups (Windows): the child alone
             proc.kill()
             proc.wait()
             return
+        strays = _strays(proc.pid)
         _signal_group(proc.pid, signal.SIGTERM)
+        for pgid in strays:
+            _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + GRACE_S
         while proc.returncode is None and not _exited(proc.pid) \
                 and time.monotonic() < deadline:
             time.sleep(0.02)
         _signal_group(proc.pid, signal.SIGKILL)
+        for pgid in strays:
+            _signal_group(pgid, signal.SIGKILL)
         proc.wait()
+
+
+def _strays(pid: int) -> list[int]:
+    """The process groups of ``pid``'s descendants that are not in its group (they
+    called setsid), read from /proc; none where there is no /proc."""
+    parents: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(name))
+        groups[int(name)] = int(fields[2])
+    found: set[int] = set()
+    todo = list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        if groups.get(child, pid) not in (pid, 0):
+            found.add(groups[child])
+        todo += parents.get(child, [])
+    found.discard(os.getpgrp())  # never this process's own group
+    return sorted(found)
 
 
 def _exited(pid: int) -> bool:

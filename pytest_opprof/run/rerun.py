@@ -10,7 +10,9 @@ profiles, and says so with its own flags).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +41,13 @@ DROPPED = frozenset({
 })
 #: Dropped as a family: any flag starting with one of these.
 DROPPED_PREFIXES = ("--opprof-",)
+#: The ``--opprof-*`` flags dropped from addopts and PYTEST_ADDOPTS (which the re-run
+#: reads again, as it reads the ini file): those that write the user's files or the
+#: store. The others (the iterations, the backend) keep measuring as the first run did.
+DROPPED_FROM_ADDOPTS = frozenset({
+    "--opprof-json", "--opprof-markdown", "--opprof-trace", "--opprof-html",
+    "--opprof-update-baseline", "--opprof-append-baseline", "--opprof-baseline-batch",
+    "--opprof-profile-out"})
 
 
 def _takes_value(config: pytest.Config, flag: str) -> bool:
@@ -55,25 +64,75 @@ def _dropped(flag: str) -> bool:
     return name in DROPPED or name.startswith(DROPPED_PREFIXES)
 
 
+def _dropped_from_addopts(flag: str) -> bool:
+    name = flag.split("=", 1)[0]
+    return name in DROPPED or name in DROPPED_FROM_ADDOPTS
+
+
 def user_args(config: pytest.Config) -> list[str]:
-    """The command line the user gave, less the positional test selection and the
-    flags in :data:`DROPPED` (each with its value)."""
-    args = [str(a) for a in config.invocation_params.args]
+    """The command line the user gave (``@FILE`` arguments read), less the positional
+    test selection and the flags in :data:`DROPPED` (each with its value)."""
+    args = _expanded([str(a) for a in config.invocation_params.args],
+                     Path(config.invocation_params.dir))
+    return _kept(config, args, _dropped)
+
+
+def _kept(config: pytest.Config, args: Sequence[str],
+          dropped: Callable[[str], bool]) -> list[str]:
+    """``args`` less the test paths pytest took from them and the flags ``dropped``
+    names (each with its value)."""
     positional = {str(p) for p in config.option.file_or_dir or ()}
     kept: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
         takes = arg.startswith("-") and "=" not in arg and _takes_value(config, arg)
-        chunk = args[i:i + 2] if takes else [arg]
+        chunk = list(args[i:i + 2]) if takes else [arg]
         i += len(chunk)
         if arg == "--":  # the rest are positionals
             break
-        if (arg.startswith("-") and _dropped(arg)) or (arg in positional
-                                                       and not arg.startswith("-")):
+        if (arg.startswith("-") and dropped(arg)) or (arg in positional
+                                                      and not arg.startswith("-")):
             continue
         kept += chunk
     return kept
+
+
+def _expanded(args: list[str], folder: Path, depth: int = 0) -> list[str]:
+    """``@FILE`` arguments replaced by the file's lines (pytest's own reading: one
+    argument a line), so that the test paths they give are seen and left out."""
+    out: list[str] = []
+    for arg in args:
+        if arg.startswith("@") and len(arg) > 1 and depth < 10:
+            try:
+                lines = (folder / arg[1:]).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                out.append(arg)  # pytest said what was wrong with it in the first run
+                continue
+            out += _expanded(lines, folder, depth + 1)
+        else:
+            out.append(arg)
+    return out
+
+
+def selection_free(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
+    """What keeps the child's selection to the node ids it is given: ``-o addopts=``
+    and ``PYTEST_ADDOPTS`` without the test paths (and the flags that write the user's
+    files) that the ini file's addopts and the environment would add again; nothing
+    where they add none."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    addopts = [str(a) for a in config.getini("addopts") or ()]
+    kept = _kept(config, addopts, _dropped_from_addopts)
+    if kept != addopts:
+        args = ["-o", f"addopts={shlex.join(kept)}"]
+    environment = os.environ.get("PYTEST_ADDOPTS", "")
+    if environment.strip():
+        words = shlex.split(environment)
+        kept = _kept(config, words, _dropped_from_addopts)
+        if kept != words:
+            env["PYTEST_ADDOPTS"] = shlex.join(kept)
+    return args, env
 
 
 def node_arg(config: pytest.Config, nodeid: str) -> str:
@@ -110,7 +169,7 @@ def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, sk
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
         args += ["-n", "0"]  # no workers, whatever addopts say
-    return args
+    return args + selection_free(config)[0]
 
 
 def reason(suspects: Sequence[OpVerdict]) -> str:
@@ -134,12 +193,14 @@ def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) 
 def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
                   timeout: float, measure: str | None = None) -> Profile | None:
     """The test's profile from a new process (its last profile from a call that
-    passed), or None when it gave none (the first run's verdict then stands)."""
+    passed, checked to be this node id's), or None when it gave none (the first run's
+    verdict then stands)."""
     args = command(config, nodeid, backend=backend, skip=skip, measure=measure)
     try:
         child = run_pytest(args, cwd=config.invocation_params.dir, records=True,
-                           timeout=timeout)
+                           timeout=timeout, env=selection_free(config)[1])
     except OSError:
         return None
-    passed = [r.profile for r in child.records or () if r.passed]
+    # this test's profile only: whatever else the child ran is no evidence for it
+    passed = [r.profile for r in child.records or () if r.passed and r.nodeid == nodeid]
     return passed[-1] if passed else None
