@@ -177,14 +177,13 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo,
                        trace.render(record)) for record in records]
             continue
         if output.flag == "--opprof-json":
-            write(output.flag, output.path, results_json.render_reports(
-                reports, run_info, strict=strict, strict_effect=settings.strict_effect))
-            continue
-        render = {"--opprof-markdown": markdown.render_reports,
-                  "--opprof-html": html.render_tests}[output.flag]
-        text = render(reports, run_info)
-        if output.flag == "--opprof-json":
+            text = results_json.render_reports(reports, run_info, strict=strict,
+                                               strict_effect=settings.strict_effect)
             _check_results_size(output, text)
+        else:
+            render = {"--opprof-markdown": markdown.render_reports,
+                      "--opprof-html": html.render_tests}[output.flag]
+            text = render(reports, run_info)
         files.append((output.flag, output.path, text))
     write_files(files)  # every file, or none
 
