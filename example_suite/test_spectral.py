@@ -14,15 +14,18 @@ from example_suite.workloads.spectral import VorticitySolver
 
 @pytest.mark.opprof(iterations=30)
 def test_vorticity_step(gpu_profiler):
-    xp = gpu_profiler.instrument(gpu_profiler.xp, names=["fft"])
-    solver = VorticitySolver(xp, n=256, nu=1e-3, dt=5e-3)
+    plain = gpu_profiler.xp
+    solver = VorticitySolver(plain, n=256, nu=1e-3, dt=5e-3)
     rng = np.random.default_rng(0)
-    w_hat = solver.to_spectral(gpu_profiler.xp.asarray(rng.standard_normal((256, 256))))
+    w_hat = solver.to_spectral(plain.asarray(rng.standard_normal((256, 256))))
     w_hat = w_hat * solver.dealias
     start = solver.enstrophy(w_hat)
+    # the FFTs become ops for the loop only: the set-up's and the check's are not timed
+    solver.xp = gpu_profiler.instrument(plain, names=["fft"])
     for _ in gpu_profiler.iterations():
         with gpu_profiler.phase("advection"):
             advection = solver.advection(w_hat)
         with gpu_profiler.phase("diffusion"):
             w_hat = solver.diffuse(w_hat, advection)
+    solver.xp = plain
     assert solver.enstrophy(w_hat) < start, "viscosity should dissipate enstrophy"

@@ -122,6 +122,8 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
     assert "27 of 30 iterations counted" in spectral  # its marker asks for 30
     assert "Advection Time : " in spectral and "fft.irfft2" in spectral
     assert "test_transformer_block[32] -" in out and "test_transformer_block[64] -" in out
+    # the showcase trips none of the notes a careless test gets (ops outside the loop...)
+    assert "outside the iterations() loop" not in out and "without iterations()" not in out
 
 
 @pytest.mark.e2e
