@@ -144,6 +144,34 @@ def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pyt
     assert bench["extra_info"]["opprof"]["verdict"] == "not gated"
 
 
+def test_with_pytest_benchmark_turned_off_the_plugin_gates_and_writes_alike(pytester,
+                                                                            monkeypatch):
+    """The README's claim: ``-p no:benchmark`` drops pytest-benchmark's header line and its
+    ``.benchmarks/`` folder, and pytest-opprof takes a baseline, gates a 3x slowdown and
+    writes its results file as with it on."""
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makepyfile("""
+        import os
+
+        def test_step(gpu_profiler):
+            dev = gpu_profiler.timer.device_model
+            for _ in gpu_profiler.iterations(8):
+                with gpu_profiler.op("matmul"):
+                    dev.kernel(2_000 * int(os.environ.get("SLOW", "1")))
+    """)
+    off = ("-p", "no:benchmark")
+    update(pytester, *off)
+    same = run(pytester, *off)
+    same.assert_outcomes(passed=1)
+    assert "benchmark:" not in same.stdout.str()
+    monkeypatch.setenv("SLOW", "3")
+    slow = run(pytester, *off, "--opprof-json=r.json", "--opprof-no-confirm")
+    slow.assert_outcomes(failed=1)
+    assert "OP_ID0. matmul" in slow.stdout.str() and "regressed" in slow.stdout.str()
+    assert json.loads((pytester.path / "r.json").read_text())["tests"]
+    assert not (pytester.path / ".benchmarks").exists()
+
+
 # ---- results JSON, Markdown, JUnit ----------------------------------------------------
 
 @pytest.fixture
