@@ -66,6 +66,19 @@ def test_net(gpu_profiler):
 """
 
 
+def six_op_project(pytester, monkeypatch):
+    """A pytester project of SIX_OP_NET on the fake backend's exact times, with no thread
+    variable set and no slowdown (the fixture ``suite`` of the conditions' and strict
+    mode's tests)."""
+    from pytest_opprof.model.conditions import THREAD_VARIABLES
+
+    for name in (*THREAD_VARIABLES, "SLOW"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_net=SIX_OP_NET)
+    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    return pytester
+
+
 def ctrl_c_as_from_a_terminal() -> None:
     """``preexec_fn`` of a child that a test interrupts with SIGINT: Ctrl-C's default
     disposition, as a terminal's shell starts a command. A process inherits an ignored

@@ -122,11 +122,10 @@ def assert_clean(scenario: Path) -> None:
         list((project / ".git" / "worktrees").iterdir()) == []
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
-def test_a_signal_to_compare_under_xdist_ends_every_worker(scenario, sig):
-    proc = start(scenario, "compare", "HEAD", "--pairs", "2", "-n", "2",
-                 "-p", "no:cacheprovider")
-    found = wait_for_pids(scenario, proc, 2)
+def ended_cleanly(scenario, proc, pids: int, sig) -> None:
+    """``sig`` to a compare once its children wrote ``pids`` pid files: it says the
+    worktree was removed, and nothing it started, no worktree, no folder is left."""
+    found = wait_for_pids(scenario, proc, pids)
     _, err = ended(proc, sig)
     assert err.strip().splitlines()[-1] == \
         "opprof: interrupted; the temporary worktree was removed"
@@ -134,15 +133,17 @@ def test_a_signal_to_compare_under_xdist_ends_every_worker(scenario, sig):
     assert_clean(scenario)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_to_compare_under_xdist_ends_every_worker(scenario, sig):
+    proc = start(scenario, "compare", "HEAD", "--pairs", "2", "-n", "2",
+                 "-p", "no:cacheprovider")
+    ended_cleanly(scenario, proc, 2, sig)
+
+
 def test_sigterm_during_setup_ends_what_the_setup_started(scenario):
     setup = 'sleep 60 & echo $! > "$PIDS/$!"; wait'
     proc = start(scenario, "compare", "HEAD", "--pairs", "1", "--setup", setup)
-    found = wait_for_pids(scenario, proc, 1)
-    _, err = ended(proc, signal.SIGTERM)
-    assert err.strip().splitlines()[-1] == \
-        "opprof: interrupted; the temporary worktree was removed"
-    none_left(found)
-    assert_clean(scenario)
+    ended_cleanly(scenario, proc, 1, signal.SIGTERM)
 
 
 HOOK = """#!/bin/sh
@@ -162,12 +163,7 @@ def test_a_signal_during_git_worktree_add_leaves_no_worktree(scenario, sig):
     hook.write_text(HOOK)
     hook.chmod(0o755)
     proc = start(scenario, "compare", "HEAD", "--pairs", "1")
-    found = wait_for_pids(scenario, proc, 2)
-    _, err = ended(proc, sig)
-    assert err.strip().splitlines()[-1] == \
-        "opprof: interrupted; the temporary worktree was removed"
-    none_left(found)
-    assert_clean(scenario)
+    ended_cleanly(scenario, proc, 2, sig)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])

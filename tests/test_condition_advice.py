@@ -32,7 +32,7 @@ from pytest_opprof.model.conditions import (
     difference,
 )
 
-from .fakes import SIX_OP_NET
+from .fakes import six_op_project
 from .test_conditions import NETWORK, stored
 
 ADVICE = re.compile(r"^(?P<said>.*?): (?:(?P<fixes>.*?), or )?re-take the baseline with "
@@ -189,11 +189,7 @@ def test_remedies_leave_out_what_the_run_had():
 @pytest.fixture
 def suite(pytester, monkeypatch):
     """The fake backend's exact times, no thread variable set (as test_conditions')."""
-    for name in (*THREAD_VARIABLES, "SLOW"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makepyfile(test_net=SIX_OP_NET)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    return pytester
+    return six_op_project(pytester, monkeypatch)
 
 
 def _edit_conditions(pytester, **changes):

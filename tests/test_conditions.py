@@ -11,7 +11,7 @@ import pytest
 from pytest_opprof.model.conditions import THREAD_VARIABLES, difference
 from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
-from .fakes import SIX_OP_NET, train_profile
+from .fakes import SIX_OP_NET, six_op_project, train_profile
 
 OPS = SIX_OP_NET
 
@@ -21,11 +21,7 @@ NETWORK = "test_net.py::test_net"
 @pytest.fixture
 def suite(pytester, monkeypatch):
     """The fake backend's exact times, no thread variable set, no slowdown."""
-    for name in (*THREAD_VARIABLES, "SLOW"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makepyfile(test_net=OPS)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    return pytester
+    return six_op_project(pytester, monkeypatch)
 
 
 def update(pytester, *args, runs=3, batch="t"):

@@ -41,9 +41,9 @@ def test_every_reader_parses_json_one_way(text, says):
         jsontext.loads(text)
 
 
-@pytest.fixture
-def results_file(pytester):
-    """A results file of one profiled test (the fake backend), and the project."""
+def one_test_project(pytester) -> None:
+    """The project most tests here start from: one profiled test (test_one.py::test_a,
+    one op) on the fake backend."""
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
     pytester.makepyfile(test_one="""
         def test_a(gpu_profiler):
@@ -52,6 +52,12 @@ def results_file(pytester):
                 with gpu_profiler.op("matmul"):
                     dev.kernel(10_000)
         """)
+
+
+@pytest.fixture
+def results_file(pytester):
+    """A results file of one profiled test (the fake backend), and the project."""
+    one_test_project(pytester)
     assert pytester.runpytest("-p", "no:randomly", "--opprof-json=r.json").ret == 0
     return pytester.path / "r.json"
 
@@ -151,14 +157,7 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
 
 @pytest.mark.e2e
 def test_the_plugin_refuses_to_append_onto_a_conflicted_history(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    pytester.makepyfile(test_one="""
-        def test_a(gpu_profiler):
-            dev = gpu_profiler.timer.device_model
-            for _ in gpu_profiler.iterations(4):
-                with gpu_profiler.op("matmul"):
-                    dev.kernel(10_000)
-        """)
+    one_test_project(pytester)
     for _ in range(2):
         assert pytester.runpytest("-p", "no:randomly", "--opprof-append-baseline").ret == 0
     (path,) = (pytester.path / ".opprof").rglob("*.json")
@@ -349,14 +348,7 @@ def test_history_writes_no_output_over_a_baseline(history_store, tmp_path, capsy
 ])
 def test_the_plugins_outputs_write_over_no_baseline_and_not_over_each_other(pytester, args,
                                                                               says):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    pytester.makepyfile(test_one="""
-        def test_a(gpu_profiler):
-            dev = gpu_profiler.timer.device_model
-            for _ in gpu_profiler.iterations(4):
-                with gpu_profiler.op("matmul"):
-                    dev.kernel(10_000)
-        """)
+    one_test_project(pytester)
     assert pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline").ret == 0
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     moved = pytester.path / "moved.json"  # a baseline file outside the folder too
@@ -759,14 +751,7 @@ def test_a_results_file_larger_than_its_readers_take_is_not_written(pytester, mo
     from pytest_opprof.model import reports
 
     monkeypatch.setattr(reports, "RESULTS_MAX_BYTES", 4000)  # one bound: writer and reader
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    pytester.makepyfile(test_one="""
-        def test_a(gpu_profiler):
-            dev = gpu_profiler.timer.device_model
-            for _ in gpu_profiler.iterations(4):
-                with gpu_profiler.op("matmul"):
-                    dev.kernel(10_000)
-        """)
+    one_test_project(pytester)
     result = pytester.runpytest("-p", "no:randomly", "--opprof-json=r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["ERROR: opprof: --opprof-json=*r.json: the results are * MB, "

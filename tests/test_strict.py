@@ -10,9 +10,7 @@ import re
 
 import pytest
 
-from pytest_opprof.model.conditions import THREAD_VARIABLES
-
-from .fakes import SIX_OP_NET
+from .fakes import six_op_project
 
 NETWORK = "test_net.py::test_net"
 NO_LOOP = """
@@ -36,11 +34,7 @@ HEAD = ("opprof: strict: {n} gated test(s) could not be judged: the session fail
 @pytest.fixture
 def suite(pytester, monkeypatch):
     """The fake backend's exact times, no thread variable set, no slowdown."""
-    for name in (*THREAD_VARIABLES, "SLOW"):
-        monkeypatch.delenv(name, raising=False)
-    pytester.makepyfile(test_net=SIX_OP_NET)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    return pytester
+    return six_op_project(pytester, monkeypatch)
 
 
 def update(pytester, *args, runs=3):
