@@ -161,7 +161,9 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     that profiled something made the session here, see ``records``)."""
     workeroutput = getattr(node, "workeroutput", None) or {}
     workerinput = getattr(node, "workerinput", None) or {}
-    if "testrunuid" in workerinput:  # where its workers left their instruction counts
+    opprof = existing(node.config)
+    if opprof is not None and opprof.instructions and "testrunuid" in workerinput:
+        # where its workers left their instruction counts (an unused plugin stays inert)
         node.config.stash.setdefault(RUN_IDS, set()).add(str(workerinput["testrunuid"]))
     ours = any(str(key).startswith(WORKER_PREFIX) for key in workeroutput)
     if ours and node.config.stash.get(CONFIGURED, False):

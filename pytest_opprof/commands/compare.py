@@ -136,12 +136,9 @@ class Scratch:
     left: list[str] = field(default_factory=list)
 
     def said(self) -> str:
-        if not self.made:
-            return ""
-        if not self.left:
-            return "; the temporary worktree was removed"
-        return (f"; could not remove {', '.join(self.left)}: remove it, then run "
-                "git worktree prune")
+        """The interruption line's ending: the worktree's removal when it was made and
+        removed (what could not be removed was said where the removal failed)."""
+        return "; the temporary worktree was removed" if self.made and not self.left else ""
 
 
 def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> int:
@@ -163,11 +160,11 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
         report, failures = _pairs_of_processes(args, extra, scratch)
     from ..render import compare as render
 
-    print(render.text(report, report.unit))
+    print(render.text(report))
     for line in failures:
         print(line)
-    write_files([(output.flag, output.path, render.to_json(report, report.unit)
-                  if output.flag == "--json" else render.markdown(report, report.unit))
+    write_files([(output.flag, output.path, render.to_json(report)
+                  if output.flag == "--json" else render.markdown(report))
                  for output in outputs])  # both, or neither
     for output in outputs:
         print(f"opprof: wrote {output.path}")

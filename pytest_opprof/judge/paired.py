@@ -76,7 +76,7 @@ from ..model.verdict import OpStatus
 from ..stats.distributions import normal_quantile, t_quantile
 from ..stats.drift import across_ops, others_median
 from ..stats.power import detectable, runs_needed
-from ..stats.robust import MEDIAN_VAR, is_positive, one_log_median_se2, robust_var
+from ..stats.robust import MEDIAN_VAR, is_positive, one_log_median_se2, positive, robust_var
 from ..stats.shrink import moderated
 from . import config
 from .config import MIN_OPS_FOR_DRIFT as MIN_OPS_FOR_DRIFT
@@ -120,13 +120,14 @@ def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_T
                 alpha: float = DEFAULT_ALPHA,
                 shown: tuple[np.ndarray, np.ndarray] | None = None) -> PairedResult:
     """Judge every op from ``base`` and ``head``, each of shape (pairs, ops): the op's
-    median (ns) in each process. Pairs >= 2 (one pair: :func:`judge_single`).
+    median (ns) in each process. Pairs >= 2; the comparison sends fewer than
+    :data:`MIN_PAIRS` to :func:`judge_assumed` (one pair's samples: :func:`judge_single`).
     ``shown``: the medians to report as base and head times, when ``base`` and
     ``head`` are taken at a common state (:func:`state_adjusted`)."""
     base, head = _checked(base, head)
     pairs, n_ops = base.shape
     if pairs < 2:
-        raise ValueError("the paired model needs 2 pairs or more; one pair: judge_single")
+        raise ValueError("the paired model needs 2 pairs or more; fewer: judge_assumed")
     d, drift, notes = _drift_corrected(np.log(head) - np.log(base))
     var = np.maximum(d.var(axis=0, ddof=1), _VAR_FLOOR)
     var, dof = _moderated(var, pairs - 1)
@@ -159,8 +160,7 @@ def judge_single(base: list[np.ndarray], head: list[np.ndarray],
 
 
 def _fastest(samples: np.ndarray) -> float:
-    x = np.asarray(samples, dtype=float)
-    x = x[is_positive(x)]
+    x = positive(samples)
     return float(x.min()) if x.size else math.nan
 
 

@@ -16,7 +16,7 @@ Python code parsing megabytes runs 50 times slower under valgrind than natively:
 
     python -I callgrind.py PREFIX FIRST LAST FUNCTIONS_FROM
 
-prints ``{"labels": {k: part}, "summary": {k: Ir}, "functions": {k: [[name, Ir]...]}}``
+prints ``{"summary": {k: Ir}, "functions": {k: [[name, Ir]...]}}``
 as JSON for marks FIRST..LAST (functions only from FUNCTIONS_FROM on), and removes the
 files it read.
 """
@@ -87,9 +87,8 @@ def read_dump(path: str, functions_from: int | None = None
                     current = _name(line, names)
                 elif line.startswith("calls="):
                     skip_next = True
-                elif line.startswith(("cfn=", "cfi=", "cfl=")):
-                    if line.startswith("cfn="):
-                        _name(line, names)  # defines a name used by a later fn= line
+                elif line.startswith("cfn="):
+                    _name(line, names)  # defines a name used by a later fn= line
     except OSError as exc:
         raise DumpError(f"{path}: cannot read callgrind's dump ({exc.strerror})") from None
     except (ValueError, IndexError):
@@ -107,8 +106,7 @@ def _parts(prefix: str) -> Iterator[tuple[int, str]]:
             yield int(part), os.path.join(folder, entry)
 
 
-def read_marks(prefix: str, first: int, last: int, functions_from: int,
-               remove: bool = True) -> dict[str, Any]:
+def read_marks(prefix: str, first: int, last: int, functions_from: int) -> dict[str, Any]:
     """Marks ``first``..``last``: each one's interval count (``summary``) and, from
     ``functions_from`` on, its costliest functions; the files read are removed."""
     summary: dict[str, int] = {}
@@ -121,8 +119,7 @@ def read_marks(prefix: str, first: int, last: int, functions_from: int,
         if label >= functions_from:
             top = sorted(costs.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
             split[str(label)] = [[name, cost] for name, cost in top if cost > 0]
-        if remove:
-            os.remove(path)
+        os.remove(path)
     return {"summary": summary, "functions": split}
 
 

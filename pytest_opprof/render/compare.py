@@ -86,9 +86,10 @@ def _one_side(report: Report) -> list[tuple[str, str]]:
     return found
 
 
-def text(report: Report, unit: str = "ns") -> str:
+def text(report: Report, unit: str | None = None) -> str:
     """The terminal table: per test, every op with its change and verdict (medians in
-    ``unit``)."""
+    ``unit``, the report's own by default)."""
+    unit = report.unit if unit is None else unit
     lines = [f"opprof compare: base {display_name(report.base)}, head "
              f"{display_name(report.head)}; {_legend(unit)}"]
     for test in report.tests:
@@ -103,9 +104,10 @@ def text(report: Report, unit: str = "ns") -> str:
     return "\n".join(lines)
 
 
-def markdown(report: Report, unit: str = "ns") -> str:
+def markdown(report: Report, unit: str | None = None) -> str:
     """A job summary: the counts, then a table per test (regressions first; medians in
-    ``unit``)."""
+    ``unit``, the report's own by default)."""
+    unit = report.unit if unit is None else unit
     lines = ["## opprof compare", "",
              f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", "",
              _legend(unit)[0].upper() + _legend(unit)[1:] + "."]
@@ -132,8 +134,10 @@ def _number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def to_json(report: Report, unit: str = "ns") -> str:
-    """The comparison as schema compare/1 (``unit``: what its ``*_ns`` medians count)."""
+def to_json(report: Report, unit: str | None = None) -> str:
+    """The comparison as schema compare/1 (``unit``: what its ``*_ns`` medians count;
+    the report's own by default)."""
+    unit = report.unit if unit is None else unit
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
         "unit": unit,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import amount, charts, percent
-from .charts import TOP_OPS
 from .html import STYLE, _h
 from .kernels import history_unit
 
@@ -75,8 +74,8 @@ def _budget(tests: list[History]) -> list[int]:
     return given
 
 
-def _section(test: History, charts_given: int = TOP_OPS) -> list[str]:
-    drawn = _ranked(test)[:min(charts_given, TOP_OPS)]
+def _section(test: History, charts_given: int) -> list[str]:
+    drawn = _ranked(test)[:charts_given]
     unit = history_unit(test)
     shown = {id(op) for op in drawn}
     undrawn = [op for op in test.ops if id(op) not in shown]

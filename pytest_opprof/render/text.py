@@ -71,24 +71,21 @@ def header(profile: Profile) -> str:
 def singa_phases(profile: Profile) -> str:
     """SINGA's verbosity-1 block: each phase's time (or instructions) per counted
     iteration."""
-    if instructions(profile):
-        lines = ["Instruction Profiling:"]
-        lines += [f"{phase_label(name)} Instructions : {figure(profile, ns)}"
-                  for name, ns in phase_times(profile)]
-        return "\n".join(lines + _split_note(profile))
-    lines = ["Time Profiling:"]
-    lines += [f"{phase_label(name)} Time : {seconds(ns)} sec"
-              for name, ns in phase_times(profile)]
-    return "\n".join(lines + _split_note(profile))
+    title, word = (("Instruction", "Instructions") if instructions(profile)
+                   else ("Time", "Time"))
+    phases = phase_times(profile)
+    lines = [f"{title} Profiling:"]
+    lines += [f"{phase_label(name)} {word} : {figure(profile, ns)}" for name, ns in phases]
+    return "\n".join(lines + _split_note(profile, phases))
 
 
-def _split_note(profile: Profile) -> list[str]:
+def _split_note(profile: Profile, phases: list[tuple[str, float]]) -> list[str]:
     """What SINGA's split of a test that names no phase left out, said once: no backward
     line where no op is a backward op (the README: forward is every top-level op before
     the first op named ``*backward*`` or ``*_grad``), no line at all where no op ran."""
     if profile.phases or not profile.counted:
         return []
-    found = [name for name, _ in phase_times(profile)]
+    found = [name for name, _ in phases]
     if not found:
         return ["(no phase named and no op counted: nothing to split)"]
     if "backward" not in found:
@@ -173,17 +170,13 @@ def stat_table(rows: list[list[str]]) -> str:
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
     measure the gate uses); with instructions, by total instructions, in instructions."""
-    if instructions(profile):
-        return stat_table([
-            [f"Stat={op_name(profile, s.name)}", f"total={amount(s.total, 'instructions')}",
-             f"avg={amount(s.mean, 'instructions')}", f"max={amount(s.max, 'instructions')}",
-             f"min={amount(s.min, 'instructions')}", f"count={s.count}"]
-            for s in op_type_stats(profile)
-        ])
+    def number(v: float) -> str:
+        return amount(v, "instructions") if instructions(profile) else milliseconds(v)
+
     return stat_table([
-        [f"Stat={op_name(profile, s.name)}", f"total={milliseconds(s.total)}",
-         f"avg={milliseconds(s.mean)}", f"max={milliseconds(s.max)}",
-         f"min={milliseconds(s.min)}", f"count={s.count}"]
+        [f"Stat={op_name(profile, s.name)}", f"total={number(s.total)}",
+         f"avg={number(s.mean)}", f"max={number(s.max)}", f"min={number(s.min)}",
+         f"count={s.count}"]
         for s in op_type_stats(profile)
     ])
 

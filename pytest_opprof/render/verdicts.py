@@ -71,7 +71,7 @@ def grew_lines(v: OpVerdict) -> list[str]:
     for name, before, after in v.grew[:GREW_SHOWN]:
         change = after - before
         sign = "-" if change < 0 else "+"
-        lines.append(f"    grew: {display_name(abbreviate(name, FUNCTION_WIDTH))} "
+        lines.append(f"    grew: {abbreviate(name, FUNCTION_WIDTH)} "
                      f"{count(before)} -> "
                      f"{amount(after, 'instructions')} ({sign}{count(abs(change))})")
     return lines

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import OpprofError
-from ..measure.timers.callgrind import OUT_VARIABLE, extension
+from ..measure.timers.callgrind import DEVICE, OUT_VARIABLE, extension
 from ..model.conditions import BLAS_PINNING
 from .launcher import run_pytest
 from .rerun import profiling, selection_free
@@ -147,7 +147,7 @@ def conditions() -> dict[str, str | int | None]:
 
     return recorded({
         "backend": "cpu", "measure": "instructions",
-        "device": f"callgrind ({platform.machine()})",
+        "device": DEVICE,
         "valgrind": version_text(valgrind_version()), "architecture": platform.machine(),
         "python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
         "PYTHONHASHSEED": env.get("PYTHONHASHSEED"),
@@ -259,7 +259,7 @@ class Counting:
         #: The profiled tests of the collection, each with its place in it.
         self._index: dict[str, int] = {}
         self.share: Share | None = None
-        self.others: dict[int, Share] = {}
+        self.others: dict[int, Share | None] = {}
 
     def shard_of(self, nodeid: str) -> int:
         return self._index[nodeid] % self.workers
@@ -306,10 +306,11 @@ class Counting:
         deadline = time.monotonic() + child_timeout(len(self._index))
         while not path.exists() and time.monotonic() < deadline:
             time.sleep(POLL_S)
+        found: Share | None
         try:
             found = Share.from_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError, OpprofError):
-            return None
+            found = None  # said for every test of that worker, waited for once
         self.others[shard] = found
         return found
 

@@ -70,6 +70,8 @@ def check(settings: Settings) -> None:
     line naming the flag, for the first that cannot be written, or that would write
     over a stored baseline or another output's file."""
     outputs = wanted(settings)
+    if not outputs:  # the common gated run: no baseline folder listed at start-up
+        return
     for output in outputs:
         why = problem(output)
         if why is not None:

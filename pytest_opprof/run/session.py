@@ -8,7 +8,6 @@ only then. The gate's and the reports' modules are imported where they are first
 from __future__ import annotations
 
 import os
-import platform
 import re
 import uuid
 from collections.abc import Sequence
@@ -105,7 +104,9 @@ def this_machine(config: pytest.Config) -> str:
     if settings.machine_key:
         return settings.machine_key
     if settings.measure == "instructions":
-        return f"callgrind-{platform.machine()}"
+        from ..measure.timers.callgrind import MACHINE_KEY
+
+        return MACHINE_KEY
     probe = make_session_timer(settings.backend, None)
     try:
         tracer, _ = start_tracer(probe.kind, settings.measure)
@@ -148,12 +149,11 @@ class OpprofSession:
         self.machine = settings.machine_key or machine_key(self.backend, self.tracer is not None,
                                                            self.device)
         if self.instructions:
+            from ..measure.timers.callgrind import DEVICE, MACHINE_KEY
             from .instructions import Counting, header_line
 
             self.measure, self.measure_line = "instructions", header_line()
-            # counts do not depend on the machine's speed or model: one key per architecture
-            self.device = f"callgrind ({platform.machine()})"
-            self.machine = settings.machine_key or f"callgrind-{platform.machine()}"
+            self.device, self.machine = DEVICE, settings.machine_key or MACHINE_KEY
             if not self.counting_child:
                 self.counting = Counting(config, settings.skip)
         self.profiles: dict[str, Profile] = {}

@@ -33,6 +33,10 @@ from .base import Timer, Times
 
 #: Where the child's dumps go: set by the process that starts it under valgrind.
 OUT_VARIABLE = "OPPROF_CALLGRIND_OUT"
+#: The device counts are taken on, and the machine key their baselines are stored under:
+#: counts depend on the architecture, not on the machine's speed or model.
+DEVICE = f"callgrind ({platform.machine()})"
+MACHINE_KEY = f"callgrind-{platform.machine()}"
 #: The longest the dumps of one test may take to read (a native process).
 READ_TIMEOUT_S = 600.0
 
@@ -55,7 +59,7 @@ class CallgrindTimer(Timer):
         if requests is None:
             raise OpprofError("pytest-opprof was built without valgrind's headers")
         self._requests = requests
-        self.device = f"callgrind ({platform.machine()})"
+        self.device = DEVICE
         self.mark = requests.mark
         self.prefix = prefix
         self.skip = skip
