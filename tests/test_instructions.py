@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -536,7 +537,7 @@ def test_a_two_percent_bigger_sort_fails_its_test_naming_sort_and_its_functions(
 
     monkeypatch.setenv("SORT_N", "4080")
     slower = pytester.runpytest_subprocess("--opprof-measure=instructions", "-p", "no:randomly",
-                                           "--opprof-json=slower.json")
+                                           "--opprof-json=slower.json", "--junitxml=j.xml")
     slower.assert_outcomes(failed=1, passed=1)
     slower.stdout.fnmatch_lines(["*OP_ID0. sort: *instr*", "*grew: *",
                                  "To accept: opprof baseline update test_work.py::test_ops "
@@ -547,6 +548,9 @@ def test_a_two_percent_bigger_sort_fails_its_test_naming_sort_and_its_functions(
     assert [op["name"] for op in regressed] == ["sort"]
     assert regressed[0]["grew"], "the functions whose instructions grew are named"
     assert data["tests"][0]["unit"] == "instructions"
+    junit = Path(pytester.path, "j.xml").read_text()
+    (line,) = re.findall(r'name="opprof_regressed" value="([^"]*)"', junit)
+    assert line.startswith("OP_ID0. sort: ") and "instr" in line and " us " not in line
 
     # a baseline counted under another valgrind cannot judge these counts: one line
     path = next(Path(pytester.path, ".opprof").rglob("*.json"))

@@ -375,7 +375,8 @@ class OpprofSession:
 
         # plain str values: xdist's serializer takes no str subclass (an enum)
         properties = [("opprof_verdict", result.verdict.value)]
-        properties += [("opprof_regressed", op_line(v)) for v in result.at_fault]
+        properties += [("opprof_regressed", op_line(v, result.profile.unit))
+                       for v in result.at_fault]
         properties += [("opprof_over_budget", b.name) for b in result.over_budget]
         item.user_properties.extend(properties)
         report.user_properties = [*report.user_properties, *properties]
