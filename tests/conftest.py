@@ -1,27 +1,38 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 
 import hypothesis  # noqa: F401
-import numpy  # noqa: F401
 import pytest
 
 from pytest_opprof.measure import _pyscope
 
-# The plugin imports numpy only when a run profiles. pytester's in-process runs drop
-# the modules imported inside them, and numpy cannot be loaded twice in one process:
-# it is loaded here, once, for every inner run.
+# pytester's in-process runs drop the modules first imported inside them (an inner run's
+# or a pytester test's own), and some cannot be loaded twice in one process: numpy's
+# C modules (numpy.fft refuses a second load, and scipy, under ruptures, loads it),
+# and a half-dropped matplotlib breaks every later chart (two gridspec modules: "Single
+# argument to subplot must be a three-digit integer"). So every third-party module the
+# package imports, deferred or not, is loaded here, once, before any inner run
+# (tests/test_imports.py checks the list against the package's imports).
+PRELOADED = ("numpy", "numpy.fft", "ruptures", "matplotlib", "matplotlib.pyplot", "cupy",
+             "cupti", "pytest_benchmark")
 
-try:  # matplotlib whole, for the same reason: pytester's snapshot drops the modules a
-    # test imported first, and a half-dropped matplotlib (two gridspec modules) breaks
-    # every later chart ("Single argument to subplot must be a three-digit integer")
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot
-except ImportError:  # the report extra is optional: its tests skip
-    pass
+def _preload(name: str) -> None:
+    if importlib.util.find_spec(name.split(".")[0]) is None:
+        return  # an optional extra that is not installed: its tests skip
+    try:
+        if name == "matplotlib.pyplot":
+            importlib.import_module("matplotlib").use("Agg")
+        importlib.import_module(name)
+    except (ImportError, OSError):  # installed but not loadable (cupy without CUDA's
+        pass  # libraries): the tests of that backend say so themselves
+
+
+for _name in PRELOADED:
+    _preload(_name)
 
 # hypothesis once, for the same reason: its pytest plugin imports it (all of it, through
 # pytest's assertion rewriting, which caches nothing under PYTHONDONTWRITEBYTECODE) at the

@@ -160,3 +160,46 @@ def test_a_deferred_and_a_type_checking_import_count():
                      "def f():\n    from .c import d\n")
     assert [n.module for n in imports(tree) if isinstance(n, ast.ImportFrom)] == [
         "typing", "a", "c"]
+
+
+def third_party_imports() -> set[str]:
+    """Every module outside the standard library and the package that the package
+    imports, top-level or deferred (``import a.b`` and ``from a.b import c`` name a.b)."""
+    import sys
+
+    found = set()
+    for path in MODULES.values():
+        for node in imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""])
+            found |= {n for n in names if n.split(".")[0] not in sys.stdlib_module_names
+                      and n.split(".")[0] not in {"pytest_opprof", "pytest", "_pytest"}}
+    return found
+
+
+def test_the_suite_preloads_every_third_party_module_the_package_imports():
+    """pytester's in-process runs drop what was first imported inside them, and numpy's
+    C modules cannot load twice (``import ruptures`` after a drop: "cannot load module
+    more than once per process", in whichever test came next on that worker). The
+    conftest loads each such module first; a new deferred import has to join it."""
+    from tests import conftest
+
+    roots = {name.split(".")[0] for name in conftest.PRELOADED}
+    missing = sorted(n for n in third_party_imports()
+                     if n not in conftest.PRELOADED and n.split(".")[0] not in roots)
+    assert not missing, f"add to tests/conftest.py PRELOADED: {missing}"
+    assert "ruptures" in third_party_imports()  # the finder sees a deferred import
+
+
+def test_each_preloaded_module_that_is_installed_was_loaded_before_any_test():
+    import importlib.util
+    import sys
+
+    from tests import conftest
+
+    installed = [n for n in conftest.PRELOADED if importlib.util.find_spec(n.split(".")[0])]
+    assert "numpy.fft" in installed
+    assert not [n for n in installed if n not in sys.modules and n.split(".")[0] != "cupy"
+                and n.split(".")[0] != "cupti"]
