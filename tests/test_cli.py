@@ -40,15 +40,17 @@ HELP_FORMS = {
     ("report",): [["opprof report", "RESULTS.json", "-o REPORT.html"]],
     ("history",): [["opprof history", "TEST", "--json PATH", "--html PATH"]],
     ("compare",): [["opprof compare REF", "--pairs N", "PYTEST ARGS"],
+                   ["opprof compare --base-python PYTHON", "--head-python PYTHON", "[REF]",
+                    "PYTEST ARGS"],
                    ["opprof compare BASE.json HEAD.json", "--json PATH", "--markdown PATH"]],
 }
 
 
 @pytest.mark.parametrize("command", list(HELP_FORMS), ids=lambda c: " ".join(c) or "opprof")
 def test_every_commands_help_names_its_forms_and_says_what_it_does(command, capsys):
-    """``opprof ... --help``: a usage naming each form of the command (compare has two:
-    REF with pytest's arguments, two results files), then a description, then the
-    options."""
+    """``opprof ... --help``: a usage naming each form of the command (compare has three:
+    REF with pytest's arguments, two environments, two results files), then a
+    description, then the options."""
     with pytest.raises(SystemExit) as exit_info:
         main([*command, "--help"])
     assert exit_info.value.code == 0

@@ -204,6 +204,25 @@ def test_compare_markdown_of_a_test_with_no_judged_op():
     assert_names_escaped(page, ["t.py::t|x", "op a|b#0 of t.py::t|x", "op <c>#0 of t.py::t|x"])
 
 
+def test_compare_markdown_across_environments_escapes_what_the_interpreters_said():
+    """The environments' lines (interpreter paths and package names are data another
+    interpreter reported) are a list above the tables, each value a code span; the
+    tables still render."""
+    from pytest_opprof.model.comparison import Environment
+    from pytest_opprof.render import compare
+
+    report, _ = compare_markdown(HOSTILE[:3], ["t.py::test_a"], pairs=2, spread=0.01)
+    hostile_path = "/venvs/<b>old</b>|`x`/bin/python"
+    base = Environment(hostile_path, "3.11.7", {"numpy": "1.26.4", "a|b": "<1>"})
+    head = Environment("/venvs/new/bin/python", "3.11.7", {"numpy": "2.4.6"})
+    page = rendered(compare.markdown(replace(report, environments=(base, head))))
+    assert len(page.tables) == 1 and len(page.tables[0].rows) == 3
+    assert set(page.tags) <= ALLOWED and "li" in page.tags
+    codes = " ".join(page.codes)
+    assert display_name(hostile_path) in codes and "a|b <1> -> absent" in codes
+    assert "numpy 1.26.4 -> 2.4.6" in codes
+
+
 # -- pytest --opprof-markdown ------------------------------------------------------------
 
 def records(names: list[str]):

@@ -14,7 +14,14 @@ nine in ten ops of every test would show a ``--detect`` slowdown, at most
 (the machine, its load, the process's layout); two sides measured now, alternating,
 share all of that.
 
-The second form compares two results files (``pytest --opprof-json``) the user made
+The environment form, ``opprof compare --base-python A [--head-python B] [PYTEST
+ARGS...]``, runs both sides in the working tree, each under its own interpreter (two
+virtual environments: a dependency upgrade), in the same pairs, judged the same way; the
+report names both environments and the packages that differ (:mod:`pytest_opprof.run.
+environments` asks each interpreter, and refuses one that cannot run a side). Given a
+REF as well (``opprof compare REF --base-python A``), the base side is REF under A.
+
+The last form compares two results files (``pytest --opprof-json``) the user made
 (on two machines, or before and after an upgrade): one pair, judged conservatively
 (:func:`pytest_opprof.judge.paired.judge_assumed`: each op credited a spread between
 processes it may have, widened by what the files' gated verdicts knew of it from their
@@ -32,15 +39,16 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
 from ..judge.paired import DEFAULT_TOLERANCE, MIN_PAIRS
-from ..model.comparison import Report
+from ..model.comparison import Environment, Report
 from ..model.profile import Profile
 from ..model.verdict import Key
+from ..run import environments
 from ..run.launcher import last_line, run_command, run_pytest
 from ..run.options import Settings, parse_fraction
 from ..run.outputs import Output, clash, problem, write_files
@@ -55,6 +63,8 @@ MAX_PAIRS = 30
 USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]\n"
          "                      [--tolerance X] [--json PATH] [--markdown PATH] "
          "[PYTEST ARGS...]\n"
+         "       opprof compare --base-python PYTHON [--head-python PYTHON] [REF] "
+         "[--pairs N | ...] [PYTEST ARGS...]\n"
          "       opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] "
          "[--markdown PATH]")
 #: The most pairs --pairs or --max-pairs may ask for (at ~3 s per process, 100 minutes).
@@ -68,15 +78,21 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "two results files",
         usage=USAGE,
         description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
-                    "temporary git worktree) and in the working tree, in pytest processes "
-                    "taking turns, and judges every op of every test from the pairs. "
-                    "opprof compare BASE.json HEAD.json: the same between two results "
-                    "files (pytest --opprof-json). Exit status 1 when an op regressed, 0 "
-                    "otherwise, 2 on a usage error. Unrecognised arguments go to pytest.")
+                    "commit, branch or tag, checked out in a temporary git worktree) and in "
+                    "the working tree, in pytest processes taking turns, and judges every "
+                    "op of every test from the pairs. opprof compare --base-python PYTHON "
+                    "[PYTEST ARGS...]: the same between two Python environments (a "
+                    "dependency upgrade), both in the working tree. opprof compare "
+                    "BASE.json HEAD.json: between two results files (pytest "
+                    "--opprof-json). REF or BASE.json comes before pytest's arguments. "
+                    "Exit status 1 when an op regressed, 0 otherwise, 2 on a usage error. "
+                    "Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
-    sub.add_argument("ref", metavar="REF | BASE.json",
-                     help="a commit, branch or tag (then pytest's arguments); or the base "
-                          "results file (then HEAD.json, the head's)")
+    sub.add_argument("--base-python", default=None, metavar="PYTHON",
+                     help="the interpreter the base side runs under (another virtual "
+                          "environment's bin/python); it needs pytest and pytest-opprof")
+    sub.add_argument("--head-python", default=None, metavar="PYTHON",
+                     help="the interpreter the head side runs under (default: this one)")
     sub.add_argument("--pairs", type=whole_number("--pairs", MOST_PAIRS), default=None, metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
@@ -92,7 +108,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
-                          "working tree) before the first process, e.g. a build in place")
+                          "working tree) before the first process, e.g. a build in place; "
+                          "the side's interpreter is first on its PATH")
     sub.add_argument("--tolerance", type=_tolerance, default=None, metavar="X",
                      help="the smallest change that counts, such as 0.05 or 5%% (default: "
                           f"the gate's, opprof_tolerance, else {DEFAULT_TOLERANCE:g}: 5%%)")
@@ -114,7 +131,7 @@ def _detect(text: str) -> float:
 # -- the command ---------------------------------------------------------------------
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    """``opprof compare``: the form is told by its first argument (:func:`_files_form`).
+    """``opprof compare``: the form is told by its first argument (:func:`_form`).
     Ctrl-C: 130, the worktree removed (and said only when it was)."""
     scratch = Scratch()
     try:
@@ -148,13 +165,13 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
         why = problem(output)
         if why is not None:
             raise UsageProblem(f"{output.flag} {output.path}: {why}")
-    files_form = _files_form(args.ref)
-    inputs = [Path(args.ref), *map(Path, extra[:1])] if files_form else []
+    form, args.ref, extra = _form(args, extra)
+    inputs = [Path(args.ref), *map(Path, extra[:1])] if form == "files" else []
     clashing = clash(outputs, inputs=inputs)
     if clashing is not None:
         raise UsageProblem(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
     failures: list[str] = []
-    if files_form:
+    if form == "files":
         report = _files(args, extra)
     else:
         report, failures = _pairs_of_processes(args, extra, scratch)
@@ -173,6 +190,32 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
               "the comparison fails", file=sys.stderr)
         return 1
     return 1 if report.count("regressed") else 0
+
+
+def _form(args: argparse.Namespace, extra: list[str]) -> tuple[str, str | None, list[str]]:
+    """("files" or "pairs", REF or BASE.json or None, pytest's arguments), from the
+    arguments argparse left: REF comes first among them. Under ``--base-python`` or
+    ``--head-python`` a first argument is REF only when it names a commit and no path
+    (``opprof compare --base-python A tests/perf`` selects tests)."""
+    first = extra[0] if extra and not extra[0].startswith("-") else None
+    if args.base_python is None and args.head_python is None:
+        if first is None:
+            raise UsageProblem("give what to compare with first: a REF (commit, branch or "
+                               "tag), two results files, or --base-python PYTHON; usage: "
+                               + " | ".join(line.strip() for line in USAGE.splitlines()
+                                            if line.strip().startswith("opprof")))
+        return ("files" if _files_form(first) else "pairs"), first, extra[1:]
+    if first is None or not _names_commit(first):
+        if first is not None and first.endswith(".json") and Path(first).is_file():
+            raise UsageProblem(f"{first}: two results files were measured already; "
+                               "--base-python and --head-python run the tests, so they take "
+                               "a REF or pytest's arguments, not results files")
+        return "pairs", None, extra
+    if os.path.exists(first.split("::", 1)[0]) and not first.startswith(("heads/", "tags/")):
+        raise UsageProblem(f"{first!r} is both a path and a git ref: write ./{first} to "
+                           f"select the tests, heads/{first} (or the commit id) to compare "
+                           "with the ref")
+    return "pairs", first, extra[1:]
 
 
 def _files_form(ref: str) -> bool:
@@ -256,9 +299,27 @@ def _git(args: list[str], cwd: Path) -> tuple[int, str]:
 
 def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
                         scratch: Scratch) -> tuple[Report, list[str]]:
-    """The ref form: the report, and a line for each test that failed at a side (not
-    compared)."""
+    """The pairs forms (REF, environments, or both): the report, and a line for each
+    test that failed at a side (not compared)."""
     here = Path.cwd().resolve()
+    if args.pairs is not None and (args.max_pairs is not None or args.detect is not None):
+        raise UsageProblem("--pairs N runs N pairs; --detect and --max-pairs size the run "
+                           "instead: give one or the other")
+    probed = _environments(args, here)
+    envs = None if probed is None else (probed[0].environment, probed[1].environment)
+    pythons = (None, None) if envs is None else (envs[0].python, envs[1].python)
+    if args.ref is None:  # both sides in the working tree, each under its interpreter
+        if args.setup:
+            raise UsageProblem("--setup runs in each side's tree, and the environments share "
+                               "the working tree: build there first, or give a REF")
+        extra = _expanded(extra, here)
+        sides = {"base": Side("base", here, extra, {}, pythons[0]),
+                 "head": Side("head", here, extra, {}, pythons[1])}
+        assert envs is not None
+        names = (envs[0].python, envs[1].python)
+        return _run_pairs(args, sides, names, {k: f"{k} ({n})" for k, n in
+                                               zip(("base", "head"), names, strict=True)},
+                          envs, _settings_for(extra))
     code, top_out = _git(["rev-parse", "--show-toplevel"], here)
     if code != 0:
         raise UsageProblem(f"{here} is not in a git repository: opprof compare REF compares "
@@ -270,23 +331,17 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
                            "rev-parse failed)")
     sha = sha_out.strip().splitlines()[-1]
     inside = here.relative_to(top)
-    if args.pairs is not None and (args.max_pairs is not None or args.detect is not None):
-        raise UsageProblem("--pairs N runs N pairs; --detect and --max-pairs size the run "
-                           "instead: give one or the other")
     extra = _expanded(extra, here)
     view = _view(extra)
-    settings = view.settings if view is not None else _settings([])
     if view is not None:
         _check_selection(view, here, top)
-    if args.tolerance is None:
-        args.tolerance = settings.tolerance
-    detect = _detect_of(args)
-    most = args.max_pairs or MAX_PAIRS
-    # instruction counts repeat: one pair shows them, more cost valgrind's time
-    counts = settings.measure == "instructions"
-    planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
-    labels = (f"{args.ref} ({sha[:10]})", "working tree")
-    for name in _editable_from(top) if not os.environ.get("PYTHONPATH") else ():
+    under = ("", "") if envs is None else (f" under {envs[0].python}",
+                                           f" under {envs[1].python}")
+    labels = (f"{args.ref} ({sha[:10]}){under[0]}", f"working tree{under[1]}")
+    editable = (_editable_from(top) if probed is None else
+                sorted({name for side in probed for name, path in side.editable
+                        if _inside(path, top)}))
+    for name in editable if not os.environ.get("PYTHONPATH") else ():
         print(f"opprof: {name} is installed in editable mode from this repository, so "
               "the base side imports the working tree's code too; import it by a relative "
               "PYTHONPATH instead (PYTHONPATH=src opprof compare ...)", flush=True)
@@ -296,42 +351,112 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
             raise UsageProblem(f"{inside} does not exist at {args.ref}: run opprof compare "
                                "from a folder both sides have")
         sides = {"base": Side("base", base_dir, _at(extra, top, tree),
-                              _environment_at(top, tree)),
-                 "head": Side("head", here, extra, {})}
+                              _environment_at(top, tree), pythons[0]),
+                 "head": Side("head", here, extra, {}, pythons[1])}
         if args.setup:
             for side in sides.values():
-                _setup(args.setup, side.name, side.folder)
-        runs: dict[str, list[Run]] = {"base": [], "head": []}
-        failed: dict[str, dict[str, str]] = {"base": {}, "head": {}}
-        shown = {"base": f"base ({args.ref} at {sha[:10]})", "head": "head (working tree)"}
-        p = 0
-        while p < planned:
-            # ABBA order: whatever favours the second process of a pair favours each side
-            for name in ("base", "head") if p % 2 == 0 else ("head", "base"):
-                print(f"opprof: pair {p + 1} of {planned}: {shown[name]}", flush=True)
-                run, side_failed = _profiled(sides[name])
-                runs[name].append(run)
-                for nodeid, why in side_failed.items():
-                    failed[name].setdefault(nodeid, f"pair {p + 1}: {why}")
-            _check_alike(runs, shown)
-            p += 1
-            judged = _judged(runs, failed)
-            if p == planned and args.pairs is None and p < most and not counts \
-                    and judged["base"][0]:
-                needed = pairs_needed(compare_runs(judged["base"], judged["head"],
-                                                   mode="pairs", labels=labels,
-                                                   tolerance=args.tolerance, detect=detect))
-                if needed > p:
-                    planned = min(needed, most)
-                    cap = " (--max-pairs)" if needed > most else ""
-                    print(f"opprof: {p} pairs show how far the ops move between processes; "
-                          f"{needed} pairs let nine in ten ops of every test show a "
-                          f"{detect:.0%} slowdown: running {planned}{cap}", flush=True)
+                _setup(args.setup, side)
+        shown = {"base": f"base ({args.ref} at {sha[:10]}){under[0]}",
+                 "head": f"head (working tree){under[1]}"}
+        settings = view.settings if view is not None else _settings([])
+        return _run_pairs(args, sides, labels, shown, envs, settings)
+
+
+def _settings_for(extra: list[str]) -> Settings:
+    view = _view(extra)
+    return view.settings if view is not None else _settings([])
+
+
+def _run_pairs(args: argparse.Namespace, sides: Mapping[str, Side], labels: tuple[str, str],
+               shown: Mapping[str, str], envs: tuple[Environment, Environment] | None,
+               settings: Settings) -> tuple[Report, list[str]]:
+    """The pairs of processes, ABBA, sized from the first pairs unless ``--pairs``; the
+    report and a line for each test that failed at a side."""
+    if args.tolerance is None:
+        args.tolerance = settings.tolerance
+    detect = _detect_of(args)
+    most = args.max_pairs or MAX_PAIRS
+    # instruction counts repeat: one pair shows them, more cost valgrind's time
+    counts = settings.measure == "instructions"
+    planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
+    runs: dict[str, list[Run]] = {"base": [], "head": []}
+    failed: dict[str, dict[str, str]] = {"base": {}, "head": {}}
+    p = 0
+    while p < planned:
+        # ABBA order: whatever favours the second process of a pair favours each side
+        for name in ("base", "head") if p % 2 == 0 else ("head", "base"):
+            print(f"opprof: pair {p + 1} of {planned}: {shown[name]}", flush=True)
+            run, side_failed = _profiled(sides[name])
+            runs[name].append(run)
+            for nodeid, why in side_failed.items():
+                failed[name].setdefault(nodeid, f"pair {p + 1}: {why}")
+        _check_alike(runs, shown)
+        if envs is not None and args.ref is None:
+            _check_same_tests(runs, failed)
+        p += 1
+        judged = _judged(runs, failed)
+        if p == planned and args.pairs is None and p < most and not counts \
+                and judged["base"][0]:
+            needed = pairs_needed(compare_runs(judged["base"], judged["head"],
+                                               mode="pairs", labels=labels,
+                                               tolerance=args.tolerance, detect=detect))
+            if needed > p:
+                planned = min(needed, most)
+                cap = " (--max-pairs)" if needed > most else ""
+                print(f"opprof: {p} pairs show how far the ops move between processes; "
+                      f"{needed} pairs let nine in ten ops of every test show a "
+                      f"{detect:.0%} slowdown: running {planned}{cap}", flush=True)
     judged = _judged(runs, failed)
     lines = [f"opprof: test {nodeid} failed at {name} ({why}): not compared"
              for name in ("base", "head") for nodeid, why in sorted(failed[name].items())]
-    return compare_runs(judged["base"], judged["head"], mode="pairs", labels=labels,
-                        tolerance=args.tolerance, detect=detect), lines
+    report = compare_runs(judged["base"], judged["head"], mode="pairs", labels=labels,
+                          tolerance=args.tolerance, detect=detect)
+    return replace(report, environments=envs), lines
+
+
+def _environments(args: argparse.Namespace,
+                  here: Path) -> tuple[environments.Probed, environments.Probed] | None:
+    """Each side's environment under ``--base-python``/``--head-python`` (the other
+    defaulting to this interpreter), each asked once and refused in one line when it
+    cannot run a side; None when neither flag was given."""
+    if args.base_python is None and args.head_python is None:
+        return None
+    found = []
+    for flag, given in (("--base-python", args.base_python),
+                        ("--head-python", args.head_python)):
+        try:
+            python = sys.executable if given is None else environments.resolve(flag, given)
+            probed = environments.probe(flag, python, here)
+        except environments.Refused as exc:
+            raise UsageProblem(str(exc)) from None
+        why = environments.refusal(flag, probed)
+        if why is not None:
+            raise UsageProblem(why)
+        found.append(probed)
+    return found[0], found[1]
+
+
+def _inside(path: str, top: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    return real == top or top in real.parents
+
+
+def _check_same_tests(runs: Mapping[str, list[Run]],
+                      failed: Mapping[str, Mapping[str, str]]) -> None:
+    """Both environments ran the same tests (one folder, one selection: a test only one
+    side has is a parametrization or a skip that depends on what is installed), else
+    one line naming the difference."""
+    ids = {name: set().union(*runs[name]) | set(failed[name]) for name in ("base", "head")}
+    if ids["base"] == ids["head"]:
+        return
+    parts = []
+    for name, other in (("base", "head"), ("head", "base")):
+        only = sorted(ids[name] - ids[other])
+        if only:
+            more = f" and {len(only) - 3} more" if len(only) > 3 else ""
+            parts.append(f"{name} only: {', '.join(only[:3])}{more}")
+    raise UsageProblem(f"the environments ran different tests ({'; '.join(parts)}): "
+                       "select the tests both have (-k, or their node ids)")
 
 
 @dataclass(frozen=True)
@@ -344,6 +469,9 @@ class Side:
     args: list[str]
     #: Changes to the environment (PYTEST_ADDOPTS, PYTHONPATH into this tree).
     env: Mapping[str, str]
+    #: The interpreter its processes run under (--base-python, --head-python); None:
+    #: this one.
+    python: str | None = None
 
 
 def _view(extra: list[str]) -> PytestView | None:
@@ -546,14 +674,19 @@ def _registered(repo: Path, path: Path) -> bool:
                              for line in out.splitlines())
 
 
-def _setup(command: str, side: str, folder: Path) -> None:
+def _setup(command: str, side: Side) -> None:
     """``--setup`` in the side's tree: a shell in a process group of its own, ended
-    with everything it started on Ctrl-C or SIGTERM."""
-    print(f"opprof: setup ({side}): {command}", flush=True)
-    code, out = run_command(["/bin/sh", "-c", command], cwd=folder)
+    with everything it started on Ctrl-C or SIGTERM; the side's interpreter's folder
+    first on its PATH (``python -m pip install .`` installs into that environment)."""
+    print(f"opprof: setup ({side.name}): {command}", flush=True)
+    env = None
+    if side.python is not None:
+        env = {"PATH": os.pathsep.join([str(Path(side.python).parent),
+                                        os.environ.get("PATH", os.defpath)])}
+    code, out = run_command(["/bin/sh", "-c", command], cwd=side.folder, env=env)
     if code != 0:
-        raise CommandError(f"--setup failed in the {side} tree {folder} (exit code "
-                           f"{code}: {last_line(out)})")
+        raise CommandError(f"--setup failed in the {side.name} tree {side.folder} (exit "
+                           f"code {code}: {last_line(out)})")
 
 
 def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
@@ -562,7 +695,7 @@ def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
     tests that failed there (node id -> pytest's line)."""
     child = run_pytest(["-q", "-p", "no:cacheprovider", "--opprof-no-gate", *side.args],
                        cwd=side.folder, env={"PYTHONDONTWRITEBYTECODE": "1", **side.env},
-                       records=True)
+                       records=True, python=side.python)
     code, last, at = child.code, child.last, side.name
     startup = child.startup
     if code == 4 and startup is not None:  # exit 4 is also a conftest's import error

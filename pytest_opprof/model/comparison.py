@@ -8,7 +8,8 @@ Made by :mod:`pytest_opprof.judge.comparison` from the processes of ``opprof com
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .verdict import OpStatus
 
@@ -82,6 +83,46 @@ class TestComparison:
 
 
 @dataclass(frozen=True)
+class Environment:
+    """One side's Python environment, as ``opprof compare --base-python`` found it."""
+
+    #: The interpreter as given (a venv's ``bin/python``), and ``sys.executable`` there.
+    python: str
+    #: Python's version (``3.11.7``).
+    version: str
+    #: Every installed distribution: its normalized name -> version.
+    packages: Mapping[str, str] = field(default_factory=dict)
+    #: numpy's BLAS (``scipy-openblas 0.3.27``), from numpy's build configuration; empty
+    #: without numpy or where numpy does not say.
+    blas: str = ""
+    #: The CUDA runtime CuPy loads (``13.0``); empty without CuPy or CUDA.
+    cuda: str = ""
+
+    def summary(self) -> str:
+        """One line: the interpreter, Python's, numpy's, cupy's, the BLAS's and CUDA's
+        versions, where present."""
+        parts = [f"Python {self.version}"]
+        parts += [f"{name} {self.packages[name]}" for name in ("numpy", "cupy")
+                  if name in self.packages]
+        parts += [f"BLAS {self.blas}"] if self.blas else []
+        parts += [f"CUDA {self.cuda}"] if self.cuda else []
+        return f"{self.python}: {', '.join(parts)}"
+
+
+def differences(base: Environment, head: Environment) -> tuple[tuple[str, str, str], ...]:
+    """The packages (and Python, the BLAS, CUDA) whose version differs between the
+    sides, as (name, base's, head's); ``absent`` where a side has none."""
+    rows = [(name, b or "absent", h or "absent") for name, b, h in (
+        ("python", base.version, head.version), ("blas", base.blas, head.blas),
+        ("cuda", base.cuda, head.cuda)) if b != h]
+    for name in sorted(base.packages.keys() | head.packages.keys()):
+        b, h = base.packages.get(name, "absent"), head.packages.get(name, "absent")
+        if b != h:
+            rows.append((name, b, h))
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
 class Report:
     #: "pairs" (opprof compare REF) or "files" (two results files).
     mode: str
@@ -98,6 +139,9 @@ class Report:
     #: What the ops' figures count: ``ns``, or ``instructions`` (every profile of the
     #: comparison counted them).
     unit: str = "ns"
+    #: The sides' Python environments (base, head), when ``--base-python`` or
+    #: ``--head-python`` chose them; None when both ran under this interpreter.
+    environments: tuple[Environment, Environment] | None = None
 
     def count(self, verdict: str) -> int:
         return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)

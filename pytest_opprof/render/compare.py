@@ -14,13 +14,14 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..model.comparison import differences
 from ..stats.power import blind
 from . import amount, display_name, percent
 from .markdown import code, quote, span
 from .table import align
 
 if TYPE_CHECKING:
-    from ..model.comparison import OpRow, Report, TestComparison
+    from ..model.comparison import Environment, OpRow, Report, TestComparison
 
 SCHEMA = "pytest-opprof/compare/1"
 COLUMNS = ["OP_ID", "op", "base", "head", "change", "corrected", "interval", "detectable",
@@ -86,12 +87,33 @@ def _one_side(report: Report) -> list[tuple[str, str]]:
     return found
 
 
+#: The packages that differ, at most, in the terminal and Markdown (the JSON has all).
+SHOWN_DIFFERENCES = 12
+
+
+def _environments(report: Report) -> list[str]:
+    """The sides' environments and what differs between them, a line each (none when
+    both ran under one interpreter)."""
+    if report.environments is None:
+        return []
+    base, head = report.environments
+    rows = differences(base, head)
+    shown = ", ".join(f"{display_name(n)} {display_name(b)} -> {display_name(h)}"
+                      for n, b, h in rows[:SHOWN_DIFFERENCES])
+    more = (f", and {len(rows) - SHOWN_DIFFERENCES} more (--json lists them)"
+            if len(rows) > SHOWN_DIFFERENCES else "")
+    return [f"base environment: {display_name(base.summary())}",
+            f"head environment: {display_name(head.summary())}",
+            f"packages that differ: {shown}{more}" if rows
+            else "packages that differ: none (the same versions of everything)"]
+
+
 def text(report: Report, unit: str | None = None) -> str:
     """The terminal table: per test, every op with its change and verdict (medians in
     ``unit``, the report's own by default)."""
     unit = report.unit if unit is None else unit
     lines = [f"opprof compare: base {display_name(report.base)}, head "
-             f"{display_name(report.head)}; {_legend(unit)}"]
+             f"{display_name(report.head)}; {_legend(unit)}", *_environments(report)]
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
@@ -109,8 +131,12 @@ def markdown(report: Report, unit: str | None = None) -> str:
     ``unit``, the report's own by default)."""
     unit = report.unit if unit is None else unit
     lines = ["## opprof compare", "",
-             f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", "",
-             _legend(unit)[0].upper() + _legend(unit)[1:] + "."]
+             f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", ""]
+    envs = _environments(report)
+    if envs:
+        lines += [f"- {label}: {span(value)}" for label, value in
+                  (line.split(": ", 1) for line in envs)] + [""]
+    lines.append(_legend(unit)[0].upper() + _legend(unit)[1:] + ".")
     order = {"regressed": 0, "improved": 1, "ok": 2}
     for test in sorted(report.tests, key=lambda t: min(
             (order[r.change.verdict] for r in t.ops), default=3)):
@@ -162,4 +188,15 @@ def to_json(report: Report, unit: str | None = None) -> str:
                      "verdict": r.change.verdict} for r in t.ops],
         } for t in report.tests],
     }
+    if report.environments is not None:
+        base, head = report.environments
+        data["environments"] = {
+            "base": _environment(base), "head": _environment(head),
+            "differ": [{"name": n, "base": b, "head": h}
+                       for n, b, h in differences(base, head)]}
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def _environment(env: Environment) -> dict[str, Any]:
+    return {"python": env.python, "version": env.version, "blas": env.blas,
+            "cuda": env.cuda, "packages": dict(sorted(env.packages.items()))}

@@ -159,26 +159,29 @@ class ChildResult:
     startup: str | None = None
 
 
-def pytest_command(args: Sequence[str]) -> list[str]:
-    """``python -m pytest -p opprof ARGS`` with this interpreter (:data:`PLUGIN_ARGS`)."""
-    return [sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
+def pytest_command(args: Sequence[str], python: str | None = None) -> list[str]:
+    """``python -m pytest -p opprof ARGS`` (:data:`PLUGIN_ARGS`) with ``python``, this
+    interpreter by default."""
+    return [python or sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
 
 
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                env: Mapping[str, str] | None = None, echo: bool = False,
                records: bool = False, timeout: float | None = None,
-               wrapper: Sequence[str] = ()) -> ChildResult:
+               wrapper: Sequence[str] = (), python: str | None = None) -> ChildResult:
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
     With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
     named here) and the child's records are read back, with the tests that failed
     (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
-    the child's group when it runs longer. OSError when it cannot be started."""
+    the child's group when it runs longer. ``python``: the interpreter (another
+    environment's, ``opprof compare --base-python``); this one by default. OSError when
+    it cannot be started."""
     with deferred():  # the folder made and known, or not made
         tmp = tempfile.mkdtemp(prefix="opprof-child-")
     try:
         return _run_pytest_in(Path(tmp), args, cwd=cwd, env=env, echo=echo, records=records,
-                              timeout=timeout, wrapper=wrapper)
+                              timeout=timeout, wrapper=wrapper, python=python)
     finally:
         with deferred():  # removed whole: a second Ctrl-C is delivered after
             shutil.rmtree(tmp, ignore_errors=True)
@@ -186,13 +189,14 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
 
 def _run_pytest_in(tmp: Path, args: Sequence[str], *, cwd: Path | str | None,
                    env: Mapping[str, str] | None, echo: bool, records: bool,
-                   timeout: float | None, wrapper: Sequence[str]) -> ChildResult:
+                   timeout: float | None, wrapper: Sequence[str],
+                   python: str | None) -> ChildResult:
     from .outcomes import OUTCOMES_VARIABLE, PLUGIN
     from .outcomes import read as read_outcomes
 
     out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
     asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
-    command = [*wrapper, *pytest_command(asked)]
+    command = [*wrapper, *pytest_command(asked, python)]
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     if records:
         environment[OUTCOMES_VARIABLE] = str(outcomes)

@@ -1,0 +1,185 @@
+"""The Python environments ``opprof compare --base-python``/``--head-python`` runs its
+sides in: each interpreter asked, once, what it has (:func:`probe`), and refused in one
+line when it cannot run a side (:func:`refusal`).
+
+The probe is a short script run by the other interpreter itself, in a process group of
+its own (:func:`pytest_opprof.run.launcher.run_command`), that imports nothing of
+pytest-opprof (it may not be there): its Python, every installed distribution with its
+version, numpy's BLAS from numpy's build configuration, and the CUDA runtime CuPy loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from .._version import __version__
+from ..errors import OpprofError
+from ..model.comparison import Environment
+from .launcher import last_line, run_command
+
+#: How long an interpreter has to answer the probe (importing CuPy can take seconds).
+PROBE_TIMEOUT_S = 120.0
+
+#: Run by the other interpreter: one JSON line on stdout, whatever it has installed.
+PROBE = r"""
+import importlib.util, json, platform, re, sys
+from importlib import metadata
+found = {"executable": sys.executable, "version": platform.python_version(),
+         "packages": {}, "pytest": importlib.util.find_spec("pytest") is not None,
+         "blas": "", "cuda": ""}
+found["editable"] = []
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if not name:
+        continue
+    found["packages"].setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+    try:
+        url = json.loads(dist.read_text("direct_url.json") or "null")
+        if url["dir_info"]["editable"] and url["url"].startswith("file://"):
+            found["editable"].append([name, url["url"][len("file://"):]])
+    except Exception:
+        pass
+if "numpy" in found["packages"]:
+    try:
+        import numpy
+        blas = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        found["blas"] = " ".join(str(blas.get(k) or "") for k in ("name", "version")).strip()
+    except Exception:
+        pass
+if any(name.startswith("cupy") for name in found["packages"]):
+    try:
+        import cupy
+        v = cupy.cuda.runtime.runtimeGetVersion()
+        found["cuda"] = f"{v // 1000}.{v % 1000 // 10}"
+        found["packages"].setdefault("cupy", cupy.__version__)
+    except Exception:
+        pass
+print("\n" + json.dumps(found))
+"""
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What an interpreter said of itself."""
+
+    environment: Environment
+    #: Whether it can import pytest.
+    has_pytest: bool
+    #: Its distributions installed in editable mode: (name, source folder).
+    editable: tuple[tuple[str, str], ...] = ()
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as packaging normalizes it (``Pytest_Opprof`` ->
+    ``pytest-opprof``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def resolve(flag: str, given: str) -> str:
+    """The interpreter ``given`` names: a path, or a command found on PATH
+    (``python3.12``); one line naming ``flag`` when it is neither. A venv's
+    ``bin/python`` is kept as given, never resolved through its symlink: the venv is
+    chosen by the path it is started by."""
+    if os.sep not in given and shutil.which(given) is not None:
+        return str(shutil.which(given))
+    path = Path(given).expanduser()
+    if not path.exists():
+        raise _usage(f"{flag} {given}: no such interpreter; give the path of a Python "
+                     "(a virtual environment's bin/python)")
+    if path.is_dir():
+        hint = next((str(path / p) for p in ("bin/python", "Scripts/python.exe")
+                     if (path / p).exists()), None)
+        raise _usage(f"{flag} {given}: is a folder; give its interpreter"
+                     + (f" ({hint})" if hint else " (bin/python)"))
+    if not os.access(path, os.X_OK):
+        raise _usage(f"{flag} {given}: is not executable; give a Python interpreter")
+    return str(path.absolute())
+
+
+def probe(flag: str, python: str, cwd: Path) -> Probed:
+    """``python`` asked what it has; one line naming ``flag`` when it does not answer
+    as a Python does."""
+    try:
+        code, output = run_command([python, "-c", PROBE], cwd=cwd, timeout=PROBE_TIMEOUT_S)
+    except OSError as exc:
+        raise _usage(f"{flag} {python}: cannot be started ({exc.strerror or exc})") from None
+    lines = output.strip().splitlines()
+    data = None
+    if code == 0 and lines:
+        try:
+            data = json.loads(lines[-1])
+        except ValueError:
+            data = None
+    if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
+        said = f": {last_line(output)}" if code != 0 and last_line(output) else ""
+        raise _usage(f"{flag} {python}: did not answer as a Python interpreter (exit status "
+                     f"{code}{said}); give a Python interpreter")
+    from urllib.parse import unquote
+
+    packages = {normalized(str(k)): str(v) for k, v in data["packages"].items()}
+    editable = tuple((str(e[0]), unquote(str(e[1]))) for e in data.get("editable") or ()
+                     if isinstance(e, list) and len(e) == 2)
+    return Probed(Environment(python, str(data.get("version", "")), packages,
+                              str(data.get("blas") or ""), str(data.get("cuda") or "")),
+                  bool(data.get("pytest")), editable)
+
+
+def major(version: str) -> str:
+    """The part of a version that must agree (semantic versioning): the first number,
+    and the second while the first is 0 (``0.1.3`` -> ``0.1``, ``2.4.0`` -> ``2``)."""
+    parts = re.findall(r"\d+", version)[:2] or ["?"]
+    return ".".join(parts) if parts[0] == "0" else parts[0]
+
+
+def install_source() -> str:
+    """What this pytest-opprof was installed from, as ``pip install`` takes it: its
+    source folder for a local (or editable) install, else ``pytest-opprof==VERSION``
+    with the ``--find-links`` folder it came from left to the user (docs/ci.md)."""
+    try:
+        dist = metadata.distribution("pytest-opprof")
+        data = json.loads(dist.read_text("direct_url.json") or "null")
+    except (metadata.PackageNotFoundError, ValueError, OSError, UnicodeDecodeError):
+        data = None
+    url = str(data.get("url", "")) if isinstance(data, dict) else ""
+    if url.startswith("file://"):
+        from urllib.parse import unquote
+
+        return shlex.quote(unquote(url.removeprefix("file://")))
+    return f"'pytest-opprof=={__version__}' (with the --find-links folder you install it from)"
+
+
+def refusal(flag: str, found: Probed) -> str | None:
+    """Why the interpreter ``found`` cannot run a side, one line; None when it can.
+    It needs pytest, and pytest-opprof of this one's major version (this process reads
+    what its children write)."""
+    env = found.environment
+    pip = f"{shlex.quote(env.python)} -m pip install"
+    if not found.has_pytest:
+        return (f"{flag} {env.python}: has no pytest; install pytest-opprof there (it "
+                f"brings pytest) with the tests' other requirements: {pip} "
+                f"{install_source()}")
+    theirs = env.packages.get("pytest-opprof")
+    if theirs is None:
+        return f"{flag} {env.python}: has no pytest-opprof; install it there: {pip} " \
+               f"{install_source()}"
+    if major(theirs) != major(__version__):
+        return (f"{flag} {env.python}: has pytest-opprof {theirs}, this command is "
+                f"{__version__} (another major version writes results this one cannot "
+                f"read); install {major(__version__)}.x there: {pip} {install_source()}")
+    return None
+
+
+class Refused(OpprofError):
+    """An interpreter that cannot run a side, in one line naming its flag (a usage
+    error: the command exits 2)."""
+
+
+def _usage(line: str) -> Refused:
+    return Refused(line)
