@@ -257,6 +257,19 @@ def test_a_ref_and_an_interpreter_make_the_base_side_together(repo, tmp_path, ca
 
 
 @pytest.mark.e2e
+def test_setup_runs_with_each_sides_interpreter_first_on_path(repo, tmp_path, capsys):
+    """``--setup 'python -m pip install .'`` must install into that side's environment:
+    its ``python`` is the side's interpreter."""
+    (tmp_path / "envbin").mkdir()
+    base = launcher(tmp_path / "envbin", "python")
+    found = tmp_path / "found"
+    assert main(["compare", "HEAD", "--base-python", base, "--pairs", "1", "--setup",
+                 f"command -v python >> {found}", "test_model.py::test_model"]) == 0
+    first, second = found.read_text().split()
+    assert first == base and second == str(Path(sys.executable).parent / "python")
+
+
+@pytest.mark.e2e
 def test_a_path_that_is_also_a_ref_is_refused_under_the_environment_form(repo, capsys):
     git(repo, "branch", "test_model.py")
     assert main(["compare", "--base-python", sys.executable, "test_model.py"]) == 2

@@ -63,8 +63,8 @@ MAX_PAIRS = 30
 USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]\n"
          "                      [--tolerance X] [--json PATH] [--markdown PATH] "
          "[PYTEST ARGS...]\n"
-         "       opprof compare --base-python PYTHON [--head-python PYTHON] [REF] "
-         "[--pairs N | ...] [PYTEST ARGS...]\n"
+         "       opprof compare --base-python PYTHON [--head-python PYTHON] [REF]\n"
+         "                      [--pairs N | ...] [PYTEST ARGS...]\n"
          "       opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] "
          "[--markdown PATH]")
 #: The most pairs --pairs or --max-pairs may ask for (at ~3 s per process, 100 minutes).
@@ -319,7 +319,7 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
         names = (envs[0].python, envs[1].python)
         return _run_pairs(args, sides, names, {k: f"{k} ({n})" for k, n in
                                                zip(("base", "head"), names, strict=True)},
-                          envs, _settings_for(extra))
+                          envs, _settings(extra))
     code, top_out = _git(["rev-parse", "--show-toplevel"], here)
     if code != 0:
         raise UsageProblem(f"{here} is not in a git repository: opprof compare REF compares "
@@ -360,11 +360,6 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
                  "head": f"head (working tree){under[1]}"}
         settings = view.settings if view is not None else _settings([])
         return _run_pairs(args, sides, labels, shown, envs, settings)
-
-
-def _settings_for(extra: list[str]) -> Settings:
-    view = _view(extra)
-    return view.settings if view is not None else _settings([])
 
 
 def _run_pairs(args: argparse.Namespace, sides: Mapping[str, Side], labels: tuple[str, str],

@@ -100,7 +100,7 @@ def resolve(flag: str, given: str) -> str:
                      + (f" ({hint})" if hint else " (bin/python)"))
     if not os.access(path, os.X_OK):
         raise _usage(f"{flag} {given}: is not executable; give a Python interpreter")
-    return str(path.absolute())
+    return os.path.abspath(path)  # lexically: ../venv/bin/python, never its symlink's target
 
 
 def probe(flag: str, python: str, cwd: Path) -> Probed:
