@@ -86,7 +86,7 @@ class TestComparison:
 class Environment:
     """One side's Python environment, as ``opprof compare --base-python`` found it."""
 
-    #: The interpreter as given (a venv's ``bin/python``), and ``sys.executable`` there.
+    #: The interpreter as given (a venv's ``bin/python``), made absolute.
     python: str
     #: Python's version (``3.11.7``).
     version: str

@@ -65,6 +65,11 @@ print("\n" + json.dumps(found))
 """
 
 
+class Refused(OpprofError):
+    """An interpreter that cannot run a side, in one line naming its flag (a usage
+    error: the command exits 2)."""
+
+
 @dataclass(frozen=True)
 class Probed:
     """What an interpreter said of itself."""
@@ -91,15 +96,15 @@ def resolve(flag: str, given: str) -> str:
         return str(shutil.which(given))
     path = Path(given).expanduser()
     if not path.exists():
-        raise _usage(f"{flag} {given}: no such interpreter; give the path of a Python "
+        raise Refused(f"{flag} {given}: no such interpreter; give the path of a Python "
                      "(a virtual environment's bin/python)")
     if path.is_dir():
         hint = next((str(path / p) for p in ("bin/python", "Scripts/python.exe")
                      if (path / p).exists()), None)
-        raise _usage(f"{flag} {given}: is a folder; give its interpreter"
+        raise Refused(f"{flag} {given}: is a folder; give its interpreter"
                      + (f" ({hint})" if hint else " (bin/python)"))
     if not os.access(path, os.X_OK):
-        raise _usage(f"{flag} {given}: is not executable; give a Python interpreter")
+        raise Refused(f"{flag} {given}: is not executable; give a Python interpreter")
     return os.path.abspath(path)  # lexically: ../venv/bin/python, never its symlink's target
 
 
@@ -109,7 +114,7 @@ def probe(flag: str, python: str, cwd: Path) -> Probed:
     try:
         code, output = run_command([python, "-c", PROBE], cwd=cwd, timeout=PROBE_TIMEOUT_S)
     except OSError as exc:
-        raise _usage(f"{flag} {python}: cannot be started ({exc.strerror or exc})") from None
+        raise Refused(f"{flag} {python}: cannot be started ({exc.strerror or exc})") from None
     lines = output.strip().splitlines()
     data = None
     if code == 0 and lines:
@@ -119,7 +124,7 @@ def probe(flag: str, python: str, cwd: Path) -> Probed:
             data = None
     if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
         said = f": {last_line(output)}" if code != 0 and last_line(output) else ""
-        raise _usage(f"{flag} {python}: did not answer as a Python interpreter (exit status "
+        raise Refused(f"{flag} {python}: did not answer as a Python interpreter (exit status "
                      f"{code}{said}); give a Python interpreter")
     from urllib.parse import unquote
 
@@ -174,12 +179,3 @@ def refusal(flag: str, found: Probed) -> str | None:
                 f"{__version__} (another major version writes results this one cannot "
                 f"read); install {major(__version__)}.x there: {pip} {install_source()}")
     return None
-
-
-class Refused(OpprofError):
-    """An interpreter that cannot run a side, in one line naming its flag (a usage
-    error: the command exits 2)."""
-
-
-def _usage(line: str) -> Refused:
-    return Refused(line)
