@@ -17,7 +17,8 @@ from pytest_opprof.measure import _pyscope
 # package imports, deferred or not, is loaded here, once, before any inner run
 # (tests/test_imports.py checks the list against the package's imports).
 PRELOADED = ("numpy", "numpy.fft", "ruptures", "matplotlib", "matplotlib.pyplot", "cupy",
-             "cupti", "pytest_benchmark")
+             "cupti", "pytest_benchmark.plugin", "pytest_benchmark.stats",
+             "pytest_benchmark.utils")
 
 
 def _preload(name: str) -> None:

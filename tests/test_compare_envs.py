@@ -209,12 +209,67 @@ def test_an_interpreter_that_cannot_run_a_side_is_one_line(project, tmp_path, ca
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("script, says", [
+    ('echo "OPPROF-PROBE [1, 2]"', "did not answer as a Python interpreter (exit status 0)"),
+    ('echo \'OPPROF-PROBE {"packages": [1, 2]}\'', "did not answer as a Python interpreter"),
+    ('echo \'OPPROF-PROBE {"packages": {}, "editable": 5, "version": 7}\'',
+     "has no pytest; install pytest-opprof there"),
+    ("printf '%s\\n' 'OPPROF-PROBE {\"packages\": {\"pytest-opprof\": \"9\\u001b[2J\\n\"}, "
+     '"pytest": true}\'', "has pytest-opprof 9\\x1b[2J\\n, this command is"),
+    ("printf '\\033[31mred'; exit 3", "(exit status 3: \\x1b[31mred)"),
+    ("kill -ABRT $$", "was ended by SIGABRT while it read its packages"),
+], ids=["not-an-object", "packages-not-a-mapping", "odd-fields", "escapes-in-a-version",
+        "escapes-in-its-output", "crashes"])
+def test_whatever_an_interpreter_answers_is_one_escaped_line(project, tmp_path, capsys,
+                                                            script, says):
+    python = launcher(tmp_path, "odd-python", env=f"{script}; exit 0;")
+    assert main(["compare", "--base-python", python]) == 2
+    err = one_line(capsys)
+    assert err.startswith(f"opprof: --base-python {python}: ") and says in err, err
+    assert "\x1b" not in err
+
+
+@pytest.mark.e2e
+def test_an_interpreter_that_hangs_is_ended_and_said(project, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(environments, "PROBE_TIMEOUT_S", 1.0)
+    python = launcher(tmp_path, "hangs", env="sleep 30;")
+    assert main(["compare", "--base-python", python]) == 2
+    assert "did not answer in 1 s (it was ended)" in one_line(capsys)
+
+
+WHERE_TEST = """import os, shutil
+
+def test_where(gpu_profiler):
+    with open(os.environ["WHERE_FILE"], "a") as out:
+        out.write(shutil.which("python") + "\\n")
+    for _ in gpu_profiler.iterations(2):
+        with gpu_profiler.op("x"):
+            gpu_profiler.timer.device_model.kernel(1_000)
+"""
+
+
+@pytest.mark.e2e
+def test_each_sides_tests_find_their_own_environments_python_first_on_path(
+        project, tmp_path, monkeypatch, capsys):
+    """A test that starts ``python`` (or a console script) gets its side's: each side
+    runs as if its environment were activated."""
+    (project / "test_where.py").write_text(WHERE_TEST)
+    (tmp_path / "envbin").mkdir()
+    base = launcher(tmp_path / "envbin", "python")
+    monkeypatch.setenv("WHERE_FILE", str(tmp_path / "where"))
+    assert main(["compare", "--base-python", base, "--pairs", "1", "test_where.py"]) == 0
+    first, second = (tmp_path / "where").read_text().split()  # base, then head
+    assert first == base and second == str(Path(sys.executable).parent / "python")
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv, says", [
     (["--base-python", sys.executable, "--setup", "make"],
      "--setup runs in each side's tree, and the environments share the working tree"),
     (["--base-python", sys.executable, "a.json", "b.json"],
      "a.json: two results files were measured already"),
     (["-k", "x", "main"], "give what to compare with first: a REF"),
+    (["-k", "x"], "before pytest's arguments (opprof compare --help shows each form)"),
     ([], "give what to compare with first: a REF (commit, branch or tag), two results "
          "files, or --base-python PYTHON"),
 ])
@@ -254,6 +309,15 @@ def test_a_ref_and_an_interpreter_make_the_base_side_together(repo, tmp_path, ca
     out = capsys.readouterr().out
     assert "base HEAD (" in out and f") under {slow}, head working tree under " in out
     assert "1 regressed" not in out and "0 regressed, 1 improved, 4 ok" in out
+
+
+@pytest.mark.e2e
+def test_options_of_the_command_may_come_before_the_ref(repo, capsys):
+    """REF is the first argument argparse leaves, wherever compare's own options are."""
+    assert main(["compare", "--pairs", "1", "--tolerance", "5%", "HEAD",
+                 "test_model.py::test_model"]) == 0
+    out = capsys.readouterr().out
+    assert "base HEAD (" in out and "1 pair(s)" in out
 
 
 @pytest.mark.e2e
@@ -299,6 +363,8 @@ def test_an_environments_summary_names_numpy_cupy_the_blas_and_cuda_where_presen
     assert env(numpy="2.4.6", cupy="14.2.0", blas="openblas 0.3.27", cuda="13.0",
                other="1").summary() == ("/v/bin/python: Python 3.11.7, numpy 2.4.6, "
                                         "cupy 14.2.0, BLAS openblas 0.3.27, CUDA 13.0")
+    assert env(**{"cupy-cuda13x": "14.2.0"}).summary() == \
+        "/v/bin/python: Python 3.11.7, cupy-cuda13x 14.2.0"  # a CuPy wheel's own name
     assert env().summary() == "/v/bin/python: Python 3.11.7"
 
 

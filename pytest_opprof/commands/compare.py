@@ -201,9 +201,8 @@ def _form(args: argparse.Namespace, extra: list[str]) -> tuple[str, str | None, 
     if args.base_python is None and args.head_python is None:
         if first is None:
             raise UsageProblem("give what to compare with first: a REF (commit, branch or "
-                               "tag), two results files, or --base-python PYTHON; usage: "
-                               + " | ".join(line.strip() for line in USAGE.splitlines()
-                                            if line.strip().startswith("opprof")))
+                               "tag), two results files, or --base-python PYTHON, before "
+                               "pytest's arguments (opprof compare --help shows each form)")
         return ("files" if _files_form(first) else "pairs"), first, extra[1:]
     if first is None or not _names_commit(first):
         if first is not None and first.endswith(".json") and Path(first).is_file():
@@ -309,13 +308,13 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
     envs = None if probed is None else (probed[0].environment, probed[1].environment)
     pythons = (None, None) if envs is None else (envs[0].python, envs[1].python)
     if args.ref is None:  # both sides in the working tree, each under its interpreter
+        assert envs is not None
         if args.setup:
             raise UsageProblem("--setup runs in each side's tree, and the environments share "
                                "the working tree: build there first, or give a REF")
         extra = _expanded(extra, here)
-        sides = {"base": Side("base", here, extra, {}, pythons[0]),
-                 "head": Side("head", here, extra, {}, pythons[1])}
-        assert envs is not None
+        sides = {"base": Side("base", here, extra, _activated(envs[0]), pythons[0]),
+                 "head": Side("head", here, extra, _activated(envs[1]), pythons[1])}
         names = (envs[0].python, envs[1].python)
         return _run_pairs(args, sides, names, {k: f"{k} ({n})" for k, n in
                                                zip(("base", "head"), names, strict=True)},
@@ -350,9 +349,12 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
         if not base_dir.is_dir():
             raise UsageProblem(f"{inside} does not exist at {args.ref}: run opprof compare "
                                "from a folder both sides have")
-        sides = {"base": Side("base", base_dir, _at(extra, top, tree),
-                              _environment_at(top, tree), pythons[0]),
-                 "head": Side("head", here, extra, {}, pythons[1])}
+        base_env = {**_environment_at(top, tree)}
+        if envs is not None:
+            base_env.update(_activated(envs[0]))
+        sides = {"base": Side("base", base_dir, _at(extra, top, tree), base_env, pythons[0]),
+                 "head": Side("head", here, extra,
+                              {} if envs is None else _activated(envs[1]), pythons[1])}
         if args.setup:
             for side in sides.values():
                 _setup(args.setup, side)
@@ -431,7 +433,19 @@ def _environments(args: argparse.Namespace,
     return found[0], found[1]
 
 
-def _inside(path: str, top: Path) -> bool:
+def _activated(env: Environment) -> dict[str, str]:
+    """The side's environment as activating it would make it: its interpreter's folder
+    first on PATH (a test's ``subprocess.run(["python", ...])``, a console script,
+    ``--setup``'s ``pip``), and VIRTUAL_ENV naming it when it is a virtual environment."""
+    changes = {"PATH": os.pathsep.join([str(Path(env.python).parent),
+                                        os.environ.get("PATH", os.defpath)])}
+    if env.venv:
+        changes["VIRTUAL_ENV"] = env.venv
+    return changes
+
+
+def _inside(path: str | Path, top: Path) -> bool:
+    """Whether ``path``, its links resolved, is the repository ``top`` or lies in it."""
     real = Path(os.path.realpath(path))
     return real == top or top in real.parents
 
@@ -509,8 +523,7 @@ def _check_selection(view: PytestView, here: Path, top: Path) -> None:
     """Every test path (from the command line, @FILE, PYTEST_ADDOPTS or addopts) lies
     inside the repository: a path outside it would be the same file on both sides."""
     for arg in view.positional:
-        path = Path(os.path.realpath(here / arg.split("::", 1)[0]))
-        if path != top and top not in path.parents:
+        if not _inside(here / arg.split("::", 1)[0], top):
             raise UsageProblem(f"{arg}: outside the repository {top}, so both sides would run "
                                "the same file; name tests inside the repository")
 
@@ -521,10 +534,9 @@ def _mapped(path: str, top: Path, tree: Path) -> str | None:
     if not os.path.isabs(path):
         return None
     file, sep, rest = path.partition("::")
-    real = Path(os.path.realpath(file))
-    if real != top and top not in real.parents:
+    if not _inside(file, top):
         return None
-    return f"{tree / real.relative_to(top)}{sep}{rest}"
+    return f"{tree / Path(os.path.realpath(file)).relative_to(top)}{sep}{rest}"
 
 
 def _at(args: Sequence[str], top: Path, tree: Path) -> list[str]:
@@ -578,8 +590,7 @@ def _editable_from(top: Path) -> list[str]:
         url = str(data.get("url", ""))
         if not url.startswith("file://"):
             continue
-        path = Path(os.path.realpath(urllib.parse.unquote(url.removeprefix("file://"))))
-        if path == top or top in path.parents:
+        if _inside(urllib.parse.unquote(url.removeprefix("file://")), top):
             found.add(str(dist.metadata["Name"]))
     return sorted(found)
 
@@ -671,14 +682,10 @@ def _registered(repo: Path, path: Path) -> bool:
 
 def _setup(command: str, side: Side) -> None:
     """``--setup`` in the side's tree: a shell in a process group of its own, ended
-    with everything it started on Ctrl-C or SIGTERM; the side's interpreter's folder
-    first on its PATH (``python -m pip install .`` installs into that environment)."""
+    with everything it started on Ctrl-C or SIGTERM; in the side's environment (its
+    interpreter's folder first on PATH: ``python -m pip install .`` installs there)."""
     print(f"opprof: setup ({side.name}): {command}", flush=True)
-    env = None
-    if side.python is not None:
-        env = {"PATH": os.pathsep.join([str(Path(side.python).parent),
-                                        os.environ.get("PATH", os.defpath)])}
-    code, out = run_command(["/bin/sh", "-c", command], cwd=side.folder, env=env)
+    code, out = run_command(["/bin/sh", "-c", command], cwd=side.folder, env=dict(side.env))
     if code != 0:
         raise CommandError(f"--setup failed in the {side.name} tree {side.folder} (exit "
                            f"code {code}: {last_line(out)})")

@@ -97,13 +97,17 @@ class Environment:
     blas: str = ""
     #: The CUDA runtime CuPy loads (``13.0``); empty without CuPy or CUDA.
     cuda: str = ""
+    #: The virtual environment's folder (``sys.prefix``) when the interpreter is one's;
+    #: empty for an interpreter of its own.
+    venv: str = ""
 
     def summary(self) -> str:
         """One line: the interpreter, Python's, numpy's, cupy's, the BLAS's and CUDA's
         versions, where present."""
         parts = [f"Python {self.version}"]
-        parts += [f"{name} {self.packages[name]}" for name in ("numpy", "cupy")
-                  if name in self.packages]
+        cupy = sorted(n for n in self.packages if n == "cupy" or n.startswith("cupy-cuda"))
+        parts += [f"{name} {self.packages[name]}" for name in
+                  ["numpy", *cupy] if name in self.packages]
         parts += [f"BLAS {self.blas}"] if self.blas else []
         parts += [f"CUDA {self.cuda}"] if self.cuda else []
         return f"{self.python}: {', '.join(parts)}"

@@ -199,4 +199,4 @@ def to_json(report: Report, unit: str | None = None) -> str:
 
 def _environment(env: Environment) -> dict[str, Any]:
     return {"python": env.python, "version": env.version, "blas": env.blas,
-            "cuda": env.cuda, "packages": dict(sorted(env.packages.items()))}
+            "cuda": env.cuda, "venv": env.venv, "packages": dict(sorted(env.packages.items()))}

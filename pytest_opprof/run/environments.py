@@ -15,13 +15,18 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 from .._version import __version__
 from ..errors import OpprofError
 from ..model.comparison import Environment
+from ..model.words import display_name
 from .launcher import last_line, run_command
 
 #: How long an interpreter has to answer the probe (importing CuPy can take seconds).
@@ -33,7 +38,7 @@ import importlib.util, json, platform, re, sys
 from importlib import metadata
 found = {"executable": sys.executable, "version": platform.python_version(),
          "packages": {}, "pytest": importlib.util.find_spec("pytest") is not None,
-         "blas": "", "cuda": ""}
+         "blas": "", "cuda": "", "venv": sys.prefix if sys.prefix != sys.base_prefix else ""}
 found["editable"] = []
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
@@ -58,11 +63,13 @@ if any(name.startswith("cupy") for name in found["packages"]):
         import cupy
         v = cupy.cuda.runtime.runtimeGetVersion()
         found["cuda"] = f"{v // 1000}.{v % 1000 // 10}"
-        found["packages"].setdefault("cupy", cupy.__version__)
     except Exception:
         pass
-print("\n" + json.dumps(found))
+print("\nOPPROF-PROBE " + json.dumps(found), flush=True)
 """
+#: What starts the probe's answer: the line is found whatever else the interpreter
+#: writes around it (a library's notice at exit on stderr).
+MARK = "OPPROF-PROBE "
 
 
 class Refused(OpprofError):
@@ -110,30 +117,54 @@ def resolve(flag: str, given: str) -> str:
 
 def probe(flag: str, python: str, cwd: Path) -> Probed:
     """``python`` asked what it has; one line naming ``flag`` when it does not answer
-    as a Python does."""
+    as a Python does (or crashes, or hangs, while it looks at its packages)."""
+    started = time.monotonic()
     try:
         code, output = run_command([python, "-c", PROBE], cwd=cwd, timeout=PROBE_TIMEOUT_S)
     except OSError as exc:
         raise Refused(f"{flag} {python}: cannot be started ({exc.strerror or exc})") from None
-    lines = output.strip().splitlines()
-    data = None
-    if code == 0 and lines:
-        try:
-            data = json.loads(lines[-1])
-        except ValueError:
-            data = None
-    if not isinstance(data, dict) or not isinstance(data.get("packages"), dict):
-        said = f": {last_line(output)}" if code != 0 and last_line(output) else ""
-        raise Refused(f"{flag} {python}: did not answer as a Python interpreter (exit status "
-                     f"{code}{said}); give a Python interpreter")
-    from urllib.parse import unquote
+    data = _answer(output)
+    if data is None:
+        raise Refused(f"{flag} {python}: {_why_no_answer(python, code, output, started)}")
+    packages = data.get("packages")
+    editable = data.get("editable")
+    return Probed(
+        Environment(python, str(data.get("version", "")),
+                    {normalized(str(k)): str(v) for k, v in packages.items()}
+                    if isinstance(packages, dict) else {},
+                    str(data.get("blas") or ""), str(data.get("cuda") or ""),
+                    str(data.get("venv") or "")),
+        bool(data.get("pytest")),
+        tuple((str(e[0]), unquote(str(e[1]))) for e in editable
+              if isinstance(e, list) and len(e) == 2) if isinstance(editable, list) else ())
 
-    packages = {normalized(str(k)): str(v) for k, v in data["packages"].items()}
-    editable = tuple((str(e[0]), unquote(str(e[1]))) for e in data.get("editable") or ()
-                     if isinstance(e, list) and len(e) == 2)
-    return Probed(Environment(python, str(data.get("version", "")), packages,
-                              str(data.get("blas") or ""), str(data.get("cuda") or "")),
-                  bool(data.get("pytest")), editable)
+
+def _answer(output: str) -> dict[str, Any] | None:
+    """The probe's answer among the interpreter's output; None when there is none."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(MARK):
+            try:
+                data = json.loads(line[len(MARK):])
+            except (ValueError, RecursionError):
+                return None
+            return data if isinstance(data, dict) and isinstance(data.get("packages"),
+                                                                 dict) else None
+    return None
+
+
+def _why_no_answer(python: str, code: int, output: str, started: float) -> str:
+    """Why an interpreter gave no answer, in words (what it said escaped)."""
+    said = display_name(last_line(output)) if last_line(output) else ""
+    if time.monotonic() - started >= PROBE_TIMEOUT_S:
+        return (f"did not answer in {PROBE_TIMEOUT_S:.0f} s (it was ended); an "
+                "interpreter that hangs while importing numpy or CuPy hangs the tests too")
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        return (f"was ended by {name} while it read its packages (numpy or CuPy "
+                "crashing on import, a build for another CPU?); see what it says: "
+                f"{shlex.quote(python)} -c 'import numpy'")
+    return ("did not answer as a Python interpreter (exit status "
+            f"{code}{': ' + said if code != 0 and said else ''}); give a Python interpreter")
 
 
 def major(version: str) -> str:
@@ -154,8 +185,6 @@ def install_source() -> str:
         data = None
     url = str(data.get("url", "")) if isinstance(data, dict) else ""
     if url.startswith("file://"):
-        from urllib.parse import unquote
-
         return shlex.quote(unquote(url.removeprefix("file://")))
     return f"'pytest-opprof=={__version__}' (with the --find-links folder you install it from)"
 
@@ -171,6 +200,7 @@ def refusal(flag: str, found: Probed) -> str | None:
                 f"brings pytest) with the tests' other requirements: {pip} "
                 f"{install_source()}")
     theirs = env.packages.get("pytest-opprof")
+    theirs = None if theirs is None else display_name(theirs)
     if theirs is None:
         return f"{flag} {env.python}: has no pytest-opprof; install it there: {pip} " \
                f"{install_source()}"
