@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 from pytest_opprof import Profile, Profiler
 from pytest_opprof.measure.timers import FakeDevice, FakeTimer
@@ -86,3 +88,19 @@ def ctrl_c_as_from_a_terminal() -> None:
     processes and their children keep that), and Python then raises no
     KeyboardInterrupt: the child would not notice the Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """git in ``cwd`` with an identity of its own (a runner may have none); its output,
+    stripped."""
+    return subprocess.run(["git", "-c", "user.name=opprof", "-c", "user.email=opprof@example.com",
+                           *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def committed(path: Path) -> Path:
+    """``path`` made a git repository holding what is in it, in one commit."""
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base")
+    return path

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .fakes import ctrl_c_as_from_a_terminal
+from .fakes import committed, ctrl_c_as_from_a_terminal, git
 from .test_launcher import _alive
 
 pytestmark = pytest.mark.e2e
@@ -42,12 +42,6 @@ def test_slow(gpu_profiler, k):
 """
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=o", "-c", "user.email=o@example.com",
-                           *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout
-
-
 @pytest.fixture
 def scenario(tmp_path):
     """A git repository of the slow test; ``pids/``; a TMPDIR of its own."""
@@ -56,9 +50,7 @@ def scenario(tmp_path):
     (project / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
     (project / "test_slow.py").write_text(SLOW)
     (project / ".gitignore").write_text(".opprof/\n")
-    git(project, "init", "-q")
-    git(project, "add", "-A")
-    git(project, "commit", "-qm", "base")
+    committed(project)
     (tmp_path / "pids").mkdir()
     (tmp_path / "tmp").mkdir()
     return tmp_path

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .fakes import committed
+
 SUITE = """
 import pytest
 
@@ -35,11 +37,6 @@ def opprof(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=300, check=False, **kwargs)
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=o", "-c", "user.email=o@example.com", *args],
-                   cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A git repository of a fake-backend suite, its baselines taken, two results files."""
@@ -47,9 +44,7 @@ def project(tmp_path_factory) -> Path:
     (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
     (path / "test_suite.py").write_text(SUITE)
     (path / ".gitignore").write_text(".opprof/\n*.json\n*.html\n")
-    git(path, "init", "-q")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "base")
+    committed(path)
     done = opprof("baseline", "update", "--runs", "2", "-q", "-p", "no:cacheprovider",
                   cwd=path, capture_output=True)
     assert done.returncode == 0, done

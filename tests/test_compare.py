@@ -8,7 +8,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +22,8 @@ from pytest_opprof.commands import compare
 from pytest_opprof.judge import comparison, config, paired
 from pytest_opprof.judge.paired import judge_pairs, judge_single
 from pytest_opprof.stats import distributions, drift
+
+from .fakes import committed, git
 
 SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
 
@@ -171,11 +172,6 @@ def test_model(gpu_profiler):
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
-                          text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
     """A git repository with a fake-backend test of six ops, committed; the current
@@ -194,9 +190,7 @@ def repo(tmp_path, monkeypatch):
     (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
     (path / "costs.py").write_text(COSTS)
     (path / "test_model.py").write_text(MODEL_TEST)
-    git(path, "init", "-q")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "base")
+    committed(path)
     monkeypatch.chdir(path)
     return path
 

@@ -27,25 +27,18 @@ from pytest_opprof.model.comparison import Environment, differences
 from pytest_opprof.run import environments
 from pytest_opprof.run.environments import Probed, major, refusal
 
+from . import test_compare
+from .fakes import committed, git
+from .test_compare import one_line
+
 SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
 
 COSTS = """import os
 COSTS = {"conv": 50_000, "relu": 8_000, "mul": int(os.environ.get("MUL_NS", 30_000)),
          "softmax": 12_000, "norm": 25_000}
 """
-MODEL_TEST = """import os
-
-import pytest
-from costs import COSTS
-
-
-def test_model(gpu_profiler):
-    dev = gpu_profiler.timer.device_model
-    for _ in gpu_profiler.iterations(8):
-        for name, ns in COSTS.items():
-            with gpu_profiler.op(name):
-                dev.kernel(ns)
-
+#: test_compare's six-op test, and a one-op test that an environment may skip.
+MODEL_TEST = "import os\n\nimport pytest\n" + test_compare.MODEL_TEST + """
 
 @pytest.mark.skipif(os.environ.get("ONLY_ONE") == "1", reason="not in this environment")
 def test_other(gpu_profiler):
@@ -86,12 +79,6 @@ def project(tmp_path, monkeypatch):
     (path / "test_model.py").write_text(MODEL_TEST)
     monkeypatch.chdir(path)
     return path
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
 
 
 # -- the command as a user runs it ----------------------------------------------------
@@ -281,20 +268,13 @@ def test_forms_that_do_not_fit_together_are_one_line(project, capsys, argv, says
 
 # -- with a REF: the base side is REF under the base interpreter ---------------------
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
-                          text=True).stdout
-
-
 @pytest.fixture
 def repo(project, monkeypatch):
     monkeypatch.delenv("GIT_CEILING_DIRECTORIES")
     for role in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{role}_NAME", "opprof")
         monkeypatch.setenv(f"GIT_{role}_EMAIL", "opprof@example.com")
-    git(project, "init", "-q")
-    git(project, "add", "-A")
-    git(project, "commit", "-qm", "base")
+    committed(project)
     return project
 
 

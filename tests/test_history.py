@@ -15,7 +15,7 @@ from pytest_opprof.judge.changepoints import NEEDS_RUPTURES, significant_steps
 from pytest_opprof.render.history import SCHEMA, sparkline
 from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, git
 
 NODEID = "tests/test_net.py::test_net"
 OPS = ("conv2d", "relu", "softmax")
@@ -258,11 +258,6 @@ def test_net(gpu_profiler):
             with gpu_profiler.op(name):
                 dev.kernel(int((k + 1) * 10_000 * factor(name)))
 """
-
-
-def git(repo, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.e2e

@@ -337,9 +337,9 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
     under = ("", "") if envs is None else (f" under {envs[0].python}",
                                            f" under {envs[1].python}")
     labels = (f"{args.ref} ({sha[:10]}){under[0]}", f"working tree{under[1]}")
-    editable = (_editable_from(top) if probed is None else
-                sorted({name for side in probed for name, path in side.editable
-                        if _inside(path, top)}))
+    installs = (environments.editable_here() if probed is None else
+                [pair for side in probed for pair in side.editable])
+    editable = sorted({name for name, path in installs if _inside(path, top)})
     for name in editable if not os.environ.get("PYTHONPATH") else ():
         print(f"opprof: {name} is installed in editable mode from this repository, so "
               "the base side imports the working tree's code too; import it by a relative "
@@ -569,30 +569,6 @@ def _environment_at(top: Path, tree: Path) -> dict[str, str]:
         env["PYTHONPATH"] = os.pathsep.join(_mapped(entry, top, tree) or entry
                                             for entry in pythonpath.split(os.pathsep))
     return env
-
-
-def _editable_from(top: Path) -> list[str]:
-    """The installed distributions whose editable install points into the repository
-    ``top``: both sides import them from the working tree."""
-    import json
-    import urllib.parse
-    from importlib import metadata
-
-    found = set()
-    for dist in metadata.distributions():
-        try:
-            data = json.loads(dist.read_text("direct_url.json") or "null")
-        except (ValueError, OSError, UnicodeDecodeError):
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("dir_info"), dict) \
-                or not data["dir_info"].get("editable"):
-            continue
-        url = str(data.get("url", ""))
-        if not url.startswith("file://"):
-            continue
-        if _inside(urllib.parse.unquote(url.removeprefix("file://")), top):
-            found.add(str(dist.metadata["Name"]))
-    return sorted(found)
 
 
 def _measured(profile: Profile) -> str:

@@ -174,18 +174,42 @@ def major(version: str) -> str:
     return ".".join(parts) if parts[0] == "0" else parts[0]
 
 
+def local_source(dist: metadata.Distribution) -> tuple[str, bool] | None:
+    """The folder a distribution was installed from and whether in editable mode, as
+    its ``direct_url.json`` says; None when it came from elsewhere (an index, a file)."""
+    try:
+        data = json.loads(dist.read_text("direct_url.json") or "null")
+    except (ValueError, OSError, UnicodeDecodeError, RecursionError):
+        return None
+    url = str(data.get("url", "")) if isinstance(data, dict) else ""
+    if not url.startswith("file://"):
+        return None
+    info = data.get("dir_info")
+    return unquote(url.removeprefix("file://")), isinstance(info, dict) and \
+        bool(info.get("editable"))
+
+
+def editable_here() -> list[tuple[str, str]]:
+    """This interpreter's distributions installed in editable mode: (name, folder), as
+    the probe finds them in another."""
+    found = []
+    for dist in metadata.distributions():
+        source = local_source(dist)
+        if source is not None and source[1]:
+            found.append((str(dist.metadata["Name"]), source[0]))
+    return found
+
+
 def install_source() -> str:
     """What this pytest-opprof was installed from, as ``pip install`` takes it: its
     source folder for a local (or editable) install, else ``pytest-opprof==VERSION``
     with the ``--find-links`` folder it came from left to the user (docs/ci.md)."""
     try:
-        dist = metadata.distribution("pytest-opprof")
-        data = json.loads(dist.read_text("direct_url.json") or "null")
-    except (metadata.PackageNotFoundError, ValueError, OSError, UnicodeDecodeError):
-        data = None
-    url = str(data.get("url", "")) if isinstance(data, dict) else ""
-    if url.startswith("file://"):
-        return shlex.quote(unquote(url.removeprefix("file://")))
+        source = local_source(metadata.distribution("pytest-opprof"))
+    except metadata.PackageNotFoundError:
+        source = None
+    if source is not None:
+        return shlex.quote(source[0])
     return f"'pytest-opprof=={__version__}' (with the --find-links folder you install it from)"
 
 
