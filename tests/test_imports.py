@@ -190,6 +190,7 @@ def test_the_suite_preloads_every_third_party_module_the_package_imports():
     assert "ruptures" in third_party_imports()  # the finder sees a deferred import
 
 
+@pytest.mark.pytester
 def test_the_conftest_alone_loads_each_preloaded_module_that_is_installed():
     """In a new process, importing the conftest and nothing else: every module of
     PRELOADED whose package is installed and loads is in sys.modules."""
