@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import multiprocessing.util
 import os
+import sys
 
 import hypothesis  # noqa: F401
 import pytest
@@ -44,9 +46,13 @@ for _name in PRELOADED:
 
 pytest_plugins = ["pytester"]
 
-#: The tiers, one per test (``pytest -m unit``, ``-m "not e2e"``, ``-m e2e``). A test marked
-#: e2e (or pytester) keeps its mark; any other test is ``pytester`` when it takes the
-#: pytester fixture, else ``unit``.
+#: The tiers, one per test (``pytest -m unit``, ``-m "not e2e"``, ``-m e2e``), by what the
+#: test does: ``unit`` runs in this process and starts none; ``pytester`` drives pytest
+#: through pytester, or starts a short child process (a launcher, ``python -c``, git,
+#: valgrind); ``e2e`` runs whole flows (the example suite, git repositories, the
+#: ``opprof`` commands with their pytest children). A test marked e2e or pytester keeps
+#: its mark; any other test is ``pytester`` when it takes the pytester fixture, else
+#: ``unit``; and a ``unit`` test that starts a process fails, saying which to mark it.
 TIERS = ("unit", "pytester", "e2e")
 
 
@@ -56,6 +62,84 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         tier = "pytester" if "pytester" in getattr(item, "fixturenames", ()) else "unit"
         item.add_marker(tier)
+
+
+#: The audit events of starting a process (``sys.addaudithook``): what a unit test may
+#: not do. multiprocessing's spawn and forkserver start theirs through
+#: ``_posixsubprocess`` with no event of their own: :func:`_audited_spawn` adds one.
+PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn",
+                  "os.spawn", "os.exec", "multiprocessing.spawn")
+#: The processes the running ``unit`` test started (None while no unit test runs).
+_started: list[str] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _started is not None and event.startswith(PROCESS_EVENTS):
+        what = args[0] if event == "os.system" else args[1] if len(args) > 1 else None
+        _started.append(event if what is None else f"{event}({_shown(what)[:120]})")
+
+
+def _shown(value: object) -> str:
+    """A command as one line: ``python -c pass``, whether given as bytes, str or a list."""
+    if isinstance(value, (list, tuple)):
+        return " ".join(_shown(part) for part in value)
+    return os.fsdecode(value) if isinstance(value, (bytes, str)) else str(value)
+
+
+def _audited_spawn(original):
+    def spawnv_passfds(path, args, passfds):
+        sys.audit("multiprocessing.spawn", path, args)
+        return original(path, args, passfds)
+    return spawnv_passfds
+
+
+sys.addaudithook(_audit)  # process-wide and for good: it does nothing outside unit tests
+multiprocessing.util.spawnv_passfds = _audited_spawn(multiprocessing.util.spawnv_passfds)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A ``unit`` test that starts a process (in its set-up, call or teardown) fails,
+    with one line saying which process and which tier to mark it."""
+    global _started
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    _started = []
+    try:
+        return (yield)
+    finally:
+        _started = None
+
+
+def _check_unit() -> None:
+    global _started
+    if _started:
+        started, _started = _started, []
+        pytest.fail(f"tier 'unit' starts no process, and this test started "
+                    f"{len(started)}: {started[0]}{' ...' if len(started) > 1 else ''}; "
+                    f"mark it @pytest.mark.pytester (a short child) or "
+                    f"@pytest.mark.e2e (whole flows)", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    result = yield
+    _check_unit()
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    result = yield
+    _check_unit()
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    _check_unit()
+    return result
 
 
 def load_cscope():

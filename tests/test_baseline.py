@@ -308,6 +308,7 @@ def _record_many(args):
         store.record("t.py::shared", run_of(), "batch")
 
 
+@pytest.mark.pytester
 def test_concurrent_writers_lose_nothing(tmp_path):
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_record_many, [(str(tmp_path), w) for w in range(4)])

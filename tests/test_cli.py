@@ -429,6 +429,7 @@ def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, c
             ) in detail.splitlines()
 
 
+@pytest.mark.pytester
 def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
     """An op whose stored runs disagree 10x is caught only thousands of percent slower:
     show says '>+1000%' rather than a figure that no longer tells more."""

@@ -312,6 +312,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
     assert "--detect 20% must exceed --tolerance 30%" in one_line(capsys)
 
 
+@pytest.mark.e2e
 def test_a_refs_tolerance_is_the_ini_files_too(repo, capsys):
     (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\nopprof_tolerance = 0.2\n")
     assert main(["compare", "HEAD", "--detect", "10%"]) == 2
@@ -372,6 +373,7 @@ def test_bad_flags_are_usage_errors(repo, capsys, flag, says):
     assert says in capsys.readouterr().err.strip().splitlines()[-1]
 
 
+@pytest.mark.pytester
 def test_outside_a_git_repository_is_a_usage_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))

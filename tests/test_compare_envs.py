@@ -364,6 +364,7 @@ def test_only_pytest_opprof_of_this_major_version_may_run_a_side(theirs, refused
     assert (refusal("--base-python", found) is not None) == refused
 
 
+@pytest.mark.pytester
 def test_the_probe_answers_for_this_interpreter(tmp_path):
     """The real probe, run by this interpreter: its version, its packages, numpy's BLAS."""
     found = environments.probe("--base-python", sys.executable, tmp_path)

@@ -162,6 +162,7 @@ def test_the_issues_examples(then, now, says):
     assert difference(then, now) == says
 
 
+@pytest.mark.pytester
 def test_an_export_with_a_quoted_value_sets_it_in_a_real_shell():
     """The advice is shell: run it in bash and read the environment back."""
     line = difference({"OMP_NUM_THREADS": "a 'b'", "MKL_NUM_THREADS": ""},

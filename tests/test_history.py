@@ -57,6 +57,7 @@ def history(*args: str) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.pytester
 def test_a_step_is_named_with_its_commit_date_and_size(tmp_path, capsys):
     runs = noisy(14, seed=1)
     for medians in runs[8:]:
@@ -76,6 +77,7 @@ def test_a_step_is_named_with_its_commit_date_and_size(tmp_path, capsys):
     assert len(lines) == 7 and out.count(" at c") == 1  # relu and softmax: no step
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("seed", range(6))
 def test_flat_noisy_histories_have_no_step(tmp_path, capsys, seed):
     runs = noisy(20, seed=seed)
@@ -87,6 +89,7 @@ def test_flat_noisy_histories_have_no_step(tmp_path, capsys, seed):
     assert "  no step beyond the noise and the tolerance (5%)" in out
 
 
+@pytest.mark.pytester
 def test_a_step_under_the_tolerance_is_not_reported_and_a_lower_tolerance_shows_it(
         tmp_path, capsys):
     runs = noisy(16, seed=3, sigma=0.002)
@@ -110,6 +113,7 @@ def six_ops(runs: int, seed: int, drift: float) -> list[dict[str, float]]:
     return history
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("seed", range(3))
 def test_an_op_step_is_found_through_machine_drift(tmp_path, capsys, seed):
     runs = six_ops(16, seed=seed, drift=0.06)
@@ -123,6 +127,7 @@ def test_an_op_step_is_found_through_machine_drift(tmp_path, capsys, seed):
     assert " at c080000 (2026-11-09): " in out
 
 
+@pytest.mark.pytester
 def test_a_step_of_every_op_is_one_step_of_all_ops(tmp_path, capsys):
     runs = six_ops(12, seed=0, drift=0.0)
     for medians in runs[6:]:
@@ -144,6 +149,7 @@ def test_an_improvement_and_a_later_regression_are_two_steps():
         == [(6, 0.8), (12, 1.5)]
 
 
+@pytest.mark.pytester
 def test_too_few_runs_say_so(tmp_path, capsys):
     grow(tmp_path, noisy(3, seed=0))
     assert main(["history", "--dir", str(tmp_path)]) == 0
@@ -192,6 +198,7 @@ def test_html_draws_each_op_with_its_step(tmp_path):
     assert "<td><code>c050000 (2026-11-06)</code></td>" in page
 
 
+@pytest.mark.pytester
 def test_the_test_argument_narrows_to_matching_tests(tmp_path, capsys):
     grow(tmp_path, noisy(5, seed=0))
     grow(tmp_path, noisy(5, seed=1), nodeid="tests/test_io.py::test_read")
@@ -200,6 +207,7 @@ def test_the_test_argument_narrows_to_matching_tests(tmp_path, capsys):
     assert "tests/test_io.py::test_read on machine" in out and NODEID not in out
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("case", ["no folder", "no runs", "no match", "other machine"])
 def test_missing_histories_are_one_line(tmp_path, capsys, case):
     if case != "no folder":
@@ -224,6 +232,7 @@ def test_without_ruptures_it_says_what_to_install(tmp_path, capsys, monkeypatch)
     assert captured.err == f"opprof: {NEEDS_RUPTURES}\n" and captured.out == ""
 
 
+@pytest.mark.pytester
 def test_an_unwritable_output_is_one_line_before_anything_is_read(tmp_path, capsys):
     grow(tmp_path, noisy(5, seed=0))
     (tmp_path / "file").write_text("")
@@ -239,6 +248,7 @@ def test_a_bad_tolerance_is_a_usage_error(tmp_path):
     assert code == 2 and "the tolerance must be a fraction or a percentage" in err
 
 
+@pytest.mark.pytester
 def test_an_unreadable_baseline_is_listed_and_the_rest_shown(tmp_path, capsys):
     grow(tmp_path, noisy(5, seed=0))
     (tmp_path / "ci-runner" / "broken.json").write_text("{")

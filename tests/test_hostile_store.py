@@ -324,6 +324,7 @@ def history_store(tmp_path):
     return store, path
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("where", ["the baseline file", "a copy of it", "inside the folder"])
 def test_history_writes_no_output_over_a_baseline(history_store, tmp_path, capsys, where):
     pytest.importorskip("ruptures")
@@ -401,6 +402,7 @@ def _assert_escaped(text: str) -> None:
     assert "\\x1b[31m" in text and "\\n" in text
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("argv", [["baseline", "show"], ["baseline", "show", "test_x"],
                                   ["history"]])
 def test_every_string_of_a_forged_baseline_is_printed_escaped(forged_store, capsys, argv):
@@ -413,6 +415,7 @@ def test_every_string_of_a_forged_baseline_is_printed_escaped(forged_store, caps
     assert captured.err == ""
 
 
+@pytest.mark.pytester
 def test_an_unreadable_files_line_is_printed_escaped(forged_store, capsys):
     (path,) = forged_store.folder.glob("*.json")
     data = json.loads(path.read_text())

@@ -19,15 +19,13 @@ import pytest_opprof
 PACKAGE = Path(pytest_opprof.__file__).parent
 
 #: Lowest first. The foundation (the error type, the version, signals held off) is below
-#: every layer; the plugin, the CLI and the deprecated aliases of moved modules sit above
-#: them all.
+#: every layer; the plugin and the CLI sit above them all.
 LAYERS = ("foundation", "model", "measure", "stats", "judge", "store", "render", "run",
           "commands", "top")
 FOUNDATION = {"pytest_opprof.errors", "pytest_opprof._version", "pytest_opprof.signals",
               "pytest_opprof._extras"}
 #: The package's root: it loads ``op`` and friends lazily from model and measure.
-TOP = {"pytest_opprof", "pytest_opprof.plugin", "pytest_opprof.cli",
-       "pytest_opprof.profile", "pytest_opprof.profiler"}
+TOP = {"pytest_opprof", "pytest_opprof.plugin", "pytest_opprof.cli"}
 
 
 def module_name(path: Path) -> str:
@@ -192,6 +190,7 @@ def test_the_suite_preloads_every_third_party_module_the_package_imports():
     assert "ruptures" in third_party_imports()  # the finder sees a deferred import
 
 
+@pytest.mark.pytester
 def test_the_conftest_alone_loads_each_preloaded_module_that_is_installed():
     """In a new process, importing the conftest and nothing else: every module of
     PRELOADED whose package is installed and loads is in sys.modules."""

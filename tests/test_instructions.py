@@ -100,6 +100,7 @@ def test_a_broken_dump_is_one_line_naming_its_file(tmp_path, text, expected):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.pytester
 def test_the_reader_as_a_script_prints_json_or_the_error(tmp_path):
     prefix = write_dumps(tmp_path, {1: (10, 1), 2: (20, 2)})
     script = [sys.executable, "-I", reader.__file__]

@@ -129,6 +129,7 @@ def test_kernel_stats_count_only_counted_iterations():
 
 # -- results JSON, Markdown, HTML -----------------------------------------------------------
 
+@pytest.mark.pytester
 def test_results_json_has_the_measure_kernel_figures_and_kernel_rows_and_validates():
     jsonschema = pytest.importorskip("jsonschema")
     record = TestRecord(kernel_profile())

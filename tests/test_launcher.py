@@ -44,6 +44,7 @@ def write(project: Path, name: str, text: str) -> None:
     (project / name).write_text(textwrap.dedent(text))
 
 
+@pytest.mark.pytester
 def test_exit_codes_and_the_last_line(project):
     write(project, "test_a.py", "def test_a():\n    pass\n")
     write(project, "test_b.py", "def test_b():\n    assert False\n")
@@ -55,6 +56,7 @@ def test_exit_codes_and_the_last_line(project):
     assert run_pytest(["-q", "-k", "nothing"], cwd=project).code == 5
 
 
+@pytest.mark.pytester
 def test_the_environment_changes_reach_the_child(project):
     write(project, "test_env.py", """
         import os
@@ -67,6 +69,7 @@ def test_the_environment_changes_reach_the_child(project):
     assert run_pytest(["-q"], cwd=project).code == 1
 
 
+@pytest.mark.pytester
 def test_echo_passes_the_output_on_and_keeps_only_the_last_line(project, capsys):
     write(project, "test_a.py", "def test_a():\n    pass\n")
     child = run_pytest(["-q"], cwd=project, echo=True)
@@ -74,6 +77,7 @@ def test_echo_passes_the_output_on_and_keeps_only_the_last_line(project, capsys)
     assert "1 passed" in capsys.readouterr().out
 
 
+@pytest.mark.pytester
 def test_the_records_come_back_typed_with_what_passed(project):
     write(project, "test_p.py", PROFILED)
     child = run_pytest(["-q", "--opprof-no-gate"], cwd=project, records=True)
@@ -85,11 +89,13 @@ def test_the_records_come_back_typed_with_what_passed(project):
     assert [op.name for op in by_id["test_p.py::test_ok"].profile.ops] == ["relu"]
 
 
+@pytest.mark.pytester
 def test_no_records_asked_none_read(project):
     write(project, "test_p.py", PROFILED)
     assert run_pytest(["-q", "--opprof-no-gate"], cwd=project).records is None
 
 
+@pytest.mark.pytester
 def test_a_killed_child_is_its_signal_and_no_records(project):
     write(project, "test_k.py", """
         import os, signal
@@ -104,6 +110,7 @@ def test_a_killed_child_is_its_signal_and_no_records(project):
     assert child.records is None and child.records_problem == "" and not child.timed_out
 
 
+@pytest.mark.pytester
 def test_a_child_past_its_timeout_is_ended(project):
     write(project, "test_slow.py", "import time\n\ndef test_slow():\n    time.sleep(60)\n")
     started = time.monotonic()
@@ -150,6 +157,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("sig, name", [(signal.SIGTERM, "Terminated"),
                                        (signal.SIGINT, "KeyboardInterrupt")],
                          ids=["sigterm", "sigint"])

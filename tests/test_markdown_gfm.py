@@ -24,6 +24,9 @@ from pytest_opprof.model.words import display_name
 
 from .fakes import fake_profiler
 
+#: Every test here runs cmark-gfm, a process of its own (where it is installed, as in CI).
+pytestmark = pytest.mark.pytester
+
 #: Names a user's code may give an op or a test: every character Markdown or GitHub's
 #: tables read as markup, and the characters display_name escapes.
 HOSTILE = ["a|b", "a\\|b", "`tick`", "``", "<img src=x>", "x\ny", "[a](http://x)",

@@ -119,6 +119,7 @@ def test_an_unjudged_tests_markdown_counts_its_stored_runs(wobbling, monkeypatch
                      (wobbling.path / "r.md").read_text())
 
 
+@pytest.mark.pytester
 def test_baseline_update_says_how_many_runs_a_baseline_keeps(tmp_path, monkeypatch, capsys):
     """``--runs 21`` said "from 21 run(s)" where each baseline keeps its latest 20."""
     from pytest_opprof.commands import baseline as command

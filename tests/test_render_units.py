@@ -267,6 +267,7 @@ def test_html_charts_label_their_axes_in_instructions():
     assert "(ms)" in ns and "instructions" not in ns
 
 
+@pytest.mark.pytester
 def test_results_json_has_each_tests_unit():
     from pytest_opprof.render import results_json
 

@@ -360,6 +360,7 @@ print("balanced", names.count("down") - names.count(None) in (0, 1), len(names) 
 """
 
 
+@pytest.mark.pytester
 @pytest.mark.parametrize("impl", ["c", "python"])
 def test_runaway_recursion_through_an_op_raises_recursion_error_not_a_signal(impl):
     """sys.setrecursionlimit(20000) and a decorated function calling itself without end:
