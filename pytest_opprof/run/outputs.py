@@ -192,10 +192,10 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo,
 
 def _check_results_size(output: Output, text: str) -> None:
     """A results file ``opprof report`` and ``compare`` would refuse is not written."""
-    from ..model.reports import RESULTS_MAX_BYTES
+    from ..model.jsontext import MAX_BYTES
 
-    if len(text) > RESULTS_MAX_BYTES // 4 and len(text.encode()) > RESULTS_MAX_BYTES:
+    if len(text) > MAX_BYTES // 4 and len(text.encode()) > MAX_BYTES:
         raise OpprofError(f"{output.flag}={output.path}: the results are "
                           f"{len(text.encode()) / 2**20:.0f} MB, more than opprof report and "
-                          f"compare read ({RESULTS_MAX_BYTES // 2**20} MB): not written; "
+                          f"compare read ({MAX_BYTES // 2**20} MB): not written; "
                           "profile fewer tests, ops or iterations per run")

@@ -4,6 +4,7 @@ Every file pytest-opprof touches goes through here, so that each rule holds once
 
 - reads are bounded: at most ``limit`` bytes are read whatever ``fstat`` says, and only
   from a regular file (a FIFO, a device or a folder is refused, never opened blocking);
+  a JSON file is read by :func:`read_json`, the one parse path's reader of files;
 - writes are atomic (a reader sees the old file or the new one), honour the umask
   (baselines are committed and shared: 0644 under the usual umask, as JUnit's are),
   go through a symbolic link to the file it names (the link stays a link), and refuse
@@ -26,6 +27,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ..errors import OpprofError
+from ..model import jsontext
 
 
 def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
@@ -86,7 +90,8 @@ def read_bounded(path: Path, limit: int) -> bytes:
             raise NotRegularFile(f"is {_kind(mode)}, not a regular file")
         claimed = os.fstat(fd).st_size
         if claimed > limit:  # refused unread
-            raise FileTooLarge(f"is {claimed / 2**20:.0f} MB")
+            raise FileTooLarge(f"is {claimed / 2**20:.0f} MB, more than the "
+                               f"{limit / 2**20:g} MB read")
         # what it claims in one read (one buffer: joining one chunk copies nothing), then
         # whatever more it holds, up to one byte past the limit
         chunks, size, step = [], 0, max(claimed + 1, 1 << 20)
@@ -97,10 +102,27 @@ def read_bounded(path: Path, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise FileTooLarge(f"holds more than {limit / 2**20:g} MB")
+            raise FileTooLarge(f"holds more than the {limit / 2**20:g} MB read")
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+T = TypeVar("T")
+
+
+def read_json(path: Path, check: Callable[[Any], T], *, what: str = "data", fix: str = "",
+              error: type[OpprofError] = jsontext.Unreadable) -> T:
+    """The file at ``path`` through the one parse path (:func:`jsontext.parse`), at most
+    :data:`jsontext.MAX_BYTES` of it read: ``check(data)``, or ``error`` in one line
+    naming the file, what is wrong (missing, a FIFO, too large, not JSON, malformed)
+    and ``fix``."""
+    try:
+        data = read_bounded(path, jsontext.MAX_BYTES)
+    except OSError as exc:
+        why = exc if isinstance(exc, (FileTooLarge, NotRegularFile)) else exc.strerror or exc
+        raise jsontext.line(error, str(path), f"cannot be read ({why})", fix) from None
+    return jsontext.parse(data, str(path), check, what=what, fix=fix, error=error)
 
 
 def _umask() -> int:
@@ -212,9 +234,6 @@ def _keep(target: Path) -> Path | None:
             raise
         shutil.copy2(target, kept)
     return kept
-
-
-T = TypeVar("T")
 
 
 def _with_name(path: Path, step: Callable[..., T], *args: Any) -> T:
