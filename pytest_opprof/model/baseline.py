@@ -223,7 +223,7 @@ class Baseline:
 
     @classmethod
     def from_dict(cls, data: Any) -> Baseline:
-        """Validated data only (the check of :func:`parse`): anything else raises."""
+        """Validated data only (the check of :data:`READER`): anything else raises."""
         if not isinstance(data, dict):
             raise BaselineError("not a baseline (a JSON object was expected)")
         schema = data.get("schema")
@@ -378,5 +378,7 @@ def _parse_run(data: Any) -> BaselineRun:
 #: What every refusal of a stored file advises.
 FIX = ("delete it, or rerun with --opprof-update-baseline "
        "(opprof baseline update) to write a new one")
+#: How a stored baseline is read (the one parse path): ``READER.parse(text, path)``.
+READER = jsontext.Reader(Baseline.from_dict, "baseline", FIX, BaselineError)
 
 

@@ -5,18 +5,19 @@ instruction child's share, another interpreter's answer).
 The threat model (docs/reliability.md): what is read was written by this package, git
 or the user, and is trusted; what happens to it is damage (cut short, merge-conflicted,
 another version's, flipped bytes, two writers). So there is one path and one error
-path: :func:`parse` turns the text into JSON data and hands it to the reader's own
+path: :meth:`Reader.parse` turns the text into JSON data and hands it to the reader's own
 ``check``, which builds the typed object or raises; whatever stops either (not UTF-8,
 not JSON, a field missing, a number out of range, a shape that does not add up) is one
 line, ``WHERE: what is wrong; what to do``, never a traceback. Files are read with one
-bound on their size (:data:`MAX_BYTES`, ``store.files.read_json``).
+bound on their size (:data:`MAX_BYTES`, ``store.files.read_json``) and the same path.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from ..errors import OpprofError
 
@@ -31,26 +32,35 @@ class Unreadable(OpprofError):
     """What was read cannot be used: ``WHERE: what is wrong; what to do``, one line."""
 
 
-def parse(text: str | bytes, where: str, check: Callable[[Any], T], *, what: str = "data",
-          fix: str = "", error: type[OpprofError] = Unreadable) -> T:
-    """``check(data)`` of the JSON ``text`` (UTF-8 when bytes); ``error`` with the one
-    line naming ``where``, what is wrong, and ``fix`` when the text is no such data."""
-    try:
-        data = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
-    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, too long
-        problem = "empty" if not text.strip() else (
-            f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-            if isinstance(exc, UnicodeDecodeError) else f"not JSON ({exc})")
-        raise line(error, where, problem, fix) from None
-    try:
-        return check(data)
-    except OpprofError as exc:
-        raise line(error, where, str(exc), fix) from None
-    except (KeyError, TypeError, ValueError, IndexError, OverflowError, RecursionError) as exc:
-        raise line(error, where, f"malformed {what} ({type(exc).__name__}: {exc})",
-                    fix) from None
+@dataclass(frozen=True)
+class Reader(Generic[T]):
+    """How one kind of data is read: ``check`` builds it from JSON data (or raises),
+    ``what`` names it, ``fix`` says what to do when it cannot be read, ``error`` is
+    the class of that one line."""
 
+    check: Callable[[Any], T]
+    what: str = "data"
+    fix: str = ""
+    error: type[OpprofError] = Unreadable
 
-def line(error: type[OpprofError], where: str, problem: str, fix: str) -> OpprofError:
-    """The one line: ``WHERE: what is wrong; what to do``."""
-    return error(f"{where}: {problem}" + (f"; {fix}" if fix else ""))
+    def parse(self, text: str | bytes, where: str) -> T:
+        """``check(data)`` of the JSON ``text`` (UTF-8 when bytes), or the one line
+        naming ``where``, what is wrong and what to do."""
+        try:
+            data = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, too long
+            raise self.refusal(where, "empty" if not text.strip() else (
+                f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+                if isinstance(exc, UnicodeDecodeError) else f"not JSON ({exc})")) from None
+        try:
+            return self.check(data)
+        except OpprofError as exc:
+            raise self.refusal(where, str(exc)) from None
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError,
+                RecursionError) as exc:
+            raise self.refusal(where, f"malformed {self.what} ({type(exc).__name__}: "
+                                      f"{exc})") from None
+
+    def refusal(self, where: str, problem: str) -> OpprofError:
+        """The one line: ``WHERE: what is wrong; what to do``."""
+        return self.error(f"{where}: {problem}" + (f"; {self.fix}" if self.fix else ""))

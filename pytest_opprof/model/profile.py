@@ -278,7 +278,7 @@ class Profile:
     @classmethod
     def from_json(cls, text: str) -> Profile:
         """:meth:`to_json`'s text read back through the one parse path."""
-        return jsontext.parse(text, "profile", cls.from_dict, what="profile")
+        return jsontext.Reader(cls.from_dict, "profile").parse(text, "profile")
 
 
 def _matrix_to_json(a: np.ndarray) -> list[Any]:

@@ -64,11 +64,14 @@ def loads(text: str | bytes, where: str = "a worker's records") -> list[TestReco
     """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
     ``--opprof-profile-out`` file), through the one parse path: one OpprofError line
     naming ``where`` when they cannot be read."""
-    return jsontext.parse(text, where, from_list, what="records", fix="run the tests again")
+    return READER.parse(text, where)
 
 
-def from_list(data: Any) -> list[TestRecord]:
-    """Records as :func:`dumps` wrote them, from their JSON data (the parse path's check)."""
+def _from_list(data: Any) -> list[TestRecord]:
     if not isinstance(data, list):
         raise TypeError("records are not a list")
     return [TestRecord.from_dict(d) for d in data]
+
+
+#: How records are read (the one parse path), from a text or a file.
+READER = jsontext.Reader(_from_list, "records", "run the tests again")

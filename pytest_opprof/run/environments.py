@@ -144,7 +144,7 @@ def _answer(output: str) -> dict[str, Any] | None:
     for line in reversed(output.splitlines()):
         if line.startswith(MARK):
             try:
-                data = jsontext.parse(line[len(MARK):], "the probe's answer", dict)
+                data = jsontext.Reader(dict).parse(line[len(MARK):], "the probe's answer")
             except jsontext.Unreadable:
                 return None
             return data if isinstance(data.get("packages"), dict) else None
@@ -177,8 +177,8 @@ def local_source(dist: metadata.Distribution) -> tuple[str, bool] | None:
     """The folder a distribution was installed from and whether in editable mode, as
     its ``direct_url.json`` says; None when it came from elsewhere (an index, a file)."""
     try:
-        data = jsontext.parse(dist.read_text("direct_url.json") or "null", "direct_url.json",
-                              dict)
+        data = jsontext.Reader(dict).parse(dist.read_text("direct_url.json") or "null",
+                                           "direct_url.json")
     except (jsontext.Unreadable, OSError, UnicodeDecodeError):
         return None
     url = str(data.get("url", ""))

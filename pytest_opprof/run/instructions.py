@@ -224,11 +224,11 @@ class Share:
     def read(cls, path: Path) -> Share:
         """A worker's share as :meth:`to_json` wrote it, through the one parse path; when
         it cannot be read, a share whose problem is the parse path's one line."""
+        from ..model.jsontext import Reader
         from ..store.files import read_json
 
         try:
-            return read_json(path, cls._from_dict, what="share",
-                             fix="run the tests again")
+            return read_json(path, Reader(cls._from_dict, "share", "run the tests again"))
         except OpprofError as exc:
             return cls(problem=str(exc))
 

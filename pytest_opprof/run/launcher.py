@@ -345,12 +345,13 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:
     """The records a child wrote to ``path``: (None, "") when it wrote none, (None,
     the one line of the parse path) when they cannot be read."""
-    from ..model.records import from_list
+    from ..model.records import READER
     from ..store.files import read_json
 
     if not os.path.lexists(path):
         return None, ""
     try:
-        return tuple(read_json(path, from_list, what="records")), ""
+        records = read_json(path, READER)
+        return tuple(records), ""
     except OpprofError as exc:
         return None, str(exc)

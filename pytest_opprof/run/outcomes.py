@@ -54,9 +54,10 @@ def read(path: Path) -> dict[str, str]:
     """The failed tests (node id -> one line) a child wrote to ``path``; empty when it
     wrote none or the file cannot be read."""
     from ..errors import OpprofError
+    from ..model.jsontext import Reader
     from ..store.files import read_json
 
     try:
-        return read_json(path, lambda data: {str(k): str(v) for k, v in data.items()})
+        return read_json(path, Reader(lambda data: {str(k): str(v) for k, v in data.items()}))
     except OpprofError:
         return {}

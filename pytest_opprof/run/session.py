@@ -520,7 +520,7 @@ class OpprofSession:
         from ..model import jsontext
 
         try:
-            data = jsontext.parse(text, "a worker's notes", dict)
+            data = jsontext.Reader(dict).parse(text, "a worker's notes")
         except jsontext.Unreadable:
             return
         notes, unprofiled = data.get("notes"), data.get("unprofiled")

@@ -11,7 +11,7 @@ writers lose nothing.
 
 Every file is read by one loader, :func:`load_file`, for the gate, update mode and the
 ``opprof`` commands alike: the one parse path (:func:`~pytest_opprof.store.files.read_json`)
-with :meth:`Baseline.from_dict` as its check. The data types are re-exported here, since
+with the baseline's reader (``model.baseline.READER``). The data types are re-exported here, since
 whoever reads the store deals in them.
 """
 
@@ -34,6 +34,7 @@ from ..model.baseline import (
     MAX_RUNS,
     MAX_SAMPLES,
     OUTLYING_OPS,
+    READER,
     SCHEMA,
     Baseline,
     BaselineError,
@@ -249,4 +250,4 @@ def load_file(path: Path) -> Baseline:
     The gate, update mode and every ``opprof baseline`` command read through it, so
     what one accepts, all accept.
     """
-    return read_json(path, Baseline.from_dict, what="baseline", fix=FIX, error=BaselineError)
+    return read_json(path, READER)

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import OpprofError
 from ..model import jsontext
 
 
@@ -111,18 +110,16 @@ def read_bounded(path: Path, limit: int) -> bytes:
 T = TypeVar("T")
 
 
-def read_json(path: Path, check: Callable[[Any], T], *, what: str = "data", fix: str = "",
-              error: type[OpprofError] = jsontext.Unreadable) -> T:
-    """The file at ``path`` through the one parse path (:func:`jsontext.parse`), at most
-    :data:`jsontext.MAX_BYTES` of it read: ``check(data)``, or ``error`` in one line
-    naming the file, what is wrong (missing, a FIFO, too large, not JSON, malformed)
-    and ``fix``."""
+def read_json(path: Path, reader: jsontext.Reader[T]) -> T:
+    """The file at ``path`` through the one parse path (:meth:`jsontext.Reader.parse`),
+    at most :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the
+    file, what is wrong (missing, a FIFO, too large, not JSON, malformed) and the fix."""
     try:
         data = read_bounded(path, jsontext.MAX_BYTES)
     except OSError as exc:
         why = exc if isinstance(exc, (FileTooLarge, NotRegularFile)) else exc.strerror or exc
-        raise jsontext.line(error, str(path), f"cannot be read ({why})", fix) from None
-    return jsontext.parse(data, str(path), check, what=what, fix=fix, error=error)
+        raise reader.refusal(str(path), f"cannot be read ({why})") from None
+    return reader.parse(data, str(path))
 
 
 def _umask() -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpprofError
+from ..model import jsontext
 from ..model.profile import Profile
 from ..model.records import TestRecord
 from ..model.reports import RESULTS_SCHEMA, TestReport
@@ -37,8 +38,7 @@ def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
 def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
     """A results file's run info and its tests' typed records, through the one parse
     path: one OpprofError line naming the file when it cannot be read."""
-    return read_json(Path(path), _results, what="results",
-                     fix="write it again with pytest --opprof-json=PATH")
+    return read_json(Path(path), READER)
 
 
 def _results(data: Any) -> tuple[RunInfo, list[TestRecord]]:
@@ -49,6 +49,9 @@ def _results(data: Any) -> tuple[RunInfo, list[TestRecord]]:
     if not isinstance(tests, list) or not isinstance(machine, dict):
         raise TypeError("tests is not a list or machine not an object")
     return RunInfo.from_dict(data), [_record(test) for test in tests]
+
+
+READER = jsontext.Reader(_results, "results", "write it again with pytest --opprof-json=PATH")
 
 
 def _record(test: dict[str, Any]) -> TestRecord:

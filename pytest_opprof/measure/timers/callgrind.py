@@ -150,8 +150,8 @@ def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OpprofError(f"cannot read callgrind's dumps under {prefix}: {exc}") from None
     said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
-    return jsontext.parse(done.stdout, f"callgrind's dumps under {prefix}", _dumps,
-                          what="answer", fix=f"its reader said {said}" if done.returncode else "")
+    answer = jsontext.Reader(_dumps, "answer", f"its reader said {said}" if done.returncode else "")
+    return answer.parse(done.stdout, f"callgrind's dumps under {prefix}")
 
 
 def _dumps(data: Any) -> Dumps:
