@@ -169,6 +169,27 @@ def test_damaged_bytes_are_one_line_naming_the_file_and_what_to_do(kind, records
     check()
 
 
+def test_a_lost_workers_share_is_one_line_for_each_of_its_tests(monkeypatch, tmp_path):
+    """An xdist worker lost before it wrote its child's instruction counts (killed,
+    crashed): every test of its share is unjudged in one line naming the file."""
+    from types import SimpleNamespace
+
+    from pytest_opprof.run import instructions
+
+    monkeypatch.setattr(instructions.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(instructions, "child_timeout", lambda tests: 0.0)
+    monkeypatch.setattr(instructions, "run_child", lambda *args: instructions.Share())
+    config = SimpleNamespace(workerinput={"workerid": "gw1", "workercount": 2,
+                                          "testrunuid": "run8"})
+    counting = instructions.Counting(config, 1)
+    counting.count([SimpleNamespace(nodeid=f"t.py::t{k}", fixturenames=["gpu_profiler"])
+                    for k in range(4)])
+    lost = tmp_path / "opprof-instructions-run8" / "share-0.json"
+    for nodeid in ("t.py::t0", "t.py::t2"):
+        assert counting.profile(nodeid) == (None, f"{lost}: cannot be read (No such file or "
+                                                  "directory); run the tests again")
+
+
 def one_test_project(pytester) -> None:
     """The project most tests here start from: one profiled test (test_one.py::test_a,
     one op) on the fake backend."""
