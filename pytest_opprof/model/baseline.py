@@ -208,16 +208,16 @@ class Baseline:
         runs = data.pop("runs")
         head = json.dumps(data, sort_keys=True)[:-1]
         lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs]
-        if fit:
-            sizes = [len(line.encode("utf-8", "surrogatepass")) + 2 for line in lines]
-            total = len(head.encode("utf-8", "surrogatepass")) + 20 + sum(sizes)
-            while len(lines) > 1 and total > jsontext.MAX_BYTES:
-                total -= sizes.pop(0)
-                lines.pop(0)
-                self.runs.pop(0)
-            if total > jsontext.MAX_BYTES:
-                raise BaselineError(f"{self.nodeid}: this run cannot be stored: it is "
-                                    f"{total / 2**20:.0f} MB, more than a reader reads")
+
+        def size() -> int:  # in bytes: json.dumps writes ASCII
+            return len(head) + sum(len(line) + 2 for line in lines) + 16
+
+        while fit and len(lines) > 1 and size() > jsontext.MAX_BYTES:
+            lines.pop(0)
+            self.runs.pop(0)
+        if fit and size() > jsontext.MAX_BYTES:
+            raise BaselineError(f"{self.nodeid}: this run cannot be stored: it is "
+                                f"{size() / 2**20:.0f} MB, more than a reader reads")
         text = ",\n".join(lines)
         return f'{head}, "runs": [\n{text}\n]}}\n'
 
@@ -293,27 +293,14 @@ def _check_counts(ops: dict[str, Any]) -> None:
 #: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
 OUTLYING_OPS = "outlying_ops"
 
-#: What a run's meta may say, where it says it: (types, lowest, highest).
-_META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
-    "probe_ns": ((int, float), 0.0, _LONGEST_NS),
-    "iterations": ((int,), 0, math.inf),
-    "skip": ((int,), 0, math.inf),
-    "counted": ((int,), 0, math.inf),
-}
-
-
 def _check_meta(meta: Any) -> dict[str, Any]:
-    """The meta fields the plugin reads are of their type and in range (None allowed):
-    ``probe_ns = 1e308`` would overflow a mean."""
+    """The meta fields the plugin reads are of their type and in range (None allowed)."""
     if not isinstance(meta, dict):
         raise TypeError("meta is not an object")
-    for key, (types, low, high) in _META_NUMBERS.items():
-        value = meta.get(key)
-        if value is None:
-            continue
-        if type(value) not in types or not low <= value < high:  # NaN fails too
-            raise ValueError(f"meta {key} is {value!r}; it must be a number from {low:g} "
-                             f"to {high:g}")
+    for key in ("probe_ns", "iterations", "skip", "counted"):
+        value, kinds = meta.get(key), _NUMBER_TYPES if key == "probe_ns" else {int}
+        if value is not None and (type(value) not in kinds or not 0 <= value < _LONGEST_NS):
+            raise ValueError(f"meta {key} is {value!r}; it must be a number from 0 to 1e+15")
     for key in ("date", "backend", "device"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise TypeError(f"meta {key} is not a string")

@@ -84,16 +84,8 @@ class Activities:
     end_ns: np.ndarray
     names: list[str]
 
-    @property
-    def activity_names(self) -> list[str]:
-        return self.names
-
     def __len__(self) -> int:
         return int(self.iteration.shape[0])
-
-    @property
-    def duration_ns(self) -> np.ndarray:
-        return np.asarray(self.end_ns - self.start_ns)
 
     @classmethod
     def empty(cls) -> Activities:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
@@ -69,13 +69,8 @@ class BaselineStore:
     def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
         """Staging folders of ``opprof baseline update`` commands that were killed
         (SIGKILL, power loss): never read as baselines; prune removes them."""
-        now = time.time()
-        found = []
-        for path in sorted(Path(root).glob(STAGING_PREFIX + "*")):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and now - path.stat().st_mtime > older_than_s:
-                    found.append(path)
-        return found
+        return [p for p in _older(Path(root).glob(STAGING_PREFIX + "*"), older_than_s)
+                if p.is_dir()]
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")
@@ -109,7 +104,8 @@ class BaselineStore:
                 if append:  # a history it cannot read (a newer schema, a merge conflict)
                     # is the user's: appending would replace it by this one run
                     raise BaselineError(f"this run is not appended, and the file is kept "
-                                        f"as it was: {_without_fix(str(exc))}; resolve it "
+                                        f"as it was: {str(exc).replace(f'; {FIX}', '')}; "
+                                        "resolve it "
                                         "(a git merge conflict?), or delete it to start "
                                         "a new history") from None
                 old = None  # an update is asked for: a broken file is replaced
@@ -120,7 +116,7 @@ class BaselineStore:
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
             # within what a reader reads: the oldest runs dropped first
-            self._write(path, baseline.dumps(fit=True))
+            write_all([(path, baseline.dumps(fit=True))])
         return path
 
     @staticmethod
@@ -156,10 +152,7 @@ class BaselineStore:
     def save(self, baseline: Baseline) -> None:
         """Write ``baseline`` as its test's file here, replacing what was there."""
         with self.locked():
-            self._write(self.path_for(baseline.nodeid), baseline)
-
-    def _write(self, path: Path, baseline: Baseline | str) -> None:
-        write_all([(path, baseline)])
+            write_all([(self.path_for(baseline.nodeid), baseline)])
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
         """Every stored file of this machine, loaded or with the error that stops it."""
@@ -174,15 +167,7 @@ class BaselineStore:
     def stale_temporary_files(self, older_than_s: float = 3600) -> list[Path]:
         """Temporary files of writers that were killed mid-write (SIGKILL, power loss):
         never read as baselines; ``opprof baseline prune --apply`` removes them."""
-        if not self.folder.is_dir():
-            return []
-        now = time.time()
-        found = []
-        for path in sorted(self.folder.glob(".*.json.*.tmp")):
-            with contextlib.suppress(OSError):
-                if now - path.stat().st_mtime > older_than_s:
-                    found.append(path)
-        return found
+        return _older(self.folder.glob(".*.json.*.tmp"), older_than_s)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -217,9 +202,14 @@ def write_all(files: Sequence[tuple[Path, Baseline | str]]) -> None:
                             + ("; no baseline was changed" if len(files) > 1 else "")) from None
 
 
-def _without_fix(line: str) -> str:
-    """A refusal's line without the advice every refusal ends with (:data:`FIX`)."""
-    return line.replace(f"; {FIX}", "")
+def _older(paths: Iterable[Path], seconds: float) -> list[Path]:
+    """Those of ``paths`` last changed more than ``seconds`` ago, in order."""
+    found = []
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > seconds:
+                found.append(path)
+    return found
 
 
 def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:

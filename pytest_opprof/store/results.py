@@ -26,13 +26,7 @@ def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
     """A results file's run info and its tests as the reports render them; OpprofError
     naming the file when it cannot be read (see :func:`load_records`)."""
     run_info, records = load_records(path)
-    reports = []
-    for record in records:
-        try:
-            reports.append(report_of(record))
-        except OpprofError as exc:
-            raise OpprofError(f"{path}: {record.profile.nodeid!r}: {exc}") from None
-    return run_info, reports
+    return run_info, [report_of(record) for record in records]
 
 
 def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
