@@ -7,10 +7,9 @@ with ``--opprof-append-baseline``; for each run, column by column, each op's nam
 occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
 in iteration order.
 
-:meth:`Baseline.from_dict` is the check of the one parse path
-(:func:`pytest_opprof.model.jsontext.parse`): each field's type and range, so a damaged
-file is one :class:`BaselineError` line, never a traceback. Where the files live, and
-how they are written, is :mod:`pytest_opprof.store.baseline`.
+:data:`READER` reads that JSON (the one parse path, :mod:`.jsontext`): each field's
+type and range checked, a damaged file is one :class:`BaselineError` line. Where the
+files live, and how they are written, is :mod:`pytest_opprof.store.baseline`.
 """
 
 from __future__ import annotations

@@ -401,10 +401,7 @@ def check_name(kind: str, name: object) -> str:
 
 def _short_repr(value: object) -> str:
     """repr() cut to a readable length: an error line names the input, it does not dump it."""
-    try:
-        text = repr(value)
-    except Exception:  # a broken __repr__ must not hide the error it is part of
-        text = f"<{type(value).__name__}>"
+    text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

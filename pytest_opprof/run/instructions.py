@@ -282,9 +282,9 @@ class Counting:
                 + (f"; {self.share.problem}" if self.share.problem else ""))
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
-            from ..store.files import atomic_write
+            from ..store.files import replace_all
 
-            atomic_write(self.folder / f"share-{self.worker}.json", self.share.to_json())
+            replace_all([(self.folder / f"share-{self.worker}.json", self.share.to_json())])
 
     def profile(self, nodeid: str) -> tuple[Profile | None, str]:
         """The test's counted profile, or None and why there is none."""

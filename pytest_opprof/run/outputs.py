@@ -4,7 +4,7 @@
 Each path is checked when the session starts (:func:`check`), so that a bad path or a
 missing matplotlib is one line before any test runs, not a failure after the whole
 run. At the end, :func:`write_all` renders and writes each file the same way:
-folders made, :func:`~pytest_opprof.store.files.atomic_write` (the umask honoured, a symbolic
+folders made, :func:`~pytest_opprof.store.files.replace_all` (the umask honoured, a symbolic
 link written through, a special file refused), and an error is one line naming the flag.
 """
 

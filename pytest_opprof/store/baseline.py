@@ -9,10 +9,8 @@ Writes go to a temporary file that replaces the old one, under an exclusive lock
 the machine folder, so that a reader sees the old file or the new one and concurrent
 writers lose nothing.
 
-Every file is read by one loader, :func:`load_file`, for the gate, update mode and the
-``opprof`` commands alike: the one parse path (:func:`~pytest_opprof.store.files.read_json`)
-with the baseline's reader (``model.baseline.READER``). The data types are re-exported here, since
-whoever reads the store deals in them.
+Every file is read by one loader, :func:`load_file` (the one parse path), for the gate,
+update mode and the ``opprof`` commands alike. The data types are re-exported here.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Every file pytest-opprof touches goes through here, so that each rule holds once:
 
-- reads are bounded: at most ``limit`` bytes are read whatever ``fstat`` says, and only
-  from a regular file (a FIFO, a device or a folder is refused, never opened blocking);
-  a JSON file is read by :func:`read_json`, the one parse path's reader of files;
+- reads are bounded (:func:`read_json`, the one parse path for files): at most
+  ``jsontext.MAX_BYTES``, and only of a regular file (a FIFO is never opened blocking);
 - writes are atomic (a reader sees the old file or the new one), honour the umask
   (baselines are committed and shared: 0644 under the usual umask, as JUnit's are),
   go through a symbolic link to the file it names (the link stays a link), and refuse
@@ -165,16 +164,6 @@ def _stage(target: Path, data: bytes) -> Path:
     return Path(tmp)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one.
-
-    The new file gets the mode a plain ``open(path, "w")`` would give it (0666 less the
-    umask), or the old file's mode when it replaces one. A symbolic link is written
-    through; a special file is refused with :class:`NotRegularFile`.
-    """
-    replace_all([(Path(path), text)])
-
-
 def replace_all(files: Sequence[tuple[Path, str]]) -> None:
     """Write every file of ``files`` (path, text), or none: each text is staged beside
     its file first (all of them, and a hard link kept of each old file), and only then
@@ -237,32 +226,25 @@ def _with_name(path: Path, step: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def write_advice(exc: OSError) -> str:
-    """What to do about an OSError from a write, by what it is: a full disk is not
-    fixed by permissions, nor a folder in the way by free space."""
-    if isinstance(exc, NotRegularFile):
-        return "move what is there away"
-    code = exc.errno
-    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return "the disk is full (or the quota reached): free some space and rerun"
-    if code == errno.EROFS:
-        return "the file system is read-only: write to a writable folder"
-    if code in (errno.EACCES, errno.EPERM):
-        return "make the folder writable, or write elsewhere"
-    if code == errno.EISDIR:
-        return "a folder stands where the file goes: move it away"
-    if code == errno.ENOTDIR:
-        return "a file stands where a folder of the path goes: move it away"
-    if code == errno.ENAMETOOLONG:
-        return "the path is too long: write to a shorter one"
-    return "check the folder, or write elsewhere"
+_FULL = "the disk is full (or the quota reached): free some space and rerun"
+_WRITABLE = "make the folder writable, or write elsewhere"
+#: What to do about a write's OSError, by what it is: a full disk is not fixed by
+#: permissions, nor a folder in the way by free space.
+_ADVICE = {errno.ENOSPC: _FULL, getattr(errno, "EDQUOT", errno.ENOSPC): _FULL,
+           errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE,
+           errno.EROFS: "the file system is read-only: write to a writable folder",
+           errno.EISDIR: "a folder stands where the file goes: move it away",
+           errno.ENOTDIR: "a file stands where a folder of the path goes: move it away",
+           errno.ENAMETOOLONG: "the path is too long: write to a shorter one"}
 
 
 def write_problem(exc: OSError) -> str:
     """Why a write failed and what to do, for a line ``PATH: cannot write ...``:
     ``(No space left on device); the disk is full ...``."""
-    why = str(exc).split(";")[0] if isinstance(exc, NotRegularFile) else exc.strerror or exc
-    return f"({why}); {write_advice(exc)}"
+    if isinstance(exc, NotRegularFile):
+        return f"({str(exc).split(';')[0]}); move what is there away"
+    advice = _ADVICE.get(exc.errno or 0, "check the folder, or write elsewhere")
+    return f"({exc.strerror or exc}); {advice}"
 
 
 def output_problem(path: Path, *, folder: bool = False) -> str | None:
