@@ -56,7 +56,7 @@ class Reader(Generic[T]):
             return self.check(data)
         except OpprofError as exc:
             raise self.refusal(where, str(exc)) from None
-        except (KeyError, TypeError, ValueError, IndexError, OverflowError,
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
                 RecursionError) as exc:
             raise self.refusal(where, f"malformed {self.what} ({type(exc).__name__}: "
                                       f"{exc})") from None
