@@ -317,13 +317,12 @@ class _Reader:
                               _whole(o["depth"], "depth"), phase))
         return ops
 
-    def streams(self) -> list[int] | None:
-        streams = self.data.get("op_streams")
-        if streams is None:
-            return None
-        if _length(streams, "op_streams") != self.n_ops:
-            raise ValueError(f"op_streams has {len(streams)} entries for {self.n_ops} ops")
-        return [int(x) for x in streams]
+    def per_op(self, key: str) -> Any:
+        """The list at ``key``, one entry per op; None when absent."""
+        value = self.data.get(key)
+        if value is not None and _length(value, key) != self.n_ops:
+            raise ValueError(f"{key} has {len(value)} entries for {self.n_ops} ops")
+        return value
 
     def profile(self, cls: type[Profile]) -> Profile:
         data = self.data
@@ -341,22 +340,16 @@ class _Reader:
             host_starts=self.optional("host_starts_ns", self.n_ops),
             phase_starts=self.optional("phase_starts_ns", self.n_phases),
             iteration_starts=self.optional("iteration_starts_ns", None),
-            op_streams=self.streams(),
+            op_streams=None if (streams := self.per_op("op_streams")) is None
+            else [int(x) for x in streams],
             measure=self.measure(),
             kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
             kernel_counts=self.counts(),
             activities=None if data.get("activities") is None else Activities.from_dict(
                 data["activities"], iterations=self.n_iter, ops=self.n_ops),
-            op_functions=self.functions(),
+            op_functions=None if (functions := self.per_op("op_functions")) is None
+            else [read_functions(op, "op_functions") for op in functions],
         )
-
-    def functions(self) -> list[list[tuple[str, int]]] | None:
-        value = self.data.get("op_functions")
-        if value is None:
-            return None
-        if _length(value, "op_functions") != self.n_ops:
-            raise ValueError(f"op_functions has {len(value)} entries for {self.n_ops} ops")
-        return [read_functions(op, "op_functions") for op in value]
 
     def measure(self) -> str | None:
         value = self.data.get("measure")
