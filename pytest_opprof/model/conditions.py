@@ -54,7 +54,7 @@ def worker_count(workerinput: Any) -> int:
     given = os.environ.get(WORKER_COUNT_VARIABLE)
     if given is None and isinstance(workerinput, dict):
         given = str(workerinput.get("workercount", ""))
-    return int(given) if given and given.isdigit() and int(given) > 0 else 1
+    return int(given) if given and given.isdecimal() and int(given) > 0 else 1
 
 
 def pinned(values: Mapping[str, Any] = os.environ) -> bool:
@@ -102,7 +102,7 @@ def _workers_of(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value if value >= 1 else None
-    if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
+    if isinstance(value, str) and value.strip().isdecimal() and int(value) >= 1:
         return int(value)
     return None
 
