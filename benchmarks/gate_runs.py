@@ -59,7 +59,7 @@ from pytest_opprof.commands.common import whole_number  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render import duration, percent  # noqa: E402
 from pytest_opprof.store.baseline import BaselineError, load_file  # noqa: E402
-from pytest_opprof.store.files import atomic_write  # noqa: E402
+from pytest_opprof.store.files import replace_all  # noqa: E402
 
 THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: Ops smaller than this are not injected into (the issue's detection targets).
@@ -106,7 +106,7 @@ class Store:
         return dict(json.loads(path.read_text()))
 
     def write_setup(self, setup: dict[str, Any]) -> None:
-        atomic_write(self.folder / "setup.json", json.dumps(setup, indent=1) + "\n")
+        replace_all([(self.folder / "setup.json", json.dumps(setup, indent=1) + "\n")])
 
     def outcomes(self) -> dict[str, dict[str, Any]]:
         if not self._outcomes.is_file():
@@ -117,7 +117,7 @@ class Store:
         """Adds one run's outcome (the file is replaced whole: a kill loses no other)."""
         done = self.outcomes()
         done[key] = outcome
-        atomic_write(self._outcomes, json.dumps(done, indent=1, sort_keys=True) + "\n")
+        replace_all([(self._outcomes, json.dumps(done, indent=1, sort_keys=True) + "\n")])
 
 
 def _env(slow: tuple[str, str] | None = None) -> dict[str, str]:
@@ -542,7 +542,7 @@ def fit(store: Store, out: Path | None) -> int:
           f"run drift: log-sd {noise['machine']:.4f}\n")
     print(fit_table(noise["ops"]))
     if out is not None:
-        atomic_write(out, json.dumps(noise, indent=1) + "\n")
+        replace_all([(out, json.dumps(noise, indent=1) + "\n")])
         print(f"\nwritten to {out} (python benchmarks/gate_simulation.py --noise {out})")
     return 0
 

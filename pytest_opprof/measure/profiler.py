@@ -20,7 +20,6 @@ import numpy as np
 from ..errors import OpprofError
 from ..model.profile import (
     MAX_ACTIVITIES,
-    MAX_ACTIVITY_NAMES,
     MAX_FUNCTION_NAME,
     MAX_ITERATIONS,
     MAX_NAME_LENGTH,
@@ -477,7 +476,7 @@ class _GraphBuilder:
 
 def function_name(name: str) -> str:
     """A function's name as a profile keeps it: never empty, at most MAX_FUNCTION_NAME
-    characters (a C++ template instance can be longer; the reader refuses longer)."""
+    characters (a C++ template instance can be longer)."""
     name = name or "?"
     return name if len(name) <= MAX_FUNCTION_NAME else name[:MAX_FUNCTION_NAME - 3] + "..."
 
@@ -500,7 +499,7 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
         total: dict[str, int] = {}
         for k in range(int(marks[enter + 1]) + 1, int(marks[exit_ + 1]) + 1):
             for name, count in per_mark.get(k, ()):
-                name = function_name(name)  # within what a reader of the profile takes
+                name = function_name(name)
                 total[name] = total.get(name, 0) + count
         functions[op_id] = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
     profile.op_functions = functions
@@ -533,8 +532,6 @@ def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activ
         ids = np.array([names.setdefault(activity_name(x), len(names))
                         for x in k.raw.names[:n]], dtype=np.int64)
         parts.append((i, k, ids, op_ids[i][:n]))
-    if len(names) > MAX_ACTIVITY_NAMES:  # beyond it a profile would not read back
-        return Activities.empty(), dropped + sum(len(p[2]) for p in parts)
     if not parts:
         return Activities.empty(), dropped
 

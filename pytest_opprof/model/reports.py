@@ -21,10 +21,6 @@ from .words import word
 
 #: The results file's schema (pytest_opprof/schemas/results-1.schema.json).
 RESULTS_SCHEMA = "pytest-opprof/results/1"
-#: The largest results file: its reader refuses a larger one unread, and the writer
-#: (``--opprof-json``) refuses to write one (a profile of 1,000 ops over 1,000
-#: iterations is about 20 MB).
-RESULTS_MAX_BYTES = 512 * 2**20
 #: An op's word over budget (its OpStatus says how it compared with the baseline).
 OVER_BUDGET = "over_budget"
 

@@ -344,16 +344,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:
     """The records a child wrote to ``path``: (None, "") when it wrote none, (None,
-    the reason) when they cannot be read."""
-    from ..model.records import loads
+    the one line of the parse path) when they cannot be read."""
+    from ..model.records import READER
+    from ..store.files import read_json
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None, ""
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{path}: cannot read the child's records ({exc})"
     try:
-        return tuple(loads(text)), ""
+        records = read_json(path, READER)
+        return tuple(records), ""
     except OpprofError as exc:
-        return None, f"{path}: {exc}"
+        return None, str(exc)

@@ -53,10 +53,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def read(path: Path) -> dict[str, str]:
     """The failed tests (node id -> one line) a child wrote to ``path``; empty when it
     wrote none or the file cannot be read."""
+    from ..errors import OpprofError
+    from ..model.jsontext import Reader
+    from ..store.files import read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return read_json(path, Reader(lambda data: {str(k): str(v) for k, v in data.items()}))
+    except OpprofError:
         return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): str(v) for k, v in data.items()}

@@ -4,7 +4,7 @@
 Each path is checked when the session starts (:func:`check`), so that a bad path or a
 missing matplotlib is one line before any test runs, not a failure after the whole
 run. At the end, :func:`write_all` renders and writes each file the same way:
-folders made, :func:`~pytest_opprof.store.files.atomic_write` (the umask honoured, a symbolic
+folders made, :func:`~pytest_opprof.store.files.replace_all` (the umask honoured, a symbolic
 link written through, a special file refused), and an error is one line naming the flag.
 """
 
@@ -192,10 +192,10 @@ def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo,
 
 def _check_results_size(output: Output, text: str) -> None:
     """A results file ``opprof report`` and ``compare`` would refuse is not written."""
-    from ..model.reports import RESULTS_MAX_BYTES
+    from ..model.jsontext import MAX_BYTES
 
-    if len(text) > RESULTS_MAX_BYTES // 4 and len(text.encode()) > RESULTS_MAX_BYTES:
+    if len(text) > MAX_BYTES // 4 and len(text.encode()) > MAX_BYTES:
         raise OpprofError(f"{output.flag}={output.path}: the results are "
                           f"{len(text.encode()) / 2**20:.0f} MB, more than opprof report and "
-                          f"compare read ({RESULTS_MAX_BYTES // 2**20} MB): not written; "
+                          f"compare read ({MAX_BYTES // 2**20} MB): not written; "
                           "profile fewer tests, ops or iterations per run")
