@@ -41,8 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     config.stash[CONFIGURED] = True
     if requested(config):
-        if config.getoption("opprof_profile_out", None) is None:  # a re-run only profiles:
-            refuse_conflicts(config)  # the gate flags it inherits from addopts do not apply
+        refuse_conflicts(config)
         session(config)  # a bad setting or a missing GPU is a usage error before any test
 
 

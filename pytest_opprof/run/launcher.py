@@ -1,13 +1,12 @@
 """The one way pytest-opprof runs pytest in a child process, and the one way back.
 
-:func:`run_pytest` starts ``python -m pytest ARGS`` in a given folder with given
-changes to the environment, in a process group of its own, and either passes its
-output on as it comes (``echo=True``: ``opprof baseline update``) or keeps it (the
-confirmation re-run, ``opprof compare``). It returns a :class:`ChildResult`: the exit
-code, the last line that says what went wrong (:func:`last_line`) and, when asked
-(``records=True``), the child's typed :class:`~pytest_opprof.model.records.TestRecord`
-objects, which the child writes with ``--opprof-profile-out`` to a file named here:
-no results file, no pytest-benchmark machine info, nothing rendered.
+:func:`run_pytest` starts ``python -m pytest ARGS`` in a given folder, in a process
+group of its own, and either passes its output on as it comes (``echo=True``: ``opprof
+baseline update``) or keeps it (the confirmation re-run, ``opprof compare``). It returns
+a :class:`ChildResult`: the exit code, the last line that says what went wrong
+(:func:`last_line`) and, when asked (``records=True``), the child's typed
+:class:`~pytest_opprof.model.records.TestRecord` objects and failed tests, which the
+child writes into a folder named here (:mod:`.child`): nothing rendered.
 
 Ctrl-C and SIGTERM to this process end the child's whole group (pytest and whatever
 it started: xdist workers), wait for it, then raise KeyboardInterrupt
@@ -109,7 +108,8 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     while the block runs, so that child processes are stopped and temporary folders
     removed (by default SIGTERM ends Python at once, cleaning nothing). Off the main
     thread, or where a handler other than the default is set, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         yield
         return
 
@@ -121,18 +121,6 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _sigterm_unless_handled() -> Iterator[None]:
-    """:func:`sigterm_as_ctrl_c` where SIGTERM still has its default action (a handler
-    set by the caller, the ``opprof`` command's own, is left in place)."""
-    on_main = threading.current_thread() is threading.main_thread()
-    if on_main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        with sigterm_as_ctrl_c():
-            yield
-    else:
-        yield
 
 
 @dataclass(frozen=True)
@@ -171,45 +159,33 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                wrapper: Sequence[str] = (), python: str | None = None) -> ChildResult:
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
-    With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
-    named here) and the child's records are read back, with the tests that failed
-    (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
-    the child's group when it runs longer. ``python``: the interpreter (another
-    environment's, ``opprof compare --base-python``); this one by default. OSError when
-    it cannot be started."""
+    With ``records``, the child plugin is loaded and given a temporary folder, and the
+    child's records and failed tests are read back from it. ``timeout`` (seconds;
+    output kept only) ends the child's group when it runs longer. ``python``: the
+    interpreter (another environment's, ``opprof compare --base-python``); this one by
+    default. OSError when it cannot be started."""
+    from .child import read as read_outcomes
+    from .options import CHILD_PLUGIN, CHILD_VARIABLE
+
     with deferred():  # the folder made and known, or not made
-        tmp = tempfile.mkdtemp(prefix="opprof-child-")
+        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-"))
     try:
-        return _run_pytest_in(Path(tmp), args, cwd=cwd, env=env, echo=echo, records=records,
-                              timeout=timeout, wrapper=wrapper, python=python)
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        if records:
+            args, environment[CHILD_VARIABLE] = ["-p", CHILD_PLUGIN, *args], str(tmp)
+        code, output, timed_out = run_group([*wrapper, *pytest_command(args, python)],
+                                            cwd=cwd, env=environment, echo=echo,
+                                            timeout=timeout)
+        last, startup = last_line(output), startup_error(output)
+        output = "" if echo else output
+        if not records or timed_out:
+            return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
+        found, problem = read_records(tmp / "records.json")
+        return ChildResult(code, last, output, found, problem, failed=read_outcomes(tmp),
+                           startup=startup)
     finally:
         with deferred():  # removed whole: a second Ctrl-C is delivered after
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _run_pytest_in(tmp: Path, args: Sequence[str], *, cwd: Path | str | None,
-                   env: Mapping[str, str] | None, echo: bool, records: bool,
-                   timeout: float | None, wrapper: Sequence[str],
-                   python: str | None) -> ChildResult:
-    from .outcomes import OUTCOMES_VARIABLE, PLUGIN
-    from .outcomes import read as read_outcomes
-
-    out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
-    asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
-    command = [*wrapper, *pytest_command(asked, python)]
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    if records:
-        environment[OUTCOMES_VARIABLE] = str(outcomes)
-    code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
-                                        timeout=timeout)
-    last, startup = last_line(output), startup_error(output)
-    if echo:
-        output = ""
-    if not records or timed_out:
-        return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
-    found, problem = read_records(out)
-    return ChildResult(code, last, output, found, problem,
-                       failed=read_outcomes(outcomes), startup=startup)
 
 
 def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
@@ -229,14 +205,16 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
               echo: bool, timeout: float | None) -> tuple[int, str, bool]:
     """``command`` in a new process group: (exit status, output, whether it timed out).
     A signal that arrives while it starts is held until its pid is known, so that the
-    group is always ended: nothing it started is left running."""
+    group is always ended: nothing it started is left running. A child whose output is
+    kept reads no input (``--pdb`` cannot stop it for a person who does not see it)."""
     proc: subprocess.Popen[str] | None = None
-    with _sigterm_unless_handled():
+    with sigterm_as_ctrl_c():
         try:
             with deferred():  # the pid, the group's id, known before Ctrl-C can act
                 proc = subprocess.Popen(command, cwd=cwd, env=env, text=True,
                                         errors="replace", stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        stdin=None if echo else subprocess.DEVNULL)
             output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
         except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
             if proc is not None:
