@@ -178,7 +178,7 @@ def test_update_with_wrong_pytest_arguments_is_a_usage_error(project, capsys, ar
 
 
 @pytest.mark.parametrize("flag", ["--opprof-no-gate", "--opprof-update-baseline",
-                                  "--opprof-append-baseline", "--opprof-baseline-batch=x"])
+                                  "--opprof-update-baseline=append", "--opprof-baseline-batch=x"])
 @pytest.mark.parametrize("where", ["argument", "addopts"])
 def test_update_refuses_the_options_it_sets_itself(project, capsys, flag, where):
     if where == "addopts":

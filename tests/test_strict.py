@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from .fakes import six_op_project
+from .fakes import batch, six_op_project
 
 NETWORK = "test_net.py::test_net"
 NO_LOOP = """
@@ -38,9 +38,9 @@ def suite(pytester, monkeypatch):
 
 
 def update(pytester, *args, runs=3):
-    for _ in range(runs):
-        pytester.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=t",
-                           *args).assert_outcomes(passed=1)
+    with batch("t"):
+        for _ in range(runs):
+            pytester.runpytest("--opprof-update-baseline", *args).assert_outcomes(passed=1)
 
 
 def strict_lines(result) -> list[str]:
@@ -75,7 +75,7 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
 
     schema = json.loads((Path(pytest_opprof.__file__).parent / "schemas"
                          / "results-1.schema.json").read_text())
-    suite.runpytest("--opprof-strict", "--opprof-strict-effect=30%", "--opprof-json=r.json")
+    suite.runpytest("--opprof-strict", "--opprof-strict=30%", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())
     jsonschema.validate(data, schema)
     assert data["strict"] == {"failed": True, "effect": 0.3, "unjudged": [
@@ -151,7 +151,7 @@ def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
                               "false, not 'sometimes'"])
 
 
-@pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict-effect=25%"])
+@pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict=25%"])
 def test_strict_mode_and_no_gate_contradict_in_one_line(suite, flag):
     result = suite.runpytest(flag, "--opprof-no-gate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -174,7 +174,7 @@ def test_blind_beyond_the_strict_effect_fails_the_session(suite):
     """A judged test whose gate could only see slowdowns beyond the effect asked for
     (the fake backend's priors give its ops a detectable effect of several percent)."""
     update(suite)
-    result = suite.runpytest("--opprof-strict-effect=0.1%", "--opprof-verbosity=2")
+    result = suite.runpytest("--opprof-strict=0.1%", "--opprof-verbosity=2")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     lines = strict_lines(result)
@@ -183,13 +183,13 @@ def test_blind_beyond_the_strict_effect_fails_the_session(suite):
         r"median op, beyond the strict effect \+0\.1%", lines[1]), lines
     result.stdout.fnmatch_lines(["opprof: machine *(tolerance 5%, strict, blind beyond "
                                  "+0.1% fails)"])
-    wide = suite.runpytest("--opprof-strict-effect=900%")
+    wide = suite.runpytest("--opprof-strict=900%")
     assert wide.ret == pytest.ExitCode.OK and strict_lines(wide) == []
     suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict_effect = 0.1%\n")
     assert suite.runpytest().ret == pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.mark.parametrize("given", ["--opprof-strict-effect=25", "--opprof-strict-effect=x"])
+@pytest.mark.parametrize("given", ["--opprof-strict=25", "--opprof-strict=x"])
 def test_a_bad_strict_effect_is_one_usage_line(suite, given):
     result = suite.runpytest(given)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
