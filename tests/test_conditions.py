@@ -28,7 +28,7 @@ def update(pytester, *args, runs=3, name="t"):
     """Baselines of ``runs`` runs (one batch): the rule judges a fake op from three."""
     with batch(name):
         for _ in range(runs):
-            pytester.runpytest("--opprof-update-baseline", *args).assert_outcomes(passed=1)
+            pytester.runpytest(*args, "--opprof-update-baseline").assert_outcomes(passed=1)
 
 
 def stored(pytester, nodeid=NETWORK) -> tuple[dict, object]:

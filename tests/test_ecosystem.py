@@ -51,7 +51,7 @@ def run(pytester, *args):
 def update(pytester, *args):
     with batch("b"):
         for _ in range(3):
-            result = run(pytester, "--opprof-update-baseline", *args)
+            result = run(pytester, *args, "--opprof-update-baseline")
             assert result.ret == 0, result.stdout.str()
 
 

@@ -41,7 +41,7 @@ def suite(pytester, monkeypatch):
 def update(pytester, *args, runs=3):
     with batch("t"):
         for _ in range(runs):
-            result = pytester.runpytest("--opprof-update-baseline", *args)
+            result = pytester.runpytest(*args, "--opprof-update-baseline")
             assert result.ret == 0, result.stdout.str()
     return result
 

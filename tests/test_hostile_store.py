@@ -103,7 +103,6 @@ def test_a_name_the_terminal_cannot_encode_is_printed_escaped(results_file):
 @pytest.mark.parametrize("argv, says", [
     (["baseline", "update", "--runs", "1000000000000"],
      "--runs must be a whole number from 1 to 20 (a baseline keeps the last 20 runs)"),
-    (["baseline", "update", "--runs", "9" * 5000], "--runs must be a whole number from 1 to 20"),
     (["compare", "HEAD", "--pairs", "1000000000000"],
      "--pairs must be a whole number from 1 to 1000"),
     (["compare", "HEAD", "--max-pairs", "1001"],

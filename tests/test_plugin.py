@@ -329,7 +329,7 @@ def gated(pytester, monkeypatch):
 
 
 def _update(pytester, *args):
-    result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline", *args)
+    result = pytester.runpytest("-p", "no:randomly", *args, "--opprof-update-baseline")
     assert result.ret == 0, result.stdout.str()
     return result
 

@@ -52,7 +52,7 @@ def test_the_rerun_confirms_on_its_own_test_whatever_adds_test_paths(two_files, 
         args = ["@args.txt"]
     with batch("b"):
         for _ in range(2):
-            done = two_files.runpytest("-p", "no:randomly", "--opprof-update-baseline", *args)
+            done = two_files.runpytest("-p", "no:randomly", *args, "--opprof-update-baseline")
             assert done.ret == 0, done.stdout.str()
     monkeypatch.setenv("SLOW", "relu:1.5")
     result = two_files.runpytest("-p", "no:randomly", *args)
