@@ -137,7 +137,8 @@ def stored(root) -> dict[str, list[str]]:
 def test_update_runs_pytest_n_times_into_one_batch(project, capsys):
     assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
-    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline=replace -q test_suite.py" in out
+    assert ("opprof: baseline run 2 of 2: pytest --opprof-update-baseline=replace -q "
+            "test_suite.py") in out
     assert out.splitlines()[-1] == "opprof: baselines of 2 test(s) stored, from 2 run(s)"
     files = list((project.path / ".opprof").rglob("*.json"))
     assert len(files) == 2

@@ -95,7 +95,7 @@ def test_the_rerun_leaves_out_the_test_paths_and_writing_flags_of_addopts(pytest
     monkeypatch.setenv("PYTEST_ADDOPTS", "test_b.py -q")
     config = pytester.parseconfig()
     args, env = rerun.selection_free(config)
-    assert args == ["-o", "addopts=-p no:randomly"]
+    assert args == ["-o", "addopts=--junitxml=j.xml -p no:randomly"]
     assert env == {"PYTEST_ADDOPTS": "-q"}
     monkeypatch.delenv("PYTEST_ADDOPTS")
     pytester.makeini("[pytest]\naddopts = -p no:randomly\n")

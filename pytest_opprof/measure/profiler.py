@@ -206,14 +206,15 @@ class Profiler:
                               "per test (split the test or parametrize it)")
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
-        self._skip_from(skip)
+        if given:
+            self._skip_from(skip)
         self._started = True
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
 
     def _skip_from(self, skip: int) -> None:
-        """``skip`` (set in the test's code, or the session's): the cap (a count past the
-        skipped iterations) and a timer that counts from the first counted iteration
-        (the callgrind timer's ``skip``) move with it."""
+        """``skip`` set in the test's code: the cap (a count past the skipped iterations)
+        and a timer that counts from the first counted iteration (the callgrind timer's
+        ``skip``) move with it."""
         if self.cap is not None:
             self.cap += skip - self.skip
         if hasattr(self.timer, "skip"):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import OpprofError
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ..model.records import TestRecord
     from ..model.reports import TestReport
     from ..model.runinfo import RunInfo
-    from .options import Settings
 
 #: Where no output may go: devices and process files (``/dev/stdout``, ``/proc/self/fd/1``)
 #: are not files to replace, whatever they reach now.
@@ -124,6 +123,17 @@ RUN_OUTPUTS: tuple[RunOutput, ...] = (
     RunOutput("--opprof-html", "PATH", "write a self-contained HTML report with charts to "
               "PATH (needs matplotlib)", _html, missing=_no_matplotlib),
 )
+
+
+class Settings(Protocol):
+    """What the writer reads of the run's settings (``run.options.Settings``)."""
+
+    @property
+    def outputs(self) -> Mapping[str, Path]: ...
+    @property
+    def baseline_dir(self) -> Path: ...
+    @property
+    def strict_effect(self) -> float | None: ...
 
 
 def dest(flag: str) -> str:
