@@ -36,9 +36,8 @@ DEFAULT_BASELINE_DIR = ".opprof"
 MAX_ITERATIONS = 1_000_000
 #: The longest shown excerpt of a bad value in an error line.
 SHOWN_CHARS = 60
-#: Set by pytest-opprof for the pytest processes it starts, not by users: the folder a
-#: child writes its records into (read where the child plugin is loaded: :mod:`.child`),
-#: and the id the runs of one ``opprof baseline update`` share (kept together).
+#: Set by pytest-opprof for the pytest processes it starts: a child's folder (read where
+#: the child plugin, :mod:`.child`, is loaded) and the batch of an update's runs.
 CHILD_VARIABLE = "PYTEST_OPPROF_CHILD"
 CHILD_PLUGIN = "pytest_opprof.run.child"
 BATCH_VARIABLE = "PYTEST_OPPROF_BATCH"
@@ -82,6 +81,7 @@ HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a
                    "op looks regressed in a new process to confirm it")
 HELP_NO_GATE = "profile and report only: compare nothing with the baselines"
 
+
 def shown(value: Any) -> str:
     """``value`` as an error line shows it: its repr, cut short."""
     text = repr(value)
@@ -91,10 +91,8 @@ def shown(value: Any) -> str:
 def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callable[[str], int]:
     """An argparse type: a whole number from ``lowest`` to ``highest``, else one line
     naming ``what`` (``why`` says where the bound comes from)."""
-    if highest - lowest > 3:
-        expected = f"a whole number from {lowest} to {highest}{why}"
-    else:
-        expected = ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}{why}"
+    expected = (f"a whole number from {lowest} to {highest}" if highest - lowest > 3 else
+                ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}") + why
 
     def parse(text: str) -> int:
         try:
@@ -180,13 +178,12 @@ _tolerance = fraction("the tolerance")
 
 @dataclass(frozen=True)
 class Strictness:
-    """What ``--opprof-strict`` (ini ``opprof_strict``) asks for."""
+    """``--opprof-strict``: new or missing ops fail their test (``ops``); a gated test
+    that could not be judged fails the session (``unjudged``), and so does one whose gate
+    could see only slowdowns beyond ``effect``."""
 
-    #: New or missing ops fail their test.
     ops: bool = False
-    #: A gated test that could not be judged fails the session ...
     unjudged: bool = False
-    #: ... and so does one whose gate could see only slowdowns beyond this effect.
     effect: float | None = None
 
 
@@ -247,27 +244,19 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 #: The ini values, each the twin of a flag: name -> help.
-INI_VALUES = {
-    "opprof_verbosity": HELP_VERBOSITY,
-    "opprof_skip": HELP_SKIP,
-    "opprof_iterations": HELP_ITERATIONS,
-    "opprof_backend": HELP_BACKEND,
-    "opprof_measure": HELP_MEASURE,
-    "opprof_baseline_dir": HELP_BASELINE_DIR,
-    "opprof_machine_key": HELP_MACHINE_KEY,
-    "opprof_tolerance": HELP_TOLERANCE,
-    "opprof_strict": HELP_STRICT,
-}
+INI_VALUES = {"opprof_verbosity": HELP_VERBOSITY, "opprof_skip": HELP_SKIP,
+              "opprof_iterations": HELP_ITERATIONS, "opprof_backend": HELP_BACKEND,
+              "opprof_measure": HELP_MEASURE, "opprof_baseline_dir": HELP_BASELINE_DIR,
+              "opprof_machine_key": HELP_MACHINE_KEY, "opprof_tolerance": HELP_TOLERANCE,
+              "opprof_strict": HELP_STRICT}
 
 
 def requested(config: pytest.Config) -> bool:
     """Whether this run asks for opprof: an ``--opprof-*`` flag or an ``opprof_*`` ini
     value is set. If not, the plugin stays inert until a test uses its fixture."""
-    flags = vars(config.option)
-    if any(name.startswith("opprof_") and value not in (None, False, "")
-           for name, value in flags.items()):
-        return True
-    return any(str(config.getini(name) or "").strip() for name in INI_VALUES)
+    return any(name.startswith("opprof_") and value not in (None, False, "")
+               for name, value in vars(config.option).items()) \
+        or any(str(config.getini(name) or "").strip() for name in INI_VALUES)
 
 
 #: Flags that contradict each other: (flag, flag, why). Only flags typed on the command
@@ -297,10 +286,8 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
     if value is not None:
         return value
     raw = str(config.getini(name) or "").strip()
-    if not raw:
-        return default
     try:
-        return parse(raw)
+        return parse(raw) if raw else default
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
@@ -322,13 +309,11 @@ def _baseline_dir(config: pytest.Config) -> Path:
     """The flag relative to where pytest was started; the ini value relative to the ini
     file's folder; by default .opprof/ at the rootdir."""
     flag = config.getoption("opprof_baseline_dir", None)
+    raw = str(config.getini("opprof_baseline_dir") or "").strip()
     if flag:
         return Path(config.invocation_params.dir, flag)
-    raw = str(config.getini("opprof_baseline_dir") or "").strip()
-    if raw:
-        base = config.inipath.parent if config.inipath else config.rootpath
-        return Path(base, raw)
-    return Path(config.rootpath, DEFAULT_BASELINE_DIR)
+    return Path(config.inipath.parent if config.inipath and raw else config.rootpath,
+                raw or DEFAULT_BASELINE_DIR)
 
 
 @dataclass(frozen=True)
@@ -372,8 +357,8 @@ class Settings:
     def tolerance_of_measure(self, measure: str | None) -> float:
         """The tolerance figures of ``measure`` are judged at: the one given, else the
         measure's default (a command reading stored counts under a time session)."""
-        return default_tolerance(measure) if self.given_tolerance is None \
-            else self.given_tolerance
+        given = self.given_tolerance
+        return default_tolerance(measure) if given is None else given
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
@@ -440,16 +425,14 @@ def _op_mapping(where: str, key: str, value: Any,
     if not isinstance(value, Mapping) or not value:
         raise OpprofError(f"{where}: {key} must be a non-empty dict of op name to value, "
                           f"not {shown(value)}")
-    parsed = {}
-    for name, item in value.items():
-        if not isinstance(name, str) or not name:
-            raise OpprofError(f"{where}: {key} has an op name {shown(name)}; "
-                              "use op names (strings)")
-        try:
-            parsed[name] = parse(item, f"{key}[{shown(name)}]")
-        except argparse.ArgumentTypeError as exc:
-            raise OpprofError(f"{where}: {exc}") from None
-    return parsed
+    bad = [name for name in value if not isinstance(name, str) or not name]
+    if bad:
+        raise OpprofError(f"{where}: {key} has an op name {shown(bad[0])}; use op names "
+                          "(strings)")
+    try:
+        return {name: parse(item, f"{key}[{shown(name)}]") for name, item in value.items()}
+    except argparse.ArgumentTypeError as exc:
+        raise OpprofError(f"{where}: {exc}") from None
 
 
 def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
