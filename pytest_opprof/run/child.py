@@ -1,14 +1,12 @@
-"""The plugin of the pytest processes pytest-opprof starts (:mod:`.launcher`), loaded
-in them by name (``-p pytest_opprof.run.child``), and only there: not in the
-processes their tests start, which inherit the environment but not the command line.
+"""The plugin of the pytest processes :mod:`.launcher` starts, loaded by name there
+(``-p pytest_opprof.run.child``) and only there: the processes their tests start inherit
+the environment, not the command line.
 
-:data:`~.options.CHILD_VARIABLE` names the child's folder. The child's session writes
-its records there (``Settings.profile_out``); this plugin keeps the child's scratch state
-there (its cache and temporary folders: whatever flags it inherits from the user,
-``--lf``, ``--cache-clear``, ``--basetemp``, it cannot read, change or empty the user's),
-and writes which tests failed, by node id: a test's profile says nothing of a test that
-failed before it profiled anything, so the records alone cannot tell a test that failed
-from one that does not exist there. Under xdist only the controller writes.
+In the folder :data:`~.options.CHILD_VARIABLE` names, the child's session writes its
+records; this plugin keeps the child's cache and temporary folders there (whatever flags
+it inherits, ``--lf``, ``--basetemp``, it cannot read or empty the user's) and writes the
+tests that failed (the records cannot tell a test that failed before profiling from one
+that does not exist there). Under xdist only the controller writes.
 """
 
 from __future__ import annotations
@@ -16,11 +14,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from ..errors import OpprofError
 from .options import CHILD_PLUGIN as PLUGIN
+from .options import CHILD_RECORDS as RECORDS
 from .options import CHILD_VARIABLE
+
+if TYPE_CHECKING:
+    from ..model.records import TestRecord
 
 OUTCOMES = "outcomes.json"
 
@@ -72,11 +76,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         (found / OUTCOMES).write_text(json.dumps(_failed), encoding="utf-8")
 
 
-def read(path: Path) -> dict[str, str]:
-    """The failed tests (node id -> one line) a child wrote into its folder ``path``;
-    empty when it wrote none or the file cannot be read."""
+def read(path: Path) -> tuple[tuple[TestRecord, ...] | None, str, dict[str, str]]:
+    """What a child wrote into its folder ``path``: its records (None when it wrote none,
+    or they cannot be read, then with the reason) and its failed tests (node id -> one
+    line; none when it wrote none)."""
+    from ..model.records import loads
+
     try:
         data = json.loads((path / OUTCOMES).read_text(encoding="utf-8"))
+        failed = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
     except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        failed = {}
+    records = path / RECORDS
+    try:
+        return tuple(loads(records.read_text(encoding="utf-8"))), "", failed
+    except FileNotFoundError:
+        return None, "", failed
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{records}: cannot read the child's records ({exc})", failed
+    except OpprofError as exc:
+        return None, f"{records}: {exc}", failed

@@ -1,18 +1,13 @@
 """The one way pytest-opprof runs pytest in a child process, and the one way back.
 
-:func:`run_pytest` starts ``python -m pytest ARGS`` in a given folder, in a process
-group of its own, and either passes its output on as it comes (``echo=True``: ``opprof
-baseline update``) or keeps it (the confirmation re-run, ``opprof compare``). It returns
-a :class:`ChildResult`: the exit code, the last line that says what went wrong
-(:func:`last_line`) and, when asked (``records=True``), the child's typed
-:class:`~pytest_opprof.model.records.TestRecord` objects and failed tests, which the
-child writes into a folder named here (:mod:`.child`): nothing rendered.
-
-Ctrl-C and SIGTERM to this process end the child's whole group (pytest and whatever
-it started: xdist workers), wait for it, then raise KeyboardInterrupt
-(:class:`Terminated` for SIGTERM) to the caller. The child has a group of its own so
-that a signal meant for it reaches every process it started, and one meant for this
-process is not also delivered to the child half way through its write.
+:func:`run_pytest` starts ``python -m pytest ARGS`` in a process group of its own, its
+output passed on (``opprof baseline update``) or kept (the re-run, ``opprof compare``),
+and returns a :class:`ChildResult`: the exit code, what went wrong (:func:`last_line`)
+and, with ``records=True``, the typed records and failed tests the child wrote into a
+folder named here (:mod:`.child`). Ctrl-C and SIGTERM here end the child's whole group
+(pytest and what it started: xdist workers), wait for it, then raise KeyboardInterrupt
+(:class:`Terminated` for SIGTERM); a signal meant for this process is not also delivered
+to the child half way through its write.
 """
 
 from __future__ import annotations
@@ -33,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import OpprofError
 from ..signals import deferred, held
 
 if TYPE_CHECKING:
@@ -43,10 +37,8 @@ if TYPE_CHECKING:
 TAIL_LINES = 20
 #: How long a child group has to end after SIGTERM before it is killed.
 GRACE_S = 5.0
-#: The plugin asked for by name (its entry point), first: a ``-p no:opprof`` in the
-#: user's addopts (the plugin off for plain runs) does not turn it off in the processes
-#: pytest-opprof starts, nor in the commands' own reading of the configuration; a
-#: ``-p no:opprof`` on the command line still does (it comes later).
+#: The plugin asked for by name, first: a ``-p no:opprof`` in the user's addopts does not
+#: turn it off in the processes pytest-opprof starts (one on the command line still does).
 PLUGIN_ARGS = ("-p", "opprof")
 
 
@@ -127,23 +119,16 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
 class ChildResult:
     """What a child pytest process did."""
 
-    #: Its exit status (pytest's ExitCode; negative: ended by that signal).
-    code: int
-    #: What it said last (:func:`last_line`): its argparse error, else its last line.
-    last: str
-    #: Its output (stdout and stderr together); empty when it was passed on.
-    output: str = ""
-    #: Its records, when asked for and written; None when it wrote none.
+    code: int  # pytest's ExitCode; negative: ended by that signal
+    last: str  # what it said last (:func:`last_line`)
+    output: str = ""  # stdout and stderr together; empty when it was passed on
+    #: With ``records``: its records (None: it wrote none), why they could not be read,
+    #: and the tests that failed (node id -> pytest's one line).
     records: tuple[TestRecord, ...] | None = None
-    #: Why its records could not be read (one line); empty when they were, or none was asked.
     records_problem: str = ""
-    #: Whether it ran past its timeout (and was ended).
-    timed_out: bool = False
-    #: The tests that failed (setup, call or teardown; or their file's collection), by
-    #: node id, with pytest's one line; asked with ``records`` only.
+    timed_out: bool = False  # it ran past its timeout, and was ended
     failed: Mapping[str, str] = field(default_factory=dict)
-    #: What stopped pytest before any test ran, when its output says
-    #: (:func:`startup_error`: a conftest that cannot be imported, a collection error).
+    #: What stopped pytest before any test ran (:func:`startup_error`), if its output says.
     startup: str | None = None
 
 
@@ -164,7 +149,7 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     output kept only) ends the child's group when it runs longer. ``python``: the
     interpreter (another environment's, ``opprof compare --base-python``); this one by
     default. OSError when it cannot be started."""
-    from .child import read as read_outcomes
+    from .child import read as read_child
     from .options import CHILD_PLUGIN, CHILD_VARIABLE
 
     with deferred():  # the folder made and known, or not made
@@ -180,9 +165,8 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
         output = "" if echo else output
         if not records or timed_out:
             return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
-        found, problem = read_records(tmp / "records.json")
-        return ChildResult(code, last, output, found, problem, failed=read_outcomes(tmp),
-                           startup=startup)
+        found, problem, failed = read_child(tmp)
+        return ChildResult(code, last, output, found, problem, failed=failed, startup=startup)
     finally:
         with deferred():  # removed whole: a second Ctrl-C is delivered after
             shutil.rmtree(tmp, ignore_errors=True)
@@ -319,19 +303,3 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
-
-def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:
-    """The records a child wrote to ``path``: (None, "") when it wrote none, (None,
-    the reason) when they cannot be read."""
-    from ..model.records import loads
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, ""
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{path}: cannot read the child's records ({exc})"
-    try:
-        return tuple(loads(text)), ""
-    except OpprofError as exc:
-        return None, f"{path}: {exc}"

@@ -40,6 +40,7 @@ SHOWN_CHARS = 60
 #: the child plugin, :mod:`.child`, is loaded) and the batch of an update's runs.
 CHILD_VARIABLE = "PYTEST_OPPROF_CHILD"
 CHILD_PLUGIN = "pytest_opprof.run.child"
+CHILD_RECORDS = "records.json"
 BATCH_VARIABLE = "PYTEST_OPPROF_BATCH"
 
 HELP_VERBOSITY = (
@@ -390,7 +391,7 @@ class Settings:
                      if (path := config.getoption(outputs.dest(o.flag), None))},
             confirm=not config.getoption("opprof_no_confirm", False),
             gate=not (config.getoption("opprof_no_gate", False) or child),  # a child profiles
-            profile_out=Path(child, "records.json") if child else None,
+            profile_out=Path(child, CHILD_RECORDS) if child else None,
         )
 
 

@@ -1,16 +1,11 @@
 """The output registry, and the one writer of the files a run asks for.
 
-:data:`RUN_OUTPUTS` is the one table of the outputs a pytest run can ask for: each
-entry's flag (``--opprof-json``: its option and the key of ``Settings.outputs``), its
-help, its renderer, whether it is one file or a folder of files, and what it needs.
-Option registration (:mod:`pytest_opprof.run.options`), this writer and the
-confirmation re-run (:mod:`pytest_opprof.run.rerun`, which drops every output's flag)
-read it; adding an output is one entry and its renderer.
-
-Each path is checked when the session starts (:func:`check`): a bad path or a missing
-matplotlib is one line before any test runs. At the end, :func:`write_all` renders every
-output and writes them all or none (:func:`~pytest_opprof.store.files.replace_all`);
-an error is one line naming the flag.
+:data:`RUN_OUTPUTS` is the table of a pytest run's outputs: each entry's flag (its option
+and its key in ``Settings.outputs``), help, renderer, one file or a folder, and what it
+needs. Option registration (:mod:`.options`), this writer and the confirmation re-run
+(:mod:`.rerun`, which drops every entry's flag) read it: an output is one entry and its
+renderer. :func:`check` refuses a bad path in one line before any test runs;
+:func:`write_all` renders every output and writes them all or none.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ BASELINE_MARK = b'"pytest-opprof/baseline/'
 
 @dataclass
 class Results:
-    """What every renderer is given: the run's records and facts, and strict mode's
-    verdict when it applies."""
+    """What every renderer is given (strict mode's verdict: where it applies)."""
 
     records: Sequence[TestRecord]
     run_info: RunInfo
