@@ -80,6 +80,9 @@ def test_the_variables_between_pytest_opprof_and_its_children(pytester, monkeypa
                        "--opprof-strict").assert_outcomes(passed=1)  # a child gates nothing
     assert "test_profiled.py::test_profiled" in (tmp_path / "records.json").read_text()
     assert (tmp_path / "outcomes.json").read_text() == "{}"
+    pytester.makepyfile(test_profiled=PLAIN)  # no option, nothing profiled: no records
+    pytester.runpytest("-p", options.CHILD_PLUGIN).assert_outcomes(passed=1)
+    assert (tmp_path / "records.json").read_text() == "[]"
 
 
 def _all_help_texts() -> list[str]:

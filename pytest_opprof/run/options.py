@@ -254,10 +254,12 @@ INI_VALUES = {"opprof_verbosity": HELP_VERBOSITY, "opprof_skip": HELP_SKIP,
 
 def requested(config: pytest.Config) -> bool:
     """Whether this run asks for opprof: an ``--opprof-*`` flag or an ``opprof_*`` ini
-    value is set. If not, the plugin stays inert until a test uses its fixture."""
+    value is set, or it is a child of pytest-opprof's (whose records are asked for). If
+    not, the plugin stays inert until a test uses its fixture."""
     return any(name.startswith("opprof_") and value not in (None, False, "")
                for name, value in vars(config.option).items()) \
-        or any(str(config.getini(name) or "").strip() for name in INI_VALUES)
+        or any(str(config.getini(name) or "").strip() for name in INI_VALUES) \
+        or config.pluginmanager.has_plugin(CHILD_PLUGIN)
 
 
 #: Flags that contradict each other: (flag, flag, why). Only flags typed on the command
