@@ -16,7 +16,7 @@ from pytest_opprof.measure.timers.cupti import CuptiUnavailable, KernelTracer, i
 from pytest_opprof.measure.timers.fake_cupti import ENV, FAILURES, FakeCupti
 from pytest_opprof.model.profile import KERNEL, MEMCPY, MEMSET
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 
 def kernel_profiler(skip: int = 0, **device: int) -> tuple[Profiler, FakeDevice, FakeCupti]:
@@ -439,10 +439,11 @@ def test_the_results_file_holds_kernel_times_and_activities(suite):
 
 def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypatch):
     for measure in ("kernel", "events"):
-        for _ in range(3):
-            result = suite.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=b",
-                                     f"--opprof-measure={measure}")
-            assert result.ret == 0, result.stdout.str()
+        with batch("b"):
+            for _ in range(3):
+                result = suite.runpytest("--opprof-update-baseline",
+                                         f"--opprof-measure={measure}")
+                assert result.ret == 0, result.stdout.str()
     assert suite.runpytest().ret == 0  # A/A
     monkeypatch.setenv("SLOW", "scale:1.1")  # +10% of 2 us under a ~280 us span
     result = suite.runpytest()
@@ -453,9 +454,9 @@ def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypat
 
 
 def test_an_untouched_loop_is_gated_per_kernel(suite, monkeypatch):
-    for _ in range(3):
-        assert suite.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=b",
-                               "-k", "untouched").ret == 0
+    with batch("b"):
+        for _ in range(3):
+            assert suite.runpytest("--opprof-update-baseline", "-k", "untouched").ret == 0
     monkeypatch.setenv("SLOW", "ew:1.125")
     result = suite.runpytest("-k", "untouched")
     result.assert_outcomes(failed=1)
@@ -530,9 +531,9 @@ def test_host(gpu_profiler):
             dev.cpu(5000 + 1000 * (i % 3))
 """)
     pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
-    for _ in range(3):
-        assert pytester.runpytest("--opprof-update-baseline",
-                                  "--opprof-baseline-batch=b").ret == 0
+    with batch("b"):
+        for _ in range(3):
+            assert pytester.runpytest("--opprof-update-baseline").ret == 0
     result = pytester.runpytest("-W", "error::RuntimeWarning")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["opprof: 0 regressed, 0 improved, 1 unjudged, *"])
@@ -565,8 +566,8 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     from pytest_opprof.run import rerun
 
     config = suite.parseconfig("--opprof-backend=fake")
-    args = rerun.command(config, "test_suite.py::test_net", backend="fake", skip=1,
-                         profile_out=suite.path / "p.json", measure="kernel")
+    args = rerun.profiling(config, ["test_suite.py::test_net"], backend="fake", skip=1,
+                           measure="kernel")
     assert "--opprof-measure=kernel" in args
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import pytest_opprof
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 SUITE = SLOW_FACTOR + """
 
@@ -49,9 +49,10 @@ def run(pytester, *args):
 
 
 def update(pytester, *args):
-    for _ in range(3):
-        result = run(pytester, "--opprof-update-baseline", "--opprof-baseline-batch=b", *args)
-        assert result.ret == 0, result.stdout.str()
+    with batch("b"):
+        for _ in range(3):
+            result = run(pytester, *args, "--opprof-update-baseline")
+            assert result.ret == 0, result.stdout.str()
 
 
 # ---- xdist --------------------------------------------------------------------------

@@ -259,7 +259,7 @@ def _snapshot(root) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("damage", ["newer schema", "merge conflict", "another test's"])
 def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_path, damage):
-    """--opprof-append-baseline onto a file it cannot read replaced a 6-run history with
+    """--opprof-update-baseline=append onto a file it cannot read replaced a 6-run history with
     the one new run (and said "baseline updated"); it refuses in one line, the file kept."""
     from pytest_opprof.store.baseline import BaselineError, BaselineStore
 
@@ -285,11 +285,11 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
 def test_the_plugin_refuses_to_append_onto_a_conflicted_history(pytester):
     one_test_project(pytester)
     for _ in range(2):
-        assert pytester.runpytest("-p", "no:randomly", "--opprof-append-baseline").ret == 0
+        assert pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline=append").ret == 0
     (path,) = (pytester.path / ".opprof").rglob("*.json")
     path.write_text("<<<<<<< HEAD\n" + path.read_text() + "=======\n>>>>>>> other\n")
     before = path.read_bytes()
-    result = pytester.runpytest("-p", "no:randomly", "--opprof-append-baseline")
+    result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline=append")
     assert result.ret == 1 and "baseline updated" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*opprof: this run is not appended, and the file is kept*"])
     assert path.read_bytes() == before

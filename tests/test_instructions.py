@@ -667,7 +667,7 @@ def test_opprof_baseline_update_takes_two_runs_of_counts_by_default(pytester, mo
     assert main(["baseline", "update", "-q", "-p", "no:randomly",
                  "--opprof-measure=instructions"]) == 0
     out = capsys.readouterr().out
-    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline" in out
+    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline=replace" in out
     assert "baseline run 3" not in out
     (path,) = Path(pytester.path, ".opprof", "callgrind-" + os.uname().machine).glob("*.json")
     runs = json.loads(path.read_text())["runs"]

@@ -135,7 +135,7 @@ def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytes
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
     procs = [pytester.popen([*pytester._getpytestargs(), "-p", "no:cacheprovider",
-                             "--opprof-append-baseline", "-q"],
+                             "--opprof-update-baseline=append", "-q"],
                             stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
              for _ in range(2)]
     assert [p.wait(120) for p in procs] == [0, 0]

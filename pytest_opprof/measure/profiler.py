@@ -176,30 +176,49 @@ class Profiler:
 
         return InstrumentedProxy(obj, None if names is None else frozenset(names))
 
-    def iterations(self, n: int | None = None) -> Iterator[int]:
+    def iterations(self, n: int | None = None, skip: int | None = None) -> Iterator[int]:
         """Yield ``n`` times; each pass is one iteration of the graph.
 
         Without ``n``: the marker's ``iterations``, else the ini
         ``opprof_iterations``, else 20. The first ``skip`` iterations are
-        recorded but left out of every figure.
+        recorded but left out of every figure; without ``skip``: the marker's, else
+        ``--opprof-skip`` (ini ``opprof_skip``), else 1.
         """
         if n is None:
             n = self.default_iterations
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
             raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
                               f"from 1 to {MAX_ITERATIONS}")
-        if n <= self.skip:
+        given = skip is not None
+        skip = self.skip if skip is None else skip
+        if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip <= MAX_ITERATIONS:
+            raise OpprofError(f"iterations(skip={skip!r}): give a whole number of iterations "
+                              f"to skip from 0 to {MAX_ITERATIONS}")
+        if n <= skip:
+            where = "its skip=" if given else "--opprof-skip"
             raise OpprofError(
-                f"iterations({n}) with skip={self.skip} leaves no iteration to count: "
-                f"run more than {self.skip} iterations or lower --opprof-skip"
+                f"iterations({n}) with skip={skip} leaves no iteration to count: "
+                f"run more than {skip} iterations or lower {where}"
             )
         if self._started:
             raise OpprofError("iterations() was already run in this test: profile one loop "
                               "per test (split the test or parametrize it)")
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
+        if given:
+            self._skip_from(skip)
         self._started = True
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
+
+    def _skip_from(self, skip: int) -> None:
+        """``skip`` set in the test's code: the cap (a count past the skipped iterations)
+        and a timer that counts from the first counted iteration (the callgrind timer's
+        ``skip``) move with it."""
+        if self.cap is not None:
+            self.cap += skip - self.skip
+        if hasattr(self.timer, "skip"):
+            self.timer.skip = skip
+        self.skip = skip
 
     def _run(self, n: int) -> Iterator[int]:
         timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink

@@ -3,7 +3,7 @@ the JSON they are stored as (schema ``pytest-opprof/baseline/2``).
 
 A baseline keeps the last :data:`MAX_RUNS` runs of its test: those of one
 ``opprof baseline update`` (each run a separate process), and any appended since
-with ``--opprof-append-baseline``; for each run, column by column, each op's name,
+with ``--opprof-update-baseline=append``; for each run, column by column, each op's name,
 occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
 in iteration order.
 

@@ -6,7 +6,7 @@ when the gate did not look at the test). Every surface (the terminal report,
 records only, so that under xdist a worker sends its records to the controller
 (``config.workeroutput``) and the controller reports every test exactly once, from the
 same typed objects, and a child process that pytest-opprof starts writes its records to
-``--opprof-profile-out`` (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
+its launcher's folder (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
 renderers read records, not the reverse.
 """
 
@@ -62,7 +62,7 @@ def dumps(records: list[TestRecord]) -> str:
 
 def loads(text: str | bytes, where: str = "a worker's records") -> list[TestRecord]:
     """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
-    ``--opprof-profile-out`` file), through the one parse path: one OpprofError line
+    records file), through the one parse path: one OpprofError line
     naming ``where`` when they cannot be read."""
     return READER.parse(text, where)
 

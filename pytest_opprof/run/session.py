@@ -618,7 +618,7 @@ class OpprofSession:
 
     def write_outputs(self) -> None:
         """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``),
-        and the records for the process that started this one (``--opprof-profile-out``,
+        and the records for the process that started this one (``Settings.profile_out``,
         see :mod:`pytest_opprof.run.launcher`: no run info, no machine info); on the
         controller only. An unwritable path is one OpprofError naming its flag."""
         from .outputs import wanted, write, write_all
@@ -628,7 +628,7 @@ class OpprofSession:
         if self.settings.profile_out is not None:
             from ..model.records import dumps
 
-            write("--opprof-profile-out", self.settings.profile_out, dumps(self.records()))
+            write("records", self.settings.profile_out, dumps(self.records()))
         if wanted(self.settings):
             strict = self.judge_strictly() if self.settings.strict_applies else None
             write_all(self.settings, self.records(), self.run_info, strict)

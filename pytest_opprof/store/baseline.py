@@ -211,7 +211,7 @@ def _older(paths: Iterable[Path], seconds: float) -> list[Path]:
 
 
 def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:
-    """``--opprof-append-baseline`` adds a run to a history only under the conditions of
+    """``--opprof-update-baseline=append`` adds a run to a history only under the conditions of
     the runs already there: a history of mixed conditions judges no run fairly."""
     now = run.meta.get("conditions")
     problem = run_conditions.difference(old.conditions(), now) if now else None
