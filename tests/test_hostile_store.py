@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from pytest_opprof.cli import main
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.run.options import CHILD_RECORDS
 
 
 def opprof(*args: str, cwd, env=None) -> subprocess.CompletedProcess:
@@ -108,8 +109,8 @@ def _written(kind: str, record, folder) -> bytes:
 def _read(kind: str, path) -> None:
     """``path`` read as the package reads a file of ``kind``, and used as it uses it;
     the one line, when it cannot be, as an OpprofError."""
+    from pytest_opprof.run.child import read as read_child
     from pytest_opprof.run.instructions import Share
-    from pytest_opprof.run.launcher import read_records
     from pytest_opprof.store import results
     from pytest_opprof.store.baseline import BaselineStore
 
@@ -121,7 +122,7 @@ def _read(kind: str, path) -> None:
     elif kind == "results":
         results.load(path)
     elif kind == "records":
-        found, problem = read_records(path)
+        found, problem, _ = read_child(path.parent)
         if found is None:
             raise OpprofError(problem)
     else:
@@ -148,7 +149,8 @@ def test_damaged_bytes_are_one_line_naming_the_file_and_what_to_do(kind, records
     folder = tmp_path_factory.mktemp(kind)
     data, other = (_written(kind, record, folder / f"w{k}") for k, record in enumerate(records))
     store = BaselineStore(folder, "m")
-    path = store.path_for(NODEID) if kind == "baseline" else folder / f"{kind}.json"
+    path = {"baseline": store.path_for(NODEID),  # the records where a child writes them
+            "records": folder / CHILD_RECORDS}.get(kind, folder / f"{kind}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
