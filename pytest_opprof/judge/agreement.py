@@ -72,9 +72,12 @@ def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAUL
                 logs[i, j] = one_log_median_se2(samples)[0]
     compared = (~np.isnan(logs)).sum(axis=1) >= 2
     keys = [key for key, keep in zip(keys, compared, strict=True) if keep]
-    logs = _without_drift(logs[compared], config)
     if not keys:
         return Agreement({}, {})
+    logs = logs[compared]
+    if len(keys) >= config.min_ops_for_drift:
+        # a machine a few percent slower in one run moves every op: not disagreement
+        logs = logs - run_drifts(logs)[None, :]
     center = np.nanmedian(logs, axis=1)
     sd = np.sqrt(_typical_spread(logs, config) ** 2 + (config.jitter_ns / np.exp(center)) ** 2)
     outliers: dict[int, list[Key]] = {}
@@ -88,20 +91,9 @@ def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAUL
     return Agreement({j: tuple(ops) for j, ops in sorted(outliers.items())}, spread)
 
 
-def _without_drift(logs: np.ndarray, config: GateConfig) -> np.ndarray:
-    """The log medians with each run's drift (the median over ops of how far they sit
-    from their own median over runs) removed, when the test has ops enough to tell it:
-    a machine a few percent slower in one run moves every op, which is not disagreement."""
-    if logs.shape[0] < config.min_ops_for_drift:
-        return logs
-    corrected: np.ndarray = logs - run_drifts(logs)[None, :]
-    return corrected
-
-
 def _typical_spread(logs: np.ndarray, config: GateConfig) -> float:
-    """The test's typical spread of an op's log median between runs: the median over
-    its ops of their sample variances (a few odd ops do not move it), or the prior when
-    too few ops were seen twice; never under the floor."""
+    """The test's typical spread of an op's log median between runs (the prior when too
+    few ops were seen twice; never under the floor)."""
     dof = (~np.isnan(logs)).sum(axis=1) - 1.0
     variance = np.nansum((logs - np.nanmean(logs, axis=1)[:, None]) ** 2, axis=1) / dof
     typical = typical_spread(variance, dof, config.min_ops_for_drift)
@@ -116,9 +108,8 @@ def _outlying_runs(row: np.ndarray, sd: float, sigmas: float, least: float) -> l
     out: list[int] = []
     while present.sum() >= 2:
         idx = np.flatnonzero(present)
-        others = len(idx) - 1
         # the others' median has its own error: (pi / 2) sd^2 / others
-        limit = max(sigmas * sd * math.sqrt(1 + math.pi / (2 * others)), least)
+        limit = max(sigmas * sd * math.sqrt(1 + math.pi / (2 * (len(idx) - 1))), least)
         deviation = [float(row[j] - np.median(row[idx[idx != j]])) for j in idx]
         worst = max(range(len(idx)), key=lambda k: (abs(deviation[k]), deviation[k]))
         if abs(deviation[worst]) <= limit:

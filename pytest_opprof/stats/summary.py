@@ -65,26 +65,15 @@ def op_stats(profile: Profile, samples: np.ndarray | None = None) -> list[OpStat
     (``profile.samples``) beside kernel time."""
     counted = (profile.counted_matrix() if samples is None
                else np.asarray(samples[profile.skip:], dtype=float))
-    present = ~np.isnan(counted)
-    count = present.sum(axis=0)
-    filled = np.where(present, counted, 0.0)
-    total = filled.sum(axis=0)
-    lo = np.where(present, counted, np.inf).min(axis=0, initial=np.inf)
-    hi = np.where(present, counted, -np.inf).max(axis=0, initial=-np.inf)
+    count = (~np.isnan(counted)).sum(axis=0)
+    if not counted.size:  # no counted iteration: every op as one seen in skipped ones only
+        counted = np.full((1, len(profile.ops)), np.nan)
     with warnings.catch_warnings():  # all-NaN columns: ops seen only in skipped iterations
         warnings.simplefilter("ignore", RuntimeWarning)
-        median = np.nanmedian(counted, axis=0) if counted.size else np.full(len(profile.ops), 0.0)
-    result = []
-    for info in profile.ops:
-        k = info.op_id
-        n = int(count[k])
-        if n:
-            result.append(OpStats(k, info.name, n, float(total[k]), float(total[k]) / n,
-                                  float(median[k]), float(lo[k]), float(hi[k])))
-        else:
-            nan = float("nan")
-            result.append(OpStats(k, info.name, 0, 0.0, nan, nan, nan, nan))
-    return result
+        figures = np.vstack([f(counted, axis=0) for f in (
+            np.nansum, np.nanmean, np.nanmedian, np.nanmin, np.nanmax)])
+    return [OpStats(o.op_id, o.name, int(count[o.op_id]), *map(float, figures[:, o.op_id]))
+            for o in profile.ops]
 
 
 def op_type_stats(profile: Profile) -> list[OpTypeStats]:
