@@ -1,48 +1,42 @@
-"""The comparison rule: a current run's op samples against a baseline's runs.
+"""The stored-baseline rule: a current run's op samples against a baseline's runs (plain
+arrays in, verdicts out).
 
-Plain arrays in, verdicts out; no pytest, no files. For each op matched by
-(name, occurrence), with ``r`` the log ratio of the current median to the mean log
-median of the K baseline runs and ``g`` the run's drift (the median ``r`` over ops,
-each op weighted by its precision; a reference probe's ratio when a test has too few
-ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
+For each op matched by (name, occurrence), with ``r`` the log ratio of the current median
+to the mean log median of the K baseline runs and ``g`` the run's drift (the median ``r``
+over ops, each weighted by its precision; a reference probe's ratio when a test has too
+few ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
 
     sigma^2 = lambda^2 (tau^2 (1/C + 1/K) + se_cur^2 / C + se_base^2 / K + var(g))
 
-where ``tau`` is the op's own spread between processes, ``se`` the standard errors
-of the medians within a run, and C the current runs. The op *regressed* when
+with ``tau`` the op's spread between processes, ``se`` the standard errors of the medians
+within a run and C the current runs. The op *regressed* when
 
-1. ``d`` exceeds its **margin**, ``max(log(1 + tolerance), k sigma)``, with ``k`` the
-   normal quantile of ``alpha`` shared by the test's ops (a test of 300 ops fails no
-   more often than one of 3; never under ``min_sigmas``);
-2. the slowdown is more than ``floor_ns`` per call (timer resolution and dispatch
-   jitter dominate below it);
+1. ``d`` exceeds its **margin**, ``max(log(1 + tolerance), k sigma)``, ``k`` the normal
+   quantile of ``alpha`` shared by the test's ops (a test of 300 ops fails no more often
+   than one of 3; never under ``min_sigmas``);
+2. the slowdown is more than ``floor_ns`` per call (timer resolution and dispatch jitter
+   dominate below it);
 3. a one-sided Mann-Whitney test of the drift-corrected samples agrees at the loose
    ``rank_alpha``: a guard against one odd run, never what limits power;
-4. with a confirmation re-run (a new process): each run alone passes 1-3 at the
-   looser ``trigger_alpha``, and both runs together pass 1-3.
+4. with a confirmation re-run (a new process): each run alone passes 1-3 at the looser
+   ``trigger_alpha``, and both runs together pass 1-3.
 
-How ``tau`` is known (empirical Bayes, borrowing strength across the test's ops):
-each op's spread is ``t h`` plus absolute jitter (``jitter_ns`` per call: short ops
-move more), where ``t`` is the test's typical spread and ``h`` the op's own factor.
-``t`` is read from the baseline's runs (K >= 2) and from how far the test's ops moved
-between the baseline and this run (the spread of ``d`` across ops), whichever is
-larger; with neither, ``tau_prior``. ``h`` has a lognormal prior (most ops move alike)
-with a heavy tail (a few ops move 30 times more or 10,000 times less: a GPU kernel's
-runs agree to 0.01% where a launch-bound op's move 20%), updated by the op's own K
-baseline runs, so one run already knows how much this test's ops move, and five know
-this op. What baseline runs taken back to back show of an op's spread is widened by
+*improved* is the mirror image; ops only in the current run are *new*, only in the
+baseline *missing*, and neither fails unless the caller says so. Each judged op carries
+its **detectable effect**: the slowdown that would fail it with probability ``power``.
+
+``tau`` is learned by empirical Bayes across the test's ops: ``t h`` plus absolute jitter
+(``jitter_ns`` per call: short ops move more), ``t`` the test's typical spread, the larger
+of what the baseline's runs show (K >= 2) and how far its ops moved since (the spread of
+``d`` across ops; ``tau_prior`` with neither), ``h`` the op's own factor, with a lognormal
+prior (most ops move alike) and a heavy tail (a GPU kernel's runs agree to 0.01% where a
+launch-bound op's move 20%) updated by the op's K runs: one run already knows how much
+this test's ops move, five know this op. What runs taken back to back show is widened by
 ``spread_inflation`` (they miss how ops move over hours; calibrated on real A/A runs,
-benchmarks/RESULTS.md); how far the ops moved since the baseline needs no widening.
-``lambda`` (at least 1) is how much wider the ops' ``d / sigma`` spread than the model
-expects in this run, read at the ops' 80th percentile: a few ops that changed do not
-move it, a class of ops moving together on a contended machine does, and widens every
-margin.
-
-Every judged op also carries its **detectable effect**: the slowdown that would fail
-it with probability ``power`` in this comparison.
-
-*improved* is the mirror image. Ops only in the current run are *new*, only in
-the baseline *missing*; neither fails unless the caller says so.
+benchmarks/RESULTS.md); how far the ops moved since needs no widening. ``lambda`` (at
+least 1) is how much wider the ops' ``d / sigma`` spread than the model expects, read at
+the ops' 80th percentile: a few ops that changed do not move it, a class of ops moving
+together on a contended machine does, and widens every margin.
 """
 
 from __future__ import annotations
@@ -142,17 +136,12 @@ class GateConfig:
 RunPair = tuple[list[np.ndarray], list[np.ndarray]]
 
 
-def compare(
-    current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
-    baseline: Mapping[Key, Sequence[np.ndarray]],
-    op_ids: Mapping[Key, int],
-    config: GateConfig = GateConfig(),
-    probe_drift: float | None = None,
-) -> Comparison:
-    """Judge every op of ``current`` (counted samples, ns) against ``baseline``
-    (the samples of each baseline run). ``op_ids`` numbers current ops and, for
-    missing ones, the baseline's. ``probe_drift`` is the reference probe's
-    current/baseline ratio, used when the test has too few ops for its own."""
+def compare(current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
+            baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
+            config: GateConfig = GateConfig(), probe_drift: float | None = None) -> Comparison:
+    """Judge every op of ``current`` (counted samples, ns) against ``baseline`` (the
+    samples of each baseline run). ``op_ids`` numbers current ops and, for missing ones,
+    the baseline's. ``probe_drift``: the reference probe's current/baseline ratio."""
     verdicts: dict[Key, OpVerdict] = {}
     stats: dict[Key, RunPair] = {}
     for key, value in current.items():
@@ -199,14 +188,11 @@ def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
     return cur_runs, base_runs
 
 
-def compare_with_rerun(
-    current: Mapping[Key, np.ndarray],
-    baseline: Mapping[Key, Sequence[np.ndarray]],
-    op_ids: Mapping[Key, int],
-    config: GateConfig,
-    rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
-    probe_drift: float | None = None,
-) -> Comparison:
+def compare_with_rerun(current: Mapping[Key, np.ndarray],
+                       baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
+                       config: GateConfig,
+                       rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
+                       probe_drift: float | None = None) -> Comparison:
     """:func:`compare`, with a confirmation when ``rerun`` is given.
 
     When the first run looks regressed at the looser ``config.trigger_alpha``,
@@ -239,8 +225,7 @@ def compare_with_rerun(
 
 @dataclass(frozen=True)
 class _Evidence:
-    """Per judged op (arrays in the order of the ops judged): what its verdict is read
-    from."""
+    """What each judged op's verdict is read from (arrays in the order of the ops)."""
 
     #: Baseline and current medians, (ops, 2).
     medians: np.ndarray
@@ -303,14 +288,9 @@ def _evidence(stats: Mapping[Key, RunPair], config: GateConfig,
 
 def _drift(raw: np.ndarray, weights: np.ndarray, precision: np.ndarray,
            probe_drift: float | None, config: GateConfig) -> tuple[float, str, float]:
-    """The run's log drift, its source and its variance: from the ops when there are
-    enough of them, else from the reference probe, else none.
-
-    From the ops it is their median change, each op weighted by its precision
-    (``weights``: 1 / the variance of its change, ``precision``, capped: see
-    :func:`pytest_opprof.stats.drift.precision_weights`): a GPU test's 0.01%-precise
-    kernels set its drift, not its launch-bound ops moving 20% with the host.
-    """
+    """The run's log drift, its source and its variance: the ops' median change, each
+    weighted by its precision (``weights``, from the variance of its change,
+    ``precision``) when there are enough of them, else the reference probe's, else none."""
     if not config.drift:
         return 0.0, "none", 0.0
     if len(raw) >= config.min_ops_for_drift:  # a weighted median's variance
@@ -353,8 +333,7 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
                 config: GateConfig) -> OpVerdict:
     """The verdict of the ``i``-th judged op: its change against its margin, the floor
     and the rank test."""
-    name, occurrence = key
-    tol = config.tolerance_for(name)
+    tol = config.tolerance_for(key[0])
     effect = math.log1p(tol)
     base_med, cur_med = ev.medians[i]
     d, sigma = float(ev.d[i]), float(ev.sigma[i])
@@ -362,32 +341,29 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
     grown_ns = cur_med / math.exp(ev.drift_log) - base_med
     slower = grown_ns > config.floor_ns and ev.p_rank[0][i] <= config.rank_alpha
     faster = -grown_ns > config.floor_ns and ev.p_rank[1][i] <= config.rank_alpha
+    n_cur, n_base = (sum(len(r) for r in side) for side in pair)
+    verdict, reason = OpStatus.OK, ""
     if slower and d > margin:
         verdict = OpStatus.REGRESSED
     elif faster and d < -margin:
         verdict = OpStatus.IMPROVED
-    else:
-        verdict = OpStatus.OK
-    n_cur, n_base = (sum(len(r) for r in side) for side in pair)
-    reason = ""
     # an op whose samples could not reach the rank level even if every current sample
     # exceeded every baseline one is not judged (saying "ok" would be a guess)
-    if verdict == OpStatus.OK and \
-            _sf(math.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) > config.rank_alpha:
+    elif _sf(math.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) > config.rank_alpha:
         verdict = OpStatus.UNJUDGED
-        reason = (f"{n_cur} samples against {n_base} cannot reach "
-                  f"the rank test's level; run more iterations")
-    floor = math.log1p(config.floor_ns / base_med)
+        reason = (f"{n_cur} samples against {n_base} cannot reach the rank test's level; "
+                  "run more iterations")
     side = 0 if d >= 0 else 1  # the rank p-value in the direction of the change
     return OpVerdict(
-        name, occurrence, op_id, verdict, reason=reason,
+        key[0], key[1], op_id, verdict, reason=reason,
         baseline_median=base_med, current_median=cur_med,
         ratio=cur_med / base_med, corrected_ratio=math.exp(d), margin=math.exp(margin),
         tolerance=tol, z=d / sigma, p_value=_sf(d / sigma),
         rank_p_value=float(ev.p_rank[side][i]), n_current=n_cur, n_baseline=n_base,
         runs=int(ev.runs[i]), suspect=bool(slower and d > max(effect, ev.k_screen * sigma)),
         spread=float(ev.spread[i]),
-        detectable=detectable(max(margin, floor), sigma, config.power),
+        detectable=detectable(max(margin, math.log1p(config.floor_ns / base_med)), sigma,
+                              config.power),
     )
 
 
@@ -450,12 +426,29 @@ def _per_run(runs: Sequence[Sequence[np.ndarray]]) -> tuple[np.ndarray, np.ndarr
 def _spread2(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray, changes: np.ndarray,
              sampling: np.ndarray, between: np.ndarray, config: GateConfig) -> np.ndarray:
     """Each op's variance of its log median between processes, by the rule's shrinker
-    (:func:`pytest_opprof.stats.shrink.spread_posterior`) around the test's typical
-    relative spread: the larger of what its baseline runs show and how far its ops moved
-    since (the spread of their ``changes``, whatever the drift), or the prior with
-    neither."""
+    (:func:`pytest_opprof.stats.shrink.spread_posterior`) from the op's own baseline runs
+    around the test's typical relative spread: the larger of what its baseline runs show
+    and how far its ops moved since (the spread of their ``changes``, whatever the
+    drift), or the prior with neither."""
+    # each op's sample variance over the baseline runs (dof 0: one run), each run's own
+    # drift out when the test has ops enough to tell it (its ops weighted by how precise
+    # their medians are as measured, drift and all)
+    runs = (~np.isnan(b_logs)).sum(axis=1)
+    deviation = b_logs - b_mean[:, None]
+    if len(b_logs) >= config.min_ops_for_drift:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an op with one run
+            raw_var = np.where(runs > 1, np.nanvar(b_logs, axis=1, ddof=1), np.nan)
+        weights = precision_weights(raw_var + b_se2)
+        for j in range(b_logs.shape[1]):
+            deviation[:, j] -= _run_drift(deviation[:, j], weights, 0.0, config)
+    dof = np.maximum(runs - 1, 0).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sample_var = np.where(dof > 0, np.nansum(deviation ** 2, axis=1) / dof, np.nan)
+    # runs taken back to back show less than later runs will
+    sample_var = sample_var * config.spread_inflation ** 2
+
     jitter2 = (config.jitter_ns / np.exp(b_mean)) ** 2
-    sample_var, dof = _own_variance(b_logs, b_mean, b_se2, config)
     found = []
     measured = typical_spread(np.maximum(sample_var - b_se2 - jitter2, 0.0), dof,
                               config.min_ops_for_drift)
@@ -469,26 +462,3 @@ def _spread2(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray, changes:
                             tau_spread=config.tau_spread, tau_tail=config.tau_tail,
                             measured_quantile=config.measured_quantile,
                             unmeasured_quantile=config.unmeasured_quantile)
-
-
-def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
-                  config: GateConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Each op's sample variance of its log median over the baseline runs, each run's
-    own drift removed when the test has ops enough to tell it, and its degrees of
-    freedom (0: one run, nothing measured). Runs taken back to back show less than
-    later runs will: the variance is inflated by ``spread_inflation`` squared."""
-    runs = (~np.isnan(b_logs)).sum(axis=1)
-    deviation = b_logs - b_mean[:, None]
-    if len(b_logs) >= config.min_ops_for_drift:
-        # each run's drift, its ops weighted by how precise their medians are as measured
-        # (drift and all; NaN with one run)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # an op with one run
-            raw_var = np.where(runs > 1, np.nanvar(b_logs, axis=1, ddof=1), np.nan)
-        weights = precision_weights(raw_var + b_se2)
-        for j in range(b_logs.shape[1]):
-            deviation[:, j] -= _run_drift(deviation[:, j], weights, 0.0, config)
-    dof = np.maximum(runs - 1, 0).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sample_var = np.where(dof > 0, np.nansum(deviation ** 2, axis=1) / dof, np.nan)
-    return sample_var * config.spread_inflation ** 2, dof

@@ -261,12 +261,10 @@ class TestResult:
             raise OpprofError(f"malformed test result: it names {nodeid!r}, its profile "
                               f"{profile.nodeid!r}")
         comparison = d.get("comparison")
-        path = d.get("baseline_path")
-        if path is not None and not isinstance(path, str):
-            raise OpprofError("malformed test result: 'baseline_path' is not a string")
-        reason = d.get("reason", "")  # results files written before it existed lack it
-        if not isinstance(reason, str):
-            raise OpprofError("malformed test result: 'reason' is not a string")
+        path, reason = d.get("baseline_path"), d.get("reason", "")  # older files lack reason
+        for key, value in (("baseline_path", "" if path is None else path), ("reason", reason)):
+            if not isinstance(value, str):
+                raise OpprofError(f"malformed test result: {key!r} is not a string")
         return cls(
             nodeid=nodeid, verdict=_enum(d, "verdict", Verdict), machine=_str(d, "machine"),
             profile=profile,
