@@ -133,9 +133,8 @@ def history_of(baseline: Baseline, tolerance: float) -> History:
         runs.sort(key=lambda run: str(run.meta["date"]))
     series: Series = {}
     for index, run in enumerate(runs):
-        columns = run.ops
-        for name, occurrence, median in zip(columns["name"], columns["occurrence"],
-                                            columns["median_ns"], strict=True):
+        for name, occurrence, median in zip(run.ops["name"], run.ops["occurrence"],
+                                            run.ops["median_ns"], strict=True):
             if median is not None:
                 where, values = series.setdefault((name, occurrence), ([], []))
                 where.append(index)
