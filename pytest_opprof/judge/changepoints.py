@@ -86,8 +86,7 @@ def significant_steps(log_medians: np.ndarray, sigma: float,
 
 def log_times(values: Sequence[float]) -> np.ndarray:
     """Times in ns as logarithms (under 1 ns as 1 ns: a median of 0 has no logarithm)."""
-    logs: np.ndarray = np.log(np.maximum(np.asarray(values, dtype=float), 1.0))
-    return logs
+    return np.asarray(np.log(np.maximum(np.asarray(values, dtype=float), 1.0)))
 
 
 def steps_of(logs: np.ndarray, runs: Sequence[int], tolerance: float) -> tuple[float, list[Step]]:

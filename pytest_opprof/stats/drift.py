@@ -31,8 +31,7 @@ def precision_weights(variance: np.ndarray) -> np.ndarray:
     if len(variance) < DRIFT_PEERS or not np.isfinite(variance).all():
         return np.ones(len(variance))
     cap = float(np.partition(variance, DRIFT_PEERS - 1)[DRIFT_PEERS - 1])
-    weights: np.ndarray = 1.0 / np.maximum(variance, max(cap, 1e-300))
-    return weights
+    return np.asarray(1.0 / np.maximum(variance, max(cap, 1e-300)))
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -60,8 +59,7 @@ def run_drifts(logs: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a run no op has
         drift = np.nanmedian(logs - np.nanmedian(logs, axis=1)[:, None], axis=0)
-    found: np.ndarray = np.nan_to_num(drift)
-    return found
+    return np.asarray(np.nan_to_num(drift))
 
 
 def others_median(x: np.ndarray, min_others: int) -> np.ndarray:
@@ -79,5 +77,4 @@ def others_median(x: np.ndarray, min_others: int) -> np.ndarray:
     i1 = np.clip(j1 + (j1 >= rank), 0, x.shape[1] - 1)
     i2 = np.clip(j2 + (j2 >= rank), 0, x.shape[1] - 1)
     out = (np.take_along_axis(ranked, i1, axis=1) + np.take_along_axis(ranked, i2, axis=1)) / 2
-    found: np.ndarray = np.where(finite & (m >= min_others), out, np.nan)
-    return found
+    return np.asarray(np.where(finite & (m >= min_others), out, np.nan))

@@ -32,8 +32,7 @@ def positive(samples: np.ndarray) -> np.ndarray:
 def positive_or_nan(samples: np.ndarray) -> np.ndarray:
     """``samples`` as floats, NaN wherever a value is not positive and finite."""
     a = np.asarray(samples, dtype=float)
-    kept: np.ndarray = np.where(is_positive(a), a, np.nan)
-    return kept
+    return np.asarray(np.where(is_positive(a), a, np.nan))
 
 
 def median(samples: np.ndarray) -> float:

@@ -61,8 +61,7 @@ def spread_posterior(sample_var: np.ndarray, dof: np.ndarray, se2: np.ndarray,
     level = np.where(measured, measured_quantile, unmeasured_quantile)
     cumulative = np.cumsum(weight, axis=1)
     index = (cumulative < level[:, None] * cumulative[:, -1:]).sum(axis=1)
-    posterior: np.ndarray = np.take_along_axis(tau2, index[:, None], axis=1)[:, 0]
-    return posterior
+    return np.asarray(np.take_along_axis(tau2, index[:, None], axis=1)[:, 0])
 
 
 # -- the paired model's: limma's moderated variances -----------------------------------
