@@ -8,8 +8,8 @@ Six runs of the ResNet test, each a new process, the 2nd beside 2 busy loops
     export PYTHONPATH=$PWD OMP_NUM_THREADS=1 OPPROF_BUSY_COUNTER=/tmp/s2blind/counter \\
         OPPROF_BUSY_RUNS=2
     for i in 1 2 3 4 5 6; do python -m pytest example_suite/test_resnet.py -q \\
-        -p no:cacheprovider -p no:randomly -p benchmarks.busy_run --opprof-update-baseline \\
-        --opprof-baseline-batch=blind --opprof-baseline-dir=/tmp/s2blind/b; done
+        -p no:cacheprovider -p no:randomly -p benchmarks.busy_run \\
+        --opprof-update-baseline=append --opprof-baseline-dir=/tmp/s2blind/b; done
     python benchmarks/busy_baseline.py /tmp/s2blind/b
 
 Runs 1-5 are what the update stored before (run 2 the busy one); run 6 is the run the

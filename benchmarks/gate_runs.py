@@ -59,7 +59,7 @@ from pytest_opprof.commands.common import whole_number  # noqa: E402
 from pytest_opprof.model.profile import Profile  # noqa: E402
 from pytest_opprof.render import duration, percent  # noqa: E402
 from pytest_opprof.store.baseline import BaselineError, load_file  # noqa: E402
-from pytest_opprof.store.files import atomic_write  # noqa: E402
+from pytest_opprof.store.files import replace_all  # noqa: E402
 
 THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: Ops smaller than this are not injected into (the issue's detection targets).
@@ -106,7 +106,7 @@ class Store:
         return dict(json.loads(path.read_text()))
 
     def write_setup(self, setup: dict[str, Any]) -> None:
-        atomic_write(self.folder / "setup.json", json.dumps(setup, indent=1) + "\n")
+        replace_all([(self.folder / "setup.json", json.dumps(setup, indent=1) + "\n")])
 
     def outcomes(self) -> dict[str, dict[str, Any]]:
         if not self._outcomes.is_file():
@@ -117,7 +117,7 @@ class Store:
         """Adds one run's outcome (the file is replaced whole: a kill loses no other)."""
         done = self.outcomes()
         done[key] = outcome
-        atomic_write(self._outcomes, json.dumps(done, indent=1, sort_keys=True) + "\n")
+        replace_all([(self._outcomes, json.dumps(done, indent=1, sort_keys=True) + "\n")])
 
 
 def _env(slow: tuple[str, str] | None = None) -> dict[str, str]:
@@ -166,7 +166,7 @@ def baseline(store: Store, suite_name: str, runs: int | None, xdist: int, plain:
     suite = SUITES[suite_name]
     args = _pytest_args(suite, store, xdist)
     if plain:
-        command = [sys.executable, "-m", "pytest", "--opprof-update-baseline", *args]
+        command = [sys.executable, "-m", "pytest", "--opprof-update-baseline=replace", *args]
     else:
         command = [_opprof_command(), "baseline", "update", "--runs", str(runs), *args]
     store.folder.mkdir(parents=True, exist_ok=True)
@@ -542,7 +542,7 @@ def fit(store: Store, out: Path | None) -> int:
           f"run drift: log-sd {noise['machine']:.4f}\n")
     print(fit_table(noise["ops"]))
     if out is not None:
-        atomic_write(out, json.dumps(noise, indent=1) + "\n")
+        replace_all([(out, json.dumps(noise, indent=1) + "\n")])
         print(f"\nwritten to {out} (python benchmarks/gate_simulation.py --noise {out})")
     return 0
 
@@ -637,22 +637,22 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     b = sub("baseline", "take the baseline, as a user would")
-    b.add_argument("--runs", type=whole_number("--runs", 20), default=None,
+    b.add_argument("--runs", type=whole_number("--runs", 1, 20), default=None,
                    help="pytest processes (default 5; 1 with --plain)")
     b.add_argument("--plain", action="store_true",
                    help="one run by pytest --opprof-update-baseline (the quick path)")
     b.add_argument("--suite", choices=sorted(SUITES), default="manyop")
     b.add_argument("--xdist", type=_workers, default=0, help="pytest -n N (default: serial)")
     a = sub("aa", "gated runs where nothing changed: false failures")
-    a.add_argument("--runs", type=whole_number("--runs", 10_000), default=30)
+    a.add_argument("--runs", type=whole_number("--runs", 1, 10_000), default=30)
     a.add_argument("--xdist", type=_workers, default=None,
                    help="pytest -n N (default: as the baseline was taken)")
     i = sub("inject", "gated runs with one op slowed by real work: detection")
-    i.add_argument("--ops", type=whole_number("--ops", 1000), default=10,
+    i.add_argument("--ops", type=whole_number("--ops", 1, 1000), default=10,
                    help="ops of 20 us or more, spread over sizes (default 10)")
     i.add_argument("--only", default="", help="these ops (comma-separated) instead")
     i.add_argument("--factors", type=_factors, default=[1.25, 1.5])
-    i.add_argument("--repeat", type=whole_number("--repeat", 1000), default=1,
+    i.add_argument("--repeat", type=whole_number("--repeat", 1, 1000), default=1,
                    help="runs per op and factor")
     i.add_argument("--xdist", type=_workers, default=None,
                    help="pytest -n N (default: as the baseline was taken)")

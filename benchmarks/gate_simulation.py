@@ -296,7 +296,7 @@ def main() -> int:
         ("harsh noise: opprof default", rule_opprof(), model.harsh(), 100, 19, 5),
         ("GATE.md's quiet model (1.5% for every op): opprof default", rule_opprof(), quiet,
          100, 19, 5),
-        ("history: 10 baseline runs over hours (`--opprof-append-baseline`)", history_rule,
+        ("history: 10 baseline runs over hours (`--opprof-update-baseline=append`)", history_rule,
          model, 100, 19, 10),
         ("history, GATE.md's quiet model", history_rule, quiet, 100, 19, 10),
     ]

@@ -4,7 +4,7 @@ does it find one that is, at the right run?
     python benchmarks/history_sim.py            # the figures in notes (about a minute)
     python benchmarks/history_sim.py --quick    # fewer histories
 
-Simulates what ``pytest --opprof-append-baseline`` stores on a shared CPU runner: per
+Simulates what ``pytest --opprof-update-baseline=append`` stores on a shared CPU runner: per
 run (a separate process, on another day), each op's median carries
 - machine drift: lognormal sigma 3%, shared by every op of the run;
 - a per-op offset between processes: normal in log with the op's own spread tau,

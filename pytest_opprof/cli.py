@@ -8,12 +8,9 @@
     opprof compare BASE.json HEAD.json [...]
     opprof history [TEST] [--dir DIR] [--machine-key KEY] [--json PATH] [--html PATH]
 
-Each command is a module of :mod:`pytest_opprof.commands` (its ``add_parser`` and
-``run``); this module builds the parser from them, dispatches, and prints each error as
-one line that says what to do. Every command exits 0 when it did what was asked, 1 on a
-failure, 2 on a usage error (130 on Ctrl-C or SIGTERM). The baseline folder, machine key,
-tolerance and rootdir are found by pytest and the plugin's own code, from the same
-arguments and ini file (``--dir`` and ``--machine-key`` override them).
+Each command is a module of :mod:`pytest_opprof.commands` (``add_parser``, ``run``);
+this module builds the parser, dispatches, and prints each error as one line. Exit
+status: 0 done, 1 failed, 2 a usage error, 130 Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The pytest plugin: hooks and the ``gpu_profiler`` fixture, each a few lines.
 
-Installed but unused, the plugin is inert: it registers its options and marker and
-nothing else. It prints, probes the backend, pins devices and imports numpy, the
-profiler, the gate and the renderers only when an ``--opprof-*`` option or an
-``opprof_*`` ini value is given (then at configure, with the header lines), or when a
-test first uses the ``gpu_profiler`` fixture. State lives in
-:class:`~pytest_opprof.run.session.OpprofSession`.
+Installed but unused, the plugin registers its options and marker and nothing else: it
+probes the backend and imports numpy, the profiler, the gate and the renderers only
+when an ``--opprof-*`` option or ``opprof_*`` ini value is given (at configure) or a test
+first uses ``gpu_profiler``. State lives in :class:`~pytest_opprof.run.session.OpprofSession`.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     config.stash[CONFIGURED] = True
     if requested(config):
-        if config.getoption("opprof_profile_out", None) is None:  # a re-run only profiles:
-            refuse_conflicts(config)  # the gate flags it inherits from addopts do not apply
+        refuse_conflicts(config)
         session(config)  # a bad setting or a missing GPU is a usage error before any test
 
 

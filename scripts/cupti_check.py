@@ -42,7 +42,6 @@ import argparse
 import glob
 import importlib.metadata
 import importlib.util
-import json
 import math
 import os
 import statistics
@@ -59,6 +58,8 @@ SITE = "/tmp/site"
 COMPUTE_OP, LAUNCH_OP = "matmul_4096", "scale_4096_x40"
 INJECTIONS = ((COMPUTE_OP, 1.05), (COMPUTE_OP, 1.125), (LAUNCH_OP, 1.05), (LAUNCH_OP, 1.125))
 SLOW_ENV = "CUPTI_CHECK_SLOW"
+#: pytest_opprof.run.options.BATCH_VARIABLE (read here before the package is installed).
+BATCH_VARIABLE = "PYTEST_OPPROF_BATCH"
 
 #: The many-op test on CuPy. CUPTI_CHECK_SLOW="op:factor" slows one op.
 MANY_OPS_CUDA = '''
@@ -191,10 +192,14 @@ class Check:
         except importlib.metadata.PackageNotFoundError:  # run from the tree, not installed
             return ["-p", "pytest_opprof.plugin"]
 
-    def pytest(self, args: Iterable[str], cwd: Path, slow: str = "") -> tuple[int, str]:
+    def pytest(self, args: Iterable[str], cwd: Path, slow: str = "",
+               batch: str = "") -> tuple[int, str]:
+        """pytest in ``cwd``; ``batch``: the runs of one baseline update (kept together)."""
         env = dict(self.env)
         if slow:
             env[SLOW_ENV] = slow
+        if batch:
+            env[BATCH_VARIABLE] = batch
         cmd = [sys.executable, "-m", "pytest", *self.plugin_args(), "-p", "no:cacheprovider",
                "-p", "no:randomly", f"--opprof-backend={self.backend}",
                "--opprof-measure=kernel", *args]
@@ -219,14 +224,14 @@ class Check:
             profiles = []
             for i in range(baseline_runs):
                 out = folder / f"base{i}.json"
-                rc, _ = self.pytest(["--opprof-update-baseline", "--opprof-baseline-batch=b",
-                                     f"--opprof-profile-out={out}", "-q"], folder)
+                rc, _ = self.pytest(["--opprof-update-baseline", f"--opprof-json={out}", "-q"],
+                                    folder, batch="b")
                 if rc == 0 and out.exists():
                     profiles += _passed_profiles(out)
             aa_failed = 0
             for i in range(aa_runs):
                 out = folder / f"aa{i}.json"
-                rc, _ = self.pytest([f"--opprof-profile-out={out}", "-q"], folder)
+                rc, _ = self.pytest([f"--opprof-json={out}", "-q"], folder)
                 aa_failed += rc != 0
                 if out.exists():
                     profiles += _passed_profiles(out)
@@ -394,10 +399,10 @@ def _spread(values: list[float]) -> str:
 
 
 def _passed_profiles(path: Path) -> list[dict[str, Any]]:
-    """The profiles of the tests that passed, from a ``--opprof-profile-out`` file (the
-    records of the run's profiled tests)."""
-    return [record["profile"] for record in json.loads(path.read_text("utf-8"))
-            if record.get("call_passed", True)]
+    """The profiles of the tests that passed, from a results file (``--opprof-json``)."""
+    from pytest_opprof.store.results import load_records
+
+    return [record.profile.to_dict() for record in load_records(path)[1] if record.passed]
 
 
 def main(argv: list[str]) -> int:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from pytest_opprof import Profile, Profiler
 from pytest_opprof.measure.timers import FakeDevice, FakeTimer
+from pytest_opprof.run.options import BATCH_VARIABLE
 
 
 def fake_profiler(skip: int = 1, **device: int) -> tuple[Profiler, FakeDevice]:
@@ -104,3 +108,12 @@ def committed(path: Path) -> Path:
     git(path, "add", "-A")
     git(path, "commit", "-qm", "base")
     return path
+
+
+@contextlib.contextmanager
+def batch(name: str) -> Iterator[None]:
+    """Baseline updates in the block store runs of one batch, kept together (as the runs
+    of one ``opprof baseline update``: the variable it sets for its children)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(BATCH_VARIABLE, name)
+        yield

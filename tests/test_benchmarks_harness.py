@@ -177,7 +177,7 @@ def test_a_baseline_and_a_gated_run_end_to_end(tmp_path, capsys):
     assert test["baseline_runs"] == 1 and len(test["median_ns"]) == len(NAMES)
     assert set(test["peers"]) == {"pytest_benchmark_ratio", "pytest_benchmark_failed", "asv"}
     setup = json.loads((folder / "setup.json").read_text())
-    assert setup["command"].startswith("python -m pytest --opprof-update-baseline "
+    assert setup["command"].startswith("python -m pytest --opprof-update-baseline=replace "
                                        "benchmarks/manyop")
 
     # a run that finds no baseline is not a pass: one line, and nothing recorded
@@ -198,5 +198,5 @@ def test_the_child_channel_benchmark_times_both_channels(capsys):
     assert child_channel.main(["--runs", "1"]) == 0
     out = capsys.readouterr().out
     assert "| results file (--opprof-json) |" in out
-    assert "| typed records (--opprof-profile-out) |" in out
+    assert "| typed records (child plugin) |" in out
     assert "saved per child: median" in out

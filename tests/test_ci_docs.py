@@ -179,7 +179,7 @@ def test_every_gate_is_strict():
     for job in every_job():
         for run in job.runs:
             for c in commands(run):
-                if c[0] == "pytest" and not {"--opprof-append-baseline",
+                if c[0] == "pytest" and not {"--opprof-update-baseline=append",
                                              "--opprof-update-baseline"} & set(c):
                     gates += 1
                     assert "--opprof-strict" in c, (job.name, c)

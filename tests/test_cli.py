@@ -137,7 +137,8 @@ def stored(root) -> dict[str, list[str]]:
 def test_update_runs_pytest_n_times_into_one_batch(project, capsys):
     assert main(["baseline", "update", "--runs", "2", "-q", "test_suite.py"]) == 0
     out = capsys.readouterr().out
-    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline -q test_suite.py" in out
+    assert ("opprof: baseline run 2 of 2: pytest --opprof-update-baseline=replace -q "
+            "test_suite.py") in out
     assert out.splitlines()[-1] == "opprof: baselines of 2 test(s) stored, from 2 run(s)"
     files = list((project.path / ".opprof").rglob("*.json"))
     assert len(files) == 2
@@ -178,7 +179,7 @@ def test_update_with_wrong_pytest_arguments_is_a_usage_error(project, capsys, ar
 
 
 @pytest.mark.parametrize("flag", ["--opprof-no-gate", "--opprof-update-baseline",
-                                  "--opprof-append-baseline", "--opprof-baseline-batch=x"])
+                                  "--opprof-update-baseline=append"])
 @pytest.mark.parametrize("where", ["argument", "addopts"])
 def test_update_refuses_the_options_it_sets_itself(project, capsys, flag, where):
     if where == "addopts":
@@ -326,7 +327,7 @@ def test_update_takes_again_a_run_that_disagrees_and_stores_runs_that_agree(
     out = capsys.readouterr().out
     assert ("opprof: run 2 of test_suite.py::test_a sits far from the test's other runs (a "
             "busy machine?); taking 1 more run to replace it") in out
-    assert "opprof: extra baseline run 1 of 1: pytest --opprof-update-baseline" in out
+    assert "opprof: extra baseline run 1 of 1: pytest --opprof-update-baseline=replace" in out
     assert out.splitlines()[-1] == ("opprof: baselines of 1 test(s) stored, from 3 run(s) "
                                     "(1 re-taken)")
     assert "disagree" not in out

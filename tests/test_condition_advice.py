@@ -226,7 +226,7 @@ def test_the_advice_followed_in_a_real_run_gets_the_test_judged(suite, monkeypat
             else:
                 monkeypatch.delenv(name, raising=False)
     else:  # the re-take, as `opprof baseline update` runs it (one run of it)
-        suite.runpytest("--opprof-update-baseline", *shlex.split(flags)).assert_outcomes(
+        suite.runpytest(*shlex.split(flags), "--opprof-update-baseline").assert_outcomes(
             passed=1)
     result = suite.runpytest()
     result.assert_outcomes(passed=1)

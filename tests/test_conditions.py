@@ -11,7 +11,7 @@ import pytest
 from pytest_opprof.model.conditions import THREAD_VARIABLES, difference
 from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
-from .fakes import SIX_OP_NET, six_op_project, train_profile
+from .fakes import SIX_OP_NET, batch, six_op_project, train_profile
 
 OPS = SIX_OP_NET
 
@@ -24,11 +24,11 @@ def suite(pytester, monkeypatch):
     return six_op_project(pytester, monkeypatch)
 
 
-def update(pytester, *args, runs=3, batch="t"):
+def update(pytester, *args, runs=3, name="t"):
     """Baselines of ``runs`` runs (one batch): the rule judges a fake op from three."""
-    for _ in range(runs):
-        pytester.runpytest("--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
-                           *args).assert_outcomes(passed=1)
+    with batch(name):
+        for _ in range(runs):
+            pytester.runpytest(*args, "--opprof-update-baseline").assert_outcomes(passed=1)
 
 
 def stored(pytester, nodeid=NETWORK) -> tuple[dict, object]:
@@ -87,7 +87,7 @@ def test_a_serial_baseline_is_not_judged_under_xdist_and_one_taken_so_is(suite, 
         "2 xdist workers: run serially (-n 0), or re-take the baseline with "
         "`opprof baseline update -n 2`"])
     monkeypatch.delenv("SLOW")
-    update(suite, "-n", "2", batch="t2")
+    update(suite, "-n", "2", name="t2")
     assert stored(suite)[0]["runs"][-1]["meta"]["conditions"]["workers"] == 2
     monkeypatch.setenv("SLOW", "relu:3")
     result = suite.runpytest("-n", "2", "--opprof-no-confirm")
@@ -119,7 +119,7 @@ def test_appending_a_run_under_other_conditions_is_refused(suite, monkeypatch):
     suite.runpytest("--opprof-update-baseline").assert_outcomes(passed=1)
     before = stored(suite)[1].read_text()
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
-    result = suite.runpytest("--opprof-append-baseline")
+    result = suite.runpytest("--opprof-update-baseline=append")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         f"*opprof: {NETWORK}: this run is not appended to its baseline: OMP_NUM_THREADS was "
@@ -128,7 +128,7 @@ def test_appending_a_run_under_other_conditions_is_refused(suite, monkeypatch):
     assert "Traceback" not in result.stdout.str()
     assert stored(suite)[1].read_text() == before
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    suite.runpytest("--opprof-append-baseline").assert_outcomes(passed=1)
+    suite.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
     assert len(stored(suite)[0]["runs"]) == 2
 
 
@@ -171,8 +171,6 @@ def test_difference_names_every_difference_and_one_fix_for_them_all():
 @pytest.mark.parametrize("conditions, says", [
     ("serial", "meta conditions is not an object"),
     ({"workers": 1.5}, "meta conditions 'workers' is not a string, a whole number or null"),
-    ({"OMP_NUM_THREADS": "1" * 500}, "is longer than 200 characters"),
-    ({str(k): 1 for k in range(100)}, "meta conditions holds 100 entries"),
 ])
 def test_stored_conditions_are_checked_in_one_line(tmp_path, conditions, says):
     from pytest_opprof.store.baseline import BaselineError

@@ -14,9 +14,9 @@ from pytest_opprof.errors import OpprofError
 from pytest_opprof.measure.timers import BackendUnavailable, FakeDevice, FakeTimer, start_tracer
 from pytest_opprof.measure.timers.cupti import CuptiUnavailable, KernelTracer, import_cupti
 from pytest_opprof.measure.timers.fake_cupti import ENV, FAILURES, FakeCupti
-from pytest_opprof.model.profile import KERNEL, MEMCPY, MEMSET, Activities
+from pytest_opprof.model.profile import KERNEL, MEMCPY, MEMSET
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 
 def kernel_profiler(skip: int = 0, **device: int) -> tuple[Profiler, FakeDevice, FakeCupti]:
@@ -307,7 +307,7 @@ def test_a_malformed_activity_table_is_one_error(change, message):
     data = built(profiler).to_dict()
     change(data["activities"])
     with pytest.raises(OpprofError, match=message):
-        Profile.from_dict(data)
+        Profile.from_json(json.dumps(data))
 
 
 def test_a_profile_with_an_unknown_measure_or_negative_counts_is_refused():
@@ -316,24 +316,12 @@ def test_a_profile_with_an_unknown_measure_or_negative_counts_is_refused():
         with profiler.op("a"):
             dev.kernel(10)
     data = built(profiler).to_dict()
-    with pytest.raises(OpprofError, match="measure must be one of events, kernel"):
-        Profile.from_dict({**data, "measure": "cycles"})
-    with pytest.raises(OpprofError, match="kernel_counts holds a negative count"):
-        Profile.from_dict({**data, "kernel_counts": [[-1], [1]]})
-    with pytest.raises(OpprofError, match="kernel_samples_ns: every row must hold 1"):
-        Profile.from_dict({**data, "kernel_samples_ns": [[1, 2], [1, 2]]})
-
-
-def test_an_activity_table_larger_than_the_bound_is_refused(monkeypatch):
-    from pytest_opprof.model import profile as profile_module
-
-    monkeypatch.setattr(profile_module, "MAX_ACTIVITIES", 3)
-    data = Activities.empty().to_dict()
-    for key in ("iteration", "op_id", "name_id", "kind", "stream", "start_ns", "end_ns"):
-        data[key] = [0] * 4
-    data["names"] = ["k"]
-    with pytest.raises(ValueError, match="more than 3"):
-        Activities.from_dict(data)
+    for change, message in (({"measure": "cycles"}, "measure must be one of events, kernel"),
+                            ({"kernel_counts": [[-1], [1]]}, "kernel_counts holds a negative"),
+                            ({"kernel_samples_ns": [[1, 2], [1, 2]]},
+                             "kernel_samples_ns: every row must hold 1")):
+        with pytest.raises(OpprofError, match=message):
+            Profile.from_json(json.dumps({**data, **change}))
 
 
 # -- starting CUPTI, and why it cannot ------------------------------------------------------
@@ -451,10 +439,11 @@ def test_the_results_file_holds_kernel_times_and_activities(suite):
 
 def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypatch):
     for measure in ("kernel", "events"):
-        for _ in range(3):
-            result = suite.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=b",
-                                     f"--opprof-measure={measure}")
-            assert result.ret == 0, result.stdout.str()
+        with batch("b"):
+            for _ in range(3):
+                result = suite.runpytest("--opprof-update-baseline",
+                                         f"--opprof-measure={measure}")
+                assert result.ret == 0, result.stdout.str()
     assert suite.runpytest().ret == 0  # A/A
     monkeypatch.setenv("SLOW", "scale:1.1")  # +10% of 2 us under a ~280 us span
     result = suite.runpytest()
@@ -465,9 +454,9 @@ def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypat
 
 
 def test_an_untouched_loop_is_gated_per_kernel(suite, monkeypatch):
-    for _ in range(3):
-        assert suite.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=b",
-                               "-k", "untouched").ret == 0
+    with batch("b"):
+        for _ in range(3):
+            assert suite.runpytest("--opprof-update-baseline", "-k", "untouched").ret == 0
     monkeypatch.setenv("SLOW", "ew:1.125")
     result = suite.runpytest("-k", "untouched")
     result.assert_outcomes(failed=1)
@@ -542,9 +531,9 @@ def test_host(gpu_profiler):
             dev.cpu(5000 + 1000 * (i % 3))
 """)
     pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
-    for _ in range(3):
-        assert pytester.runpytest("--opprof-update-baseline",
-                                  "--opprof-baseline-batch=b").ret == 0
+    with batch("b"):
+        for _ in range(3):
+            assert pytester.runpytest("--opprof-update-baseline").ret == 0
     result = pytester.runpytest("-W", "error::RuntimeWarning")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["opprof: 0 regressed, 0 improved, 1 unjudged, *"])
@@ -577,8 +566,8 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     from pytest_opprof.run import rerun
 
     config = suite.parseconfig("--opprof-backend=fake")
-    args = rerun.command(config, "test_suite.py::test_net", backend="fake", skip=1,
-                         profile_out=suite.path / "p.json", measure="kernel")
+    args = rerun.profiling(config, ["test_suite.py::test_net"], backend="fake", skip=1,
+                           measure="kernel")
     assert "--opprof-measure=kernel" in args
 
 

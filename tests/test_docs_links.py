@@ -72,6 +72,6 @@ def test_the_readme_opens_with_the_commands_then_the_quick_start():
                  "Which measure"):
         assert f"**{step}" in quick or f". {step}" in quick, step
     for words in ("opprof baseline update", "--opprof-update-baseline", "--opprof-strict",
-                  "--opprof-strict-effect", "regressed against the baseline", "-p no:benchmark"):
+                  "--opprof-strict=25%", "regressed against the baseline", "-p no:benchmark"):
         assert words in quick, words
     assert len(lines) < 260

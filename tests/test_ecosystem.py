@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import pytest_opprof
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 SUITE = SLOW_FACTOR + """
 
@@ -49,9 +49,10 @@ def run(pytester, *args):
 
 
 def update(pytester, *args):
-    for _ in range(3):
-        result = run(pytester, "--opprof-update-baseline", "--opprof-baseline-batch=b", *args)
-        assert result.ret == 0, result.stdout.str()
+    with batch("b"):
+        for _ in range(3):
+            result = run(pytester, *args, "--opprof-update-baseline")
+            assert result.ret == 0, result.stdout.str()
 
 
 # ---- xdist --------------------------------------------------------------------------
@@ -439,7 +440,7 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken)]) == 1
-    assert "'t': not a profile" in capsys.readouterr().err
+    assert "not a profile of schema" in capsys.readouterr().err
     pytest.importorskip("matplotlib")
     from .fakes import train_profile
 

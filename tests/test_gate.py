@@ -9,7 +9,7 @@ import pytest
 
 from pytest_opprof.store.baseline import SCHEMA
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 NET = SLOW_FACTOR + """
 
@@ -39,10 +39,10 @@ def suite(pytester, monkeypatch):
 
 
 def update(pytester, *args, runs=3):
-    for _ in range(runs):
-        result = pytester.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=t",
-                                    *args)
-        assert result.ret == 0, result.stdout.str()
+    with batch("t"):
+        for _ in range(runs):
+            result = pytester.runpytest(*args, "--opprof-update-baseline")
+            assert result.ret == 0, result.stdout.str()
     return result
 
 
@@ -93,7 +93,7 @@ def test_a_slowdown_the_rerun_does_not_show_passes(suite, monkeypatch):
         import os
 
         def pytest_configure(config):
-            if config.getoption("opprof_profile_out"):  # the re-run
+            if os.environ.get("PYTEST_OPPROF_CHILD"):  # the re-run
                 os.environ.pop("SLOW", None)
     """)
     monkeypatch.setenv("SLOW", "relu:1.3")
@@ -138,13 +138,13 @@ def test_new_and_missing_ops_fail_only_when_strict(suite):
     result.stdout.fnmatch_lines(["test_net.py::test_net: passed; *; new (not in the baseline): "
                                  "gelu (OP_ID 5); missing (in the baseline only): softmax "
                                  "(OP_ID 5)"])
-    result = suite.runpytest("--opprof-strict-ops")
+    result = suite.runpytest("--opprof-strict=ops")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([  # says what happened: no "regressed"
-        "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict-ops):",
+        "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict=ops):",
         "  OP_ID5. gelu: new, 60 us (not in the baseline)",
         "opprof: 1 op(s) of the baseline missing from this run (failing under "
-        "--opprof-strict-ops):",
+        "--opprof-strict=ops):",
         "  OP_ID5. softmax: missing (the baseline had it at 60 us)"])
     assert "op(s) regressed" not in result.stdout.str()
 
@@ -153,7 +153,7 @@ def test_a_strict_failure_names_each_group_of_ops_by_its_verdict(suite, monkeypa
     update(suite)
     monkeypatch.setenv("SLOW", "relu:1.3")
     suite.makepyfile(test_net=NET.replace('"mul", "softmax"]', '"mul", "gelu"]'))
-    result = suite.runpytest("--opprof-strict-ops", "--opprof-no-confirm")
+    result = suite.runpytest("--opprof-strict=ops", "--opprof-no-confirm")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "opprof: 1 op(s) regressed against the baseline *",

@@ -22,7 +22,7 @@ OPS = ("conv2d", "relu", "softmax")
 
 
 def stored_run(medians: dict[str, float], index: int) -> BaselineRun:
-    """A run as ``--opprof-append-baseline`` stores it, on commit ``c{index}...`` and
+    """A run as ``--opprof-update-baseline=append`` stores it, on commit ``c{index}...`` and
     day ``index`` (ops: name -> median ns)."""
     names = list(medians)
     values = [round(medians[name]) for name in names]
@@ -219,7 +219,7 @@ def test_missing_histories_are_one_line(tmp_path, capsys, case):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert {"no folder": "no baseline directory here",
-            "no runs": "no stored runs (grow a history with pytest --opprof-append-baseline",
+            "no runs": "no stored runs (grow a history with pytest --opprof-update-baseline=append",
             "no match": "no stored baseline matches 'test_zzz'",
             "other machine": "no baselines for machine 'gpu-9'"}[case] in err
 
@@ -257,7 +257,7 @@ def test_an_unreadable_baseline_is_listed_and_the_rest_shown(tmp_path, capsys):
     assert out.startswith("unreadable: ") and f"{NODEID} on machine 'ci-runner'" in out
 
 
-# -- as a user grows it: one pytest --opprof-append-baseline per commit ------------------
+# -- as a user grows it: one pytest --opprof-update-baseline=append per commit ------------------
 
 SUITE = SLOW_FACTOR + """
 
@@ -284,7 +284,7 @@ def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
         git(pytester.path, "commit", "-q", "-m", f"commit {k}")
         commits.append(git(pytester.path, "rev-parse", "HEAD"))
         monkeypatch.setenv("SLOW", "relu:1.2" if k >= 3 else "")
-        pytester.runpytest("--opprof-append-baseline").assert_outcomes(passed=1)
+        pytester.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
     assert main(["history"]) == 0
     out = capsys.readouterr().out
     assert f"    OP_ID1. relu: +20.0% at {commits[3][:7]} (" in out

@@ -23,7 +23,7 @@ from pytest_opprof.judge.gate import gate_config, grown, judge
 from pytest_opprof.measure import callgrind as reader
 from pytest_opprof.measure.profiler import Profiler
 from pytest_opprof.measure.timers import callgrind as timer_module
-from pytest_opprof.model.baseline import Baseline, BaselineRun, parse
+from pytest_opprof.model.baseline import READER, Baseline, BaselineRun
 from pytest_opprof.model.profile import Profile
 from pytest_opprof.run import instructions
 from tests.fakes import ctrl_c_as_from_a_terminal
@@ -323,15 +323,15 @@ def test_grown_lists_only_functions_that_grew():
     assert grown({"a": 5}, {"a": 5}) == ()
 
 
-def test_a_baseline_keeps_each_ops_functions_and_reads_them_back(tmp_path):
+def test_a_baseline_keeps_each_ops_functions_and_reads_them_back():
     functions = [[("DOUBLE_add", 1_000)], [("f", 7)]]
     base = baseline_of(counted_profile([10.0, 20.0], functions))
-    again = parse(base.dumps(), tmp_path / "b.json")
+    again = READER.parse(base.dumps(), "b.json")
     assert again.functions() == {("op0", 0): {"DOUBLE_add": 1_000}, ("op1", 0): {"f": 7}}
     broken = json.loads(base.dumps())
     broken["runs"][0]["functions"] = [[["f", "many"]]]
     with pytest.raises(Exception, match=r"one entry per op|whole number"):
-        parse(json.dumps(broken), tmp_path / "b.json")
+        READER.parse(json.dumps(broken), "b.json")
 
 
 def test_compare_judges_counts_from_one_pair_without_drift_and_says_their_unit():
@@ -667,7 +667,7 @@ def test_opprof_baseline_update_takes_two_runs_of_counts_by_default(pytester, mo
     assert main(["baseline", "update", "-q", "-p", "no:randomly",
                  "--opprof-measure=instructions"]) == 0
     out = capsys.readouterr().out
-    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline" in out
+    assert "opprof: baseline run 2 of 2: pytest --opprof-update-baseline=replace" in out
     assert "baseline run 3" not in out
     (path,) = Path(pytester.path, ".opprof", "callgrind-" + os.uname().machine).glob("*.json")
     runs = json.loads(path.read_text())["runs"]

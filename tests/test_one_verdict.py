@@ -18,7 +18,7 @@ import pytest
 
 from pytest_opprof.render import amount, percent
 
-from .fakes import SLOW_FACTOR
+from .fakes import SLOW_FACTOR, batch
 
 #: Six ops; each pytest process's relu is 10% slower than the one before's was (one
 #: process in two), so a confirmation re-run measures another median than the first run.
@@ -46,10 +46,10 @@ def wobbling(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=WOBBLING)
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
-    for _ in range(2):
-        result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline",
-                                    "--opprof-baseline-batch=b")
-        assert result.ret == 0, result.stdout.str()
+    with batch("b"):
+        for _ in range(2):
+            result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline")
+            assert result.ret == 0, result.stdout.str()
     return pytester
 
 
@@ -105,10 +105,10 @@ def test_an_unjudged_tests_markdown_counts_its_stored_runs(wobbling, monkeypatch
 
         shutil.rmtree(wobbling.path / name)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    for _ in range(2):
-        result = wobbling.runpytest("-p", "no:randomly", "--opprof-update-baseline",
-                                    "--opprof-baseline-batch=c")
-        assert result.ret == 0, result.stdout.str()
+    with batch("c"):
+        for _ in range(2):
+            result = wobbling.runpytest("-p", "no:randomly", "--opprof-update-baseline")
+            assert result.ret == 0, result.stdout.str()
     monkeypatch.delenv("OMP_NUM_THREADS")
     result = wobbling.runpytest("-p", "no:randomly", "--opprof-json=r.json",
                                 "--opprof-markdown=r.md")

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_opprof.measure import timers
 
-from .fakes import SIX_OP_NET
+from .fakes import SIX_OP_NET, batch
 
 TRAIN = """
 def test_train(gpu_profiler):
@@ -182,6 +182,36 @@ def test_marker_sets_skip_and_iterations_for_one_test(pytester):
                                  "*: 3 of 5 iterations counted (first 2 skipped)"])
 
 
+def test_the_call_sets_the_skip_in_code_over_the_marker_and_the_flag(pytester):
+    """``iterations(n, skip=k)``: the test's own warm-up, as torch's schedule(warmup=)."""
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.opprof(skip=0)
+        def test_warm(gpu_profiler):
+            for _ in gpu_profiler.iterations(5, skip=3):
+                with gpu_profiler.op("x"):
+                    gpu_profiler.timer.device_model.kernel(10)
+            assert gpu_profiler.profile.skip == 3
+
+        def test_too_few(gpu_profiler):
+            for _ in gpu_profiler.iterations(2, skip=2):
+                pass
+
+        def test_not_a_count(gpu_profiler):
+            for _ in gpu_profiler.iterations(5, skip=1.5):
+                pass
+    """)
+    result = run(pytester, "--opprof-verbosity=1", "--opprof-skip=1")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*test_warm -*", "*: 2 of 5 iterations counted (first 3 skipped)"])
+    result.stdout.fnmatch_lines([
+        "opprof: iterations(2) with skip=2 leaves no iteration to count: run more than 2 "
+        "iterations or lower its skip="])
+    result.stdout.fnmatch_lines(["opprof: iterations(skip=1.5): give a whole number of "
+                                 "iterations to skip from 0 to 1000000"])
+
+
 def test_class_marker_applies_and_the_closest_wins(pytester):
     pytester.makepyfile("""
         import pytest
@@ -299,7 +329,7 @@ def gated(pytester, monkeypatch):
 
 
 def _update(pytester, *args):
-    result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline", *args)
+    result = pytester.runpytest("-p", "no:randomly", *args, "--opprof-update-baseline")
     assert result.ret == 0, result.stdout.str()
     return result
 
@@ -307,8 +337,9 @@ def _update(pytester, *args):
 def test_each_repetition_of_pytest_repeat_is_gated_against_the_tests_baseline(gated,
                                                                               monkeypatch):
     pytest.importorskip("pytest_repeat", reason="pytest-repeat is not installed")
-    _update(gated, "--opprof-baseline-batch=b")
-    _update(gated, "--opprof-baseline-batch=b")
+    with batch("b"):
+        _update(gated)
+        _update(gated)
     result = gated.runpytest("-p", "no:randomly", "--count=2")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["test_net.py::test_net[[]1-2]: passed; 6 ops compared*",
@@ -350,8 +381,9 @@ def test_net(gpu_profiler):
 ])
 def test_a_rerun_test_is_gated_on_its_last_attempt(gated, plugin, args, decorate):
     pytest.importorskip(plugin, reason=f"{plugin} is not installed")
-    _update(gated, "--opprof-baseline-batch=b")
-    _update(gated, "--opprof-baseline-batch=b")
+    with batch("b"):
+        _update(gated)
+        _update(gated)
     gated.makepyfile(test_net=FLAKY_ONCE.replace("def test_net", decorate + "def test_net"))
     # in a new process: flaky, loaded here, patches pytest's runner for in-process runs
     result = gated.runpytest_subprocess("-p", "no:randomly", "--opprof-json=r.json", *args)
@@ -378,8 +410,9 @@ def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
     no regression and clear a real one."""
     gated.makeconftest(SIZED_CONFTEST)
     gated.makepyfile(test_net=SIZED)
-    _update(gated, "--size=2", "--opprof-baseline-batch=b")
-    _update(gated, "--size=2", "--opprof-baseline-batch=b")
+    with batch("b"):
+        _update(gated, "--size=2")
+        _update(gated, "--size=2")
     monkeypatch.setenv("SLOW", "relu:1.3")
     result = gated.runpytest("-p", "no:randomly", "--size=2", "test_net.py")
     result.assert_outcomes(failed=1)
@@ -391,17 +424,46 @@ def test_the_rerun_says_why_and_measures_the_users_workload(gated, monkeypatch):
 
 @pytest.mark.rerun
 def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
+    """The test paths and the --opprof-* flags go, each with its value (the word after a
+    flag that pytest did not take as a test path); other plugins' flags stay."""
     from pytest_opprof.run import rerun
 
     pytester.makeconftest(SIZED_CONFTEST)
     pytester.makepyfile(test_a="def test_a():\n    pass\n")
     config = pytester.parseconfig(
         "-k", "test_a", "--size", "3", "test_a.py", "--junitxml", "j.xml", "-n", "2",
-        "--opprof-json=r.json", "--opprof-strict-ops", "-p", "no:randomly", "-o", "x=y",
+        "--opprof-json=r.json", "--opprof-strict", "ops", "-p", "no:randomly", "-o", "x=y",
         "--lf", "test_a.py::test_a")
-    assert rerun.user_args(config) == ["-k", "test_a", "--size", "3", "-p", "no:randomly",
-                                       "-o", "x=y"]
-    command = rerun.command(config, "test_a.py::test_a", backend="fake", skip=1,
-                            profile_out=pytester.path / "p.json")
+    *kept, basetemp = rerun.user_args(config)
+    assert kept == ["-k", "test_a", "--size", "3", "--junitxml", "j.xml", "-n", "2", "-p",
+                    "no:randomly", "-o", "x=y", "--lf"]
+    assert basetemp.startswith("--basetemp=")  # pytester's own: kept, as every other flag
+    command = rerun.profiling(config, ["test_a.py::test_a"], backend="fake", skip=1)
     assert str(pytester.path / "test_a.py") + "::test_a" in command
-    assert "--opprof-no-gate" in command and "--opprof-json=r.json" not in command
+    assert "--opprof-json=r.json" not in command and command[-2:] == ["-n", "0"]
+
+
+USES_TMP = SIX_OP_NET.replace("def test_net(gpu_profiler):", """import os
+
+def test_net(gpu_profiler, tmp_path):
+    if not os.environ.get("PYTEST_OPPROF_CHILD"):
+        (tmp_path / "first").write_text("the first run's")""")
+
+
+@pytest.mark.rerun
+def test_the_rerun_keeps_its_cache_and_temporary_folders_to_itself(gated, monkeypatch):
+    """--basetemp and --lf reach the re-run (other plugins' flags may change the
+    workload), but its temporary folders and cache are its own: it does not empty the
+    run's --basetemp (the test's tmp_path, written before the re-run, is still there)."""
+    gated.makepyfile(test_net=USES_TMP)
+    with batch("b"):
+        _update(gated)
+        _update(gated)
+    monkeypatch.setenv("SLOW", "relu:1.3")
+    result = gated.runpytest("-p", "no:randomly", "--basetemp=bt", "--lf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["opprof: re-running test_net.py::test_net *",
+                                 "*confirmed by a re-run in a new process*"])
+    assert (gated.path / "bt" / "test_net0" / "first").read_text() == "the first run's"
+
+

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.judge.rule import GateConfig, compare
+from pytest_opprof.model.baseline import READER
 from pytest_opprof.model.profile import Profile
 from pytest_opprof.run.options import parse_duration_ns, parse_fraction
-from pytest_opprof.store.baseline import SCHEMA, BaselineError, BaselineRun, parse
+from pytest_opprof.store.baseline import SCHEMA, BaselineError, BaselineRun
 
 from .fakes import train_profile
 
@@ -64,7 +65,7 @@ def replaced(data, path, value):
 
 def load_baseline(text: str) -> None:
     try:
-        parse(text, "f.json")
+        READER.parse(text, "f.json")
     except BaselineError as exc:
         assert str(exc).startswith("f.json: ") and "\n" not in str(exc)
 
@@ -86,15 +87,6 @@ def test_any_text_loads_as_a_baseline_or_is_a_baseline_error(text):
 @given(st.sampled_from(BASELINE_PATHS), json_values)
 def test_a_valid_baseline_with_any_field_replaced_loads_or_is_a_baseline_error(path, value):
     load_baseline(json.dumps(replaced(BASELINE, path, value)))
-
-
-@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1"
-                                  + "}" * 50_000], ids=["deep array", "deep object"])
-def test_deeply_nested_json_is_a_baseline_error(text):
-    with pytest.raises(BaselineError, match="not JSON"):
-        parse(text, "f.json")
-    with pytest.raises(OpprofError, match="not JSON"):
-        Profile.from_json(text)
 
 
 PROFILE = json.loads(train_profile().to_json())

@@ -14,13 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_opprof.store.baseline import (
-    MAX_FILE_BYTES,
-    BaselineError,
-    BaselineRun,
-    BaselineStore,
-    parse,
-)
+from pytest_opprof.store.baseline import BaselineError, BaselineRun, BaselineStore
 
 from .fakes import ctrl_c_as_from_a_terminal, train_profile
 
@@ -141,7 +135,7 @@ def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytes
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini("[pytest]\nopprof_backend = fake\n")
     procs = [pytester.popen([*pytester._getpytestargs(), "-p", "no:cacheprovider",
-                             "--opprof-append-baseline", "-q"],
+                             "--opprof-update-baseline=append", "-q"],
                             stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
              for _ in range(2)]
     assert [p.wait(120) for p in procs] == [0, 0]
@@ -171,17 +165,18 @@ def test_xdist_workers_update_every_baseline(pytester):
 
 # ---- hostile and odd files ---------------------------------------------------------
 
-def test_a_file_of_several_hundred_megabytes_is_refused_unread(tmp_path):
+def test_a_file_larger_than_what_is_read_is_refused_unread(tmp_path):
+    """The one bound of the one read path (jsontext.MAX_BYTES): a file of 600 MB where a
+    baseline goes is refused without reading it."""
     store = BaselineStore(tmp_path, "m")
     path = store.path_for(TESTS[0])
     path.parent.mkdir(parents=True)
     with open(path, "wb") as f:
-        f.truncate(300 * 2**20)  # sparse: nothing is written, nothing must be read
-    assert path.stat().st_size > MAX_FILE_BYTES
-    with pytest.raises(BaselineError, match=r"is 300 MB, more than a baseline can be "
-                                            r"\(256 MB\); delete it"):
+        f.truncate(600 * 2**20)  # sparse: nothing is written, nothing must be read
+    with pytest.raises(BaselineError, match=r"cannot be read \(is 600 MB, more than the 512 "
+                                            r"MB read\); delete it"):
         store.load(TESTS[0])
-    assert path.stat().st_size == 300 * 2**20
+    assert path.stat().st_size == 600 * 2**20
 
 
 def test_a_baseline_is_parsed_as_data_only(tmp_path):
@@ -211,17 +206,6 @@ def test_odd_op_names_round_trip_through_baselines_and_reports(tmp_path, name):
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == [path]  # the name is not a path
     assert name[:40] in render(profile, 2)
     json.loads(profile.to_json())
-
-
-def test_parse_refuses_a_file_holding_bytes_that_are_not_utf8(tmp_path):
-    store = BaselineStore(tmp_path, "m")
-    path = store.path_for(TESTS[0])
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b'{"schema": "\xff\xfe"}')
-    with pytest.raises(BaselineError, match="cannot be read"):
-        store.load(TESTS[0])
-    with pytest.raises(BaselineError, match=r"f\.json: not JSON"):
-        parse("\ud800", "f.json")
 
 
 # ---- workloads ---------------------------------------------------------------------
@@ -266,21 +250,6 @@ def test_a_skipped_test_gets_no_verdict_and_no_baseline(pytester):
     result.assert_outcomes(skipped=1)
     assert not (pytester.path / ".opprof").exists()
     result.stdout.fnmatch_lines(["*::test_skipped_midway: not gated"])
-
-
-@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, -2])
-def test_a_truncated_baseline_is_one_error_naming_the_file_and_is_kept(tmp_path, keep):
-    store = BaselineStore(tmp_path, "m")
-    path = store.record(TESTS[0], run_of(1), batch="b")
-    text = path.read_text()
-    cut = text[:keep] if keep < 0 else text[:int(len(text) * keep)]  # -2: all but "}\n"
-    path.write_text(cut)
-    with pytest.raises(BaselineError) as info:
-        store.load(TESTS[0])
-    message = str(info.value)
-    assert message.startswith(f"{path}: not JSON") and "\n" not in message
-    assert "opprof baseline update" in message
-    assert path.read_text() == cut
 
 
 def test_the_package_never_turns_file_contents_into_code():
@@ -543,28 +512,28 @@ def test_whatever_the_loader_accepts_show_and_prune_take_without_a_traceback():
 
 
 @pytest.mark.e2e
-def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(cli_project,
-                                                                                pytester):
-    """A 5,000-digit integer (ValueError inside json.loads) and probe_ns = 1e308 under
-    -W error were INTERNALERRORs in the gate and in update mode, so the documented fix
-    could not replace the file."""
+def test_a_damaged_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(cli_project,
+                                                                                 pytester):
+    """A baseline cut short, and one left with git's merge-conflict markers: the gate
+    fails each of their tests in one line naming the file (no INTERNALERROR), the file
+    kept; update mode, the fix the line names, writes whole files over them."""
     assert pytester.runpytest("--opprof-update-baseline", "-p", "no:randomly").ret == 0
     paths = sorted((cli_project / ".opprof").rglob("*.json"))
-    text = paths[0].read_text()
-    paths[0].write_text(text.replace('"samples_ns":[[', '"samples_ns":[[' + "9" * 5000, 1))
-    data = json.loads(paths[1].read_text())
-    data["runs"][0]["meta"]["probe_ns"] = 1e308
-    paths[1].write_text(json.dumps(data))
+    texts = [p.read_text() for p in paths]
+    paths[0].write_text(texts[0][:len(texts[0]) // 2])
+    paths[1].write_text(f"<<<<<<< HEAD\n{texts[1]}=======\n{texts[1]}>>>>>>> theirs\n")
+    damaged = [p.read_bytes() for p in paths]
     gated = pytester.runpytest_subprocess("-W", "error", "-p", "no:randomly")
     assert gated.ret == 1 and "INTERNALERROR" not in gated.stdout.str()
-    gated.stdout.fnmatch_lines([f"*{paths[0]}: holds an integer of thousands of digits*",
-                                f"*{paths[1]}: malformed baseline (ValueError: meta probe_ns "
-                                "is 1e+308*"])
+    gated.stdout.fnmatch_lines([f"*{paths[0]}: not JSON (*); delete it, or rerun with "
+                                "--opprof-update-baseline*",
+                                f"*{paths[1]}: not JSON (*); delete it, or rerun with *"])
+    assert [p.read_bytes() for p in paths] == damaged
     updated = pytester.runpytest_subprocess("-W", "error", "--opprof-update-baseline",
                                             "-p", "no:randomly")
     assert updated.ret == 0 and "INTERNALERROR" not in updated.stdout.str()
-    assert all(BaselineStore.every_machine(cli_project / ".opprof")[0].load(
-        json.loads(p.read_text())["nodeid"]) for p in paths)
+    (store,) = BaselineStore.every_machine(cli_project / ".opprof")
+    assert all(not isinstance(entry, BaselineError) for _, entry in store.entries())
 
 
 def test_a_file_where_the_baseline_folder_should_be_is_named_everywhere(cli_project, pytester):

@@ -298,9 +298,9 @@ def test_strict_ops_failures_say_new_and_missing_not_regressed():
 
     text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result)
     assert "regressed" not in text
-    assert "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict-ops):" in text
+    assert "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict=ops):" in text
     assert ("opprof: 1 op(s) of the baseline missing from this run (failing under "
-            "--opprof-strict-ops):") in text
+            "--opprof-strict=ops):") in text
 
 
 def test_run_info_round_trips_through_a_results_file_and_tolerates_junk():

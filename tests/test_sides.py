@@ -10,7 +10,7 @@ import pytest
 
 from pytest_opprof.cli import main
 
-from .fakes import SIX_OP_NET
+from .fakes import SIX_OP_NET, batch
 from .test_compare import COSTS, MODEL_TEST, assert_clean, git, one_line
 
 
@@ -50,10 +50,10 @@ def test_the_rerun_confirms_on_its_own_test_whatever_adds_test_paths(two_files, 
     else:
         (two_files.path / "args.txt").write_text("test_net.py\ntest_other.py\n")
         args = ["@args.txt"]
-    for _ in range(2):
-        done = two_files.runpytest("-p", "no:randomly", "--opprof-update-baseline",
-                                   "--opprof-baseline-batch=b", *args)
-        assert done.ret == 0, done.stdout.str()
+    with batch("b"):
+        for _ in range(2):
+            done = two_files.runpytest("-p", "no:randomly", *args, "--opprof-update-baseline")
+            assert done.ret == 0, done.stdout.str()
     monkeypatch.setenv("SLOW", "relu:1.5")
     result = two_files.runpytest("-p", "no:randomly", *args)
     result.assert_outcomes(failed=1, passed=1)
@@ -95,7 +95,7 @@ def test_the_rerun_leaves_out_the_test_paths_and_writing_flags_of_addopts(pytest
     monkeypatch.setenv("PYTEST_ADDOPTS", "test_b.py -q")
     config = pytester.parseconfig()
     args, env = rerun.selection_free(config)
-    assert args == ["-o", "addopts=-p no:randomly"]
+    assert args == ["-o", "addopts=--junitxml=j.xml -p no:randomly"]
     assert env == {"PYTEST_ADDOPTS": "-q"}
     monkeypatch.delenv("PYTEST_ADDOPTS")
     pytester.makeini("[pytest]\naddopts = -p no:randomly\n")

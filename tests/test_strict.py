@@ -1,4 +1,4 @@
-"""Strict mode (``--opprof-strict``, ini ``opprof_strict``; ``--opprof-strict-effect``): a
+"""Strict mode (``--opprof-strict[=unjudged,PCT]``, ini ``opprof_strict``): a
 gated test the gate could not judge fails the session (exit code 1), naming the test
 and why; the tests' own outcomes stand. Unjudged was silent in CI: a run against a
 serial baseline under ``-n 2`` exited 0 with a 3x regression present."""
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from .fakes import six_op_project
+from .fakes import batch, six_op_project
 
 NETWORK = "test_net.py::test_net"
 NO_LOOP = """
@@ -38,9 +38,9 @@ def suite(pytester, monkeypatch):
 
 
 def update(pytester, *args, runs=3):
-    for _ in range(runs):
-        pytester.runpytest("--opprof-update-baseline", "--opprof-baseline-batch=t",
-                           *args).assert_outcomes(passed=1)
+    with batch("t"):
+        for _ in range(runs):
+            pytester.runpytest(*args, "--opprof-update-baseline").assert_outcomes(passed=1)
 
 
 def strict_lines(result) -> list[str]:
@@ -75,7 +75,7 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
 
     schema = json.loads((Path(pytest_opprof.__file__).parent / "schemas"
                          / "results-1.schema.json").read_text())
-    suite.runpytest("--opprof-strict", "--opprof-strict-effect=30%", "--opprof-json=r.json")
+    suite.runpytest("--opprof-strict=unjudged,30%", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())
     jsonschema.validate(data, schema)
     assert data["strict"] == {"failed": True, "effect": 0.3, "unjudged": [
@@ -136,7 +136,7 @@ def test_under_xdist_against_a_serial_baseline_the_controller_fails_the_session(
 
 
 def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = true\n")
+    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = unjudged\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.TESTS_FAILED and strict_lines(result)
     # updating judges nothing: strict mode has nothing to fail, the flag neither
@@ -147,25 +147,25 @@ def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
     suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = sometimes\n")
     bad = suite.runpytest()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes': must be true or "
-                              "false, not 'sometimes'"])
+    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes': 'sometimes' is "
+                              "not ops, unjudged or an effect such as 25%"])
 
 
-@pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict-effect=25%"])
+@pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict=25%"])
 def test_strict_mode_and_no_gate_contradict_in_one_line(suite, flag):
     result = suite.runpytest(flag, "--opprof-no-gate")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     name = flag.split("=")[0]
     result.stderr.fnmatch_lines([f"ERROR: --opprof-no-gate and {name} contradict: strict mode "
-                                 "fails the tests the gate could not judge and the gate is "
-                                 "off; drop one of them"])
+                                 "is about what the gate judged and the gate is off; drop "
+                                 "one of them"])
     assert len([line for line in result.stderr.lines if line.strip()]) == 1
 
 
 def test_an_ini_strict_under_no_gate_is_off(suite):
     """The ini file is the project's standing default: ``--opprof-no-gate`` (as the
     re-runs and ``opprof compare`` use) switches it off, no contradiction."""
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = true\n")
+    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = ops,unjudged\n")
     result = suite.runpytest("--opprof-no-gate")
     assert result.ret == pytest.ExitCode.OK and strict_lines(result) == []
 
@@ -174,7 +174,7 @@ def test_blind_beyond_the_strict_effect_fails_the_session(suite):
     """A judged test whose gate could only see slowdowns beyond the effect asked for
     (the fake backend's priors give its ops a detectable effect of several percent)."""
     update(suite)
-    result = suite.runpytest("--opprof-strict-effect=0.1%", "--opprof-verbosity=2")
+    result = suite.runpytest("--opprof-strict=0.1%", "--opprof-verbosity=2")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     lines = strict_lines(result)
@@ -183,17 +183,35 @@ def test_blind_beyond_the_strict_effect_fails_the_session(suite):
         r"median op, beyond the strict effect \+0\.1%", lines[1]), lines
     result.stdout.fnmatch_lines(["opprof: machine *(tolerance 5%, strict, blind beyond "
                                  "+0.1% fails)"])
-    wide = suite.runpytest("--opprof-strict-effect=900%")
+    wide = suite.runpytest("--opprof-strict=900%")
     assert wide.ret == pytest.ExitCode.OK and strict_lines(wide) == []
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict_effect = 0.1%\n")
+    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = 0.1%\n")
     assert suite.runpytest().ret == pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.mark.parametrize("given", ["--opprof-strict-effect=25", "--opprof-strict-effect=x"])
-def test_a_bad_strict_effect_is_one_usage_line(suite, given):
-    result = suite.runpytest(given)
+@pytest.mark.parametrize(("given", "says"), [
+    (["--opprof-strict=25"], "the strict effect must lie between 0 and 1000%, not '25'"),
+    (["--opprof-strict=ops,x"], "'x' is not ops, unjudged or an effect such as 25%"),
+    (["--opprof-strict=10%,20%"], "'10%,20%' gives 2 effects; give one"),
+    (["--opprof-strict", "test_net.py"], "'test_net.py' is not ops, unjudged or an effect "
+                                         "such as 25% (put a test path before this flag)"),
+])
+def test_a_bad_strictness_is_one_usage_line(suite, given, says):
+    result = suite.runpytest(*given)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--opprof-strict-effect: the strict effect *"])
+    result.stderr.fnmatch_lines([f"*argument --opprof-strict: {says}"])
+
+
+def test_strict_ops_alone_fails_new_ops_and_not_the_session(suite):
+    """``--opprof-strict=ops``: what was --opprof-strict-ops; no baseline is no fault."""
+    update(suite)
+    suite.makepyfile(test_net=suite.path.joinpath("test_net.py").read_text().replace(
+        '"relu"', '"gelu"'))
+    result = suite.runpytest("--opprof-strict=ops")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["opprof: 1 new op(s) not in the baseline (failing under "
+                                 "--opprof-strict=ops):*"])
+    assert strict_lines(result) == []
 
 
 def test_a_fixture_without_a_loop_counts_a_failing_test_and_a_plain_one_do_not(suite):

@@ -124,8 +124,7 @@ def test_any_field_replaced_or_removed_loads_or_is_one_line_error(path, value):
     ({**VALID, "verdict": "fine"}, "'verdict' is 'fine', not one of 'passed', "),
     ({**VALID, "nodeid": "other"}, "it names 'other', its profile "),
     ({**VALID, "at_fault": [{"name": "x"}]}, "'occurrence' is missing"),
-    ({**VALID, "comparison": {**VALID["comparison"], "runs": 10 ** 5000}},
-     "'runs' is not an integer below 2**63"),
+    ({**VALID, "comparison": {**VALID["comparison"], "runs": 1.5}}, "'runs' is not an integer"),
     ({**VALID, "comparison": {**VALID["comparison"], "drift_source": "moon"}},
      "drift_source 'moon' is not one of ops, probe, none"),
     ({**VALID, "reason": ["busy"]}, "malformed test result: 'reason' is not a string"),
@@ -144,10 +143,8 @@ def test_a_result_written_before_unjudged_tests_had_a_reason_reads_as_none():
 
 def test_a_worker_record_with_a_malformed_result_is_one_line():
     record = {"profile": PROFILE.to_dict(), "result": {**VALID, "verdict": 3}}
-    with pytest.raises(OpprofError, match="'verdict' is int, not one of"):
+    with pytest.raises(OpprofError, match=r"a worker's records: .*'verdict' is int, not one of"):
         loads(json.dumps([record]))
-    with pytest.raises(OpprofError, match="a worker's records: holds an integer of thousands"):
-        loads("[" + "1" * 5000 + "]")
 
 
 def test_verdicts_are_str_enums_that_compare_and_serialise_as_their_words():

@@ -37,6 +37,7 @@ from ..render import amount, display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
 from ..render.verdicts import spread
 from ..run.launcher import run_pytest
+from ..run.options import BATCH_VARIABLE
 from ..signals import held
 from ..stats.power import blind, sees
 from ..store import policy
@@ -74,14 +75,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "update", help="run pytest N times, each in a new process, and store the profiled "
                        "tests that passed as their baselines on this machine",
         usage="opprof baseline update [--runs N] [PYTEST ARGS...]",
-        description="Runs 'pytest --opprof-update-baseline PYTEST ARGS' --runs times, each in "
-                    "a new process, so that the gate learns each op's spread between "
+        description="Runs 'pytest --opprof-update-baseline=replace PYTEST ARGS' --runs times, "
+                    "each in a new process, so that the gate learns each op's spread between "
                     "processes. A run whose ops sit far from the test's other runs (taken "
                     "while the machine was busy) is taken again, once; ops whose runs still "
                     "disagree are named. The runs go to a staging folder; only when all of "
                     "them passed are the new baselines committed to the store: the command "
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
-    runs = whole_number("--runs", MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
+    runs = whole_number("--runs", 1, MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
     update_parser.add_argument("--runs", default=None, metavar="N", type=runs,
                                help=f"separate pytest processes to take (default {DEFAULT_RUNS}; "
                                     f"{INSTRUCTION_RUNS} under --opprof-measure=instructions, "
@@ -175,10 +176,11 @@ def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -
     """One pytest process per label, each storing its baselines into ``folder``, its
     output passed on as it comes."""
     for label in labels:
-        print(f"opprof: {label}: pytest --opprof-update-baseline " + " ".join(pytest_args),
-              flush=True)
-        child = run_pytest(["--opprof-update-baseline", f"--opprof-baseline-batch={batch}",
-                            *pytest_args, f"--opprof-baseline-dir={folder}"], echo=True)
+        print(f"opprof: {label}: pytest --opprof-update-baseline=replace "
+              + " ".join(pytest_args), flush=True)
+        child = run_pytest(["--opprof-update-baseline=replace", *pytest_args,
+                            f"--opprof-baseline-dir={folder}"], env={BATCH_VARIABLE: batch},
+                           echo=True)
         _check_run(child.code, child.last, label, child.startup)
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ..run.launcher import PLUGIN_ARGS, last_line, startup_error
-from ..run.options import DEFAULT_BASELINE_DIR, Settings
+from ..run.options import DEFAULT_BASELINE_DIR, Settings, whole_number
 from ..run.session import baseline_key, this_machine
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
@@ -34,22 +33,6 @@ class CommandError(Exception):
 
 class UsageProblem(CommandError):
     """Ends the command with its message and exit status 2: the arguments are wrong."""
-
-
-def whole_number(flag: str, maximum: int, why: str = "") -> Callable[[str], int]:
-    """An argparse type for ``flag``: a whole number from 1 to ``maximum``, else one
-    usage line (``why`` says where the maximum comes from). Every count a command takes
-    is bounded: ``--runs 1000000000000`` would build a list of a trillion labels."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text) if len(text) <= 20 else 0  # int() of 5,000 digits raises
-        except ValueError:
-            value = 0
-        if not 1 <= value <= maximum:
-            raise argparse.ArgumentTypeError(
-                f"{flag} must be a whole number from 1 to {maximum}{why}, not {text[:40]!r}")
-        return value
-    return parse
 
 
 def add_store_arguments(sub: argparse.ArgumentParser) -> None:
@@ -87,8 +70,6 @@ def stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
 
 #: The options ``opprof baseline update`` sets itself: given too, they would contradict it.
 OWN_OPTIONS = {"opprof_update_baseline": "--opprof-update-baseline",
-               "opprof_append_baseline": "--opprof-append-baseline",
-               "opprof_baseline_batch": "--opprof-baseline-batch",
                "opprof_no_gate": "--opprof-no-gate"}
 
 

@@ -44,13 +44,14 @@ from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
-from ..judge.paired import DEFAULT_TOLERANCE, MIN_PAIRS
+from ..judge.config import TOLERANCE
+from ..judge.paired import MIN_PAIRS
 from ..model.comparison import Environment, Report
 from ..model.profile import Profile
 from ..model.verdict import Key
 from ..run import environments
 from ..run.launcher import last_line, run_command, run_pytest
-from ..run.options import Settings, parse_fraction
+from ..run.options import Settings, fraction
 from ..run.outputs import Output, clash, problem, write_files
 from ..signals import deferred
 from .common import CommandError, PytestView, UsageProblem, pytest_view, whole_number
@@ -93,7 +94,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                           "environment's bin/python); it needs pytest and pytest-opprof")
     sub.add_argument("--head-python", default=None, metavar="PYTHON",
                      help="the interpreter the head side runs under (default: this one)")
-    sub.add_argument("--pairs", type=whole_number("--pairs", MOST_PAIRS), default=None, metavar="N",
+    sub.add_argument("--pairs", type=whole_number("--pairs", 1, MOST_PAIRS), default=None,
+                     metavar="N",
                      help="pairs of processes (base, head) to run (default: as many as "
                           f"--detect needs, from {FIRST_PAIRS} up to --max-pairs; one under "
                           "--opprof-measure=instructions, whose counts repeat). Fewer than "
@@ -104,28 +106,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
-    sub.add_argument("--max-pairs", type=whole_number("--max-pairs", MOST_PAIRS), default=None,
+    sub.add_argument("--max-pairs", type=whole_number("--max-pairs", 1, MOST_PAIRS), default=None,
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
                      help="a shell command run in each tree (the worktree of REF, then the "
                           "working tree) before the first process, e.g. a build in place; "
                           "the side's interpreter is first on its PATH")
-    sub.add_argument("--tolerance", type=_tolerance, default=None, metavar="X",
+    sub.add_argument("--tolerance", type=fraction("--tolerance"), default=None, metavar="X",
                      help="the smallest change that counts, such as 0.05 or 5%% (default: "
-                          f"the gate's, opprof_tolerance, else {DEFAULT_TOLERANCE:g}: 5%%)")
+                          f"the gate's, opprof_tolerance, else {TOLERANCE:.0%}%)")
     sub.add_argument("--json", type=Path, default=None, metavar="PATH",
                      help="write the comparison as JSON (schema pytest-opprof/compare/1)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                      help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
 
 
-def _tolerance(text: str) -> float:
-    """``0.05`` or ``5%``, as every other tolerance of pytest-opprof."""
-    return parse_fraction(text, "--tolerance")
-
-
-def _detect(text: str) -> float:
-    return parse_fraction(text, "--detect")
+_detect = fraction("--detect")
 
 
 # -- the command ---------------------------------------------------------------------
@@ -275,7 +271,7 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
         raise CommandError(f"{unlike}: the files cannot be compared op by op")
     if args.tolerance is None:  # the files' measure's, unless the ini file says otherwise
         counts = all(p.measure == "instructions" for run in runs for p in run.values())
-        args.tolerance = _settings([]).tolerance_for("instructions" if counts else None)
+        args.tolerance = _settings([]).tolerance_of_measure("instructions" if counts else None)
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
                         tolerance=args.tolerance, detect=_detect_of(args), spreads=spreads)
 
@@ -671,7 +667,7 @@ def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
     """One pytest process of ``side``; its profiles by node id, as typed records
     (:mod:`pytest_opprof.run.launcher`: no results file, no machine info), and the
     tests that failed there (node id -> pytest's line)."""
-    child = run_pytest(["-q", "-p", "no:cacheprovider", "--opprof-no-gate", *side.args],
+    child = run_pytest(["-q", "-p", "no:cacheprovider", *side.args],
                        cwd=side.folder, env={"PYTHONDONTWRITEBYTECODE": "1", **side.env},
                        records=True, python=side.python)
     code, last, at = child.code, child.last, side.name

@@ -3,7 +3,7 @@
     opprof history [TEST] [--dir DIR] [--machine-key KEY] [--tolerance X]
                    [--json PATH] [--html PATH]
 
-``pytest --opprof-append-baseline`` (on the main branch, once per commit) grows each
+``pytest --opprof-update-baseline=append`` (on the main branch, once per commit) grows each
 test's stored baseline run by run, each run with its date and commit (see
 :mod:`pytest_opprof.store.baseline`; the last 20 are kept). This command reads those runs,
 in date order, and finds for each op where its median stepped.
@@ -45,12 +45,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """``opprof history`` and its arguments."""
     parser = commands.add_parser(
         "history", help="each op's time across the stored runs (pytest "
-                        "--opprof-append-baseline), and the commits where it stepped "
+                        "--opprof-update-baseline=append), and the commits where it stepped "
                         "(needs ruptures: the 'history' extra)",
         usage="opprof history [TEST] [--tolerance X] [--json PATH] [--html PATH] "
               "[--dir DIR] [--machine-key KEY]",
-        description="Reads the runs of each stored baseline in date order (grown by "
-                    "pytest --opprof-append-baseline, one run per commit; the last 20 kept), "
+        description="Reads the runs of each stored baseline in date order (grown by pytest "
+                    "--opprof-update-baseline=append, one run per commit; the last 20 kept), "
                     "takes each run's machine drift out, finds where each op's median "
                     "stepped (PELT from ruptures, penalised by the op's noise) and names "
                     "the commit. Steps under the noise or the tolerance are not reported.")
@@ -123,7 +123,7 @@ def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
         if args.test is not None:
             raise OpprofError(f"no stored baseline matches {args.test!r} under {root}")
         raise OpprofError(f"{root}: no stored runs (grow a history with pytest "
-                          "--opprof-append-baseline on each commit)")
+                          "--opprof-update-baseline=append on each commit)")
     chars = _spark_chars()
     for line in unreadable:
         print(f"unreadable: {display_name(line)}")

@@ -100,7 +100,7 @@ def gate_config(backend: str, tolerance: float, tolerances: Mapping[str, float],
                       floor_ns=FLOOR_NS.get(backend, FLOOR_NS["cpu"]))
 
 
-#: The op verdicts that fail a test, without and with ``--opprof-strict-ops``.
+#: The op verdicts that fail a test, without and with ``--opprof-strict=ops``.
 FAULTS = (OpStatus.REGRESSED,)
 STRICT_FAULTS = (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING)
 

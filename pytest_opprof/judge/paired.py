@@ -83,7 +83,6 @@ from .config import MIN_OPS_FOR_DRIFT as MIN_OPS_FOR_DRIFT
 from .config import POWER as POWER
 
 #: The compare's defaults (judge/config.py holds each once).
-DEFAULT_TOLERANCE = config.TOLERANCE
 DEFAULT_ALPHA = config.COMPARE_ALPHA
 #: Fewer ops than this: no borrowing of strength (too few variances to learn a prior).
 MIN_OPS_FOR_PRIOR = 5
@@ -116,7 +115,7 @@ ELASTICITY_PRIOR = 0.01
 MAX_ELASTICITY = 3.0
 
 
-def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_TOLERANCE,
+def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = config.TOLERANCE,
                 alpha: float = DEFAULT_ALPHA,
                 shown: tuple[np.ndarray, np.ndarray] | None = None) -> PairedResult:
     """Judge every op from ``base`` and ``head``, each of shape (pairs, ops): the op's
@@ -145,7 +144,7 @@ def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = DEFAULT_T
 
 
 def judge_single(base: list[np.ndarray], head: list[np.ndarray],
-                 tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 tolerance: float = config.TOLERANCE, alpha: float = DEFAULT_ALPHA,
                  spreads: np.ndarray | None = None) -> PairedResult:
     """Judge every op from one base run and one head run: ``base[i]`` and ``head[i]``
     are op ``i``'s samples (ns) in each; :func:`judge_assumed` of that one pair."""
@@ -165,7 +164,7 @@ def _fastest(samples: np.ndarray) -> float:
 
 
 def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, np.ndarray],
-                  tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                  tolerance: float = config.TOLERANCE, alpha: float = DEFAULT_ALPHA,
                   spreads: np.ndarray | None = None,
                   fastest: tuple[np.ndarray, np.ndarray] | None = None,
                   names: Sequence[str] | None = None) -> PairedResult:
@@ -290,7 +289,7 @@ def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarra
 
 
 def pairs_needed(result: PairedResult, detect: float,
-                 tolerance: float = DEFAULT_TOLERANCE) -> int:
+                 tolerance: float = config.TOLERANCE) -> int:
     """The pairs at which nine in ten of the result's ops (``config.SIZING_QUANTILE``)
     would see a slowdown of ``detect`` (a fraction above ``tolerance``) with
     probability :data:`POWER`, at the result's spreads and quantile. Sizing on the

@@ -1,4 +1,4 @@
-"""Strict mode (``--opprof-strict``, ``--opprof-strict-effect``): which gated tests of a
+"""Strict mode (``--opprof-strict``: unjudged, an effect): which gated tests of a
 run could not be judged, each with one line saying why.
 
 Passing or failing a test the gate could not judge (no baseline on this machine, other

@@ -20,7 +20,6 @@ import numpy as np
 from ..errors import OpprofError
 from ..model.profile import (
     MAX_ACTIVITIES,
-    MAX_ACTIVITY_NAMES,
     MAX_FUNCTION_NAME,
     MAX_ITERATIONS,
     MAX_NAME_LENGTH,
@@ -177,30 +176,49 @@ class Profiler:
 
         return InstrumentedProxy(obj, None if names is None else frozenset(names))
 
-    def iterations(self, n: int | None = None) -> Iterator[int]:
+    def iterations(self, n: int | None = None, skip: int | None = None) -> Iterator[int]:
         """Yield ``n`` times; each pass is one iteration of the graph.
 
         Without ``n``: the marker's ``iterations``, else the ini
         ``opprof_iterations``, else 20. The first ``skip`` iterations are
-        recorded but left out of every figure.
+        recorded but left out of every figure; without ``skip``: the marker's, else
+        ``--opprof-skip`` (ini ``opprof_skip``), else 1.
         """
         if n is None:
             n = self.default_iterations
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
             raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
                               f"from 1 to {MAX_ITERATIONS}")
-        if n <= self.skip:
+        given = skip is not None
+        skip = self.skip if skip is None else skip
+        if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip <= MAX_ITERATIONS:
+            raise OpprofError(f"iterations(skip={skip!r}): give a whole number of iterations "
+                              f"to skip from 0 to {MAX_ITERATIONS}")
+        if n <= skip:
+            where = "its skip=" if given else "--opprof-skip"
             raise OpprofError(
-                f"iterations({n}) with skip={self.skip} leaves no iteration to count: "
-                f"run more than {self.skip} iterations or lower --opprof-skip"
+                f"iterations({n}) with skip={skip} leaves no iteration to count: "
+                f"run more than {skip} iterations or lower {where}"
             )
         if self._started:
             raise OpprofError("iterations() was already run in this test: profile one loop "
                               "per test (split the test or parametrize it)")
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
+        if given:
+            self._skip_from(skip)
         self._started = True
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
+
+    def _skip_from(self, skip: int) -> None:
+        """``skip`` set in the test's code: the cap (a count past the skipped iterations)
+        and a timer that counts from the first counted iteration (the callgrind timer's
+        ``skip``) move with it."""
+        if self.cap is not None:
+            self.cap += skip - self.skip
+        if hasattr(self.timer, "skip"):
+            self.timer.skip = skip
+        self.skip = skip
 
     def _run(self, n: int) -> Iterator[int]:
         timer, mark, set_sink = self.timer, self.timer.mark, _impl.set_sink
@@ -477,7 +495,7 @@ class _GraphBuilder:
 
 def function_name(name: str) -> str:
     """A function's name as a profile keeps it: never empty, at most MAX_FUNCTION_NAME
-    characters (a C++ template instance can be longer; the reader refuses longer)."""
+    characters (a C++ template instance can be longer)."""
     name = name or "?"
     return name if len(name) <= MAX_FUNCTION_NAME else name[:MAX_FUNCTION_NAME - 3] + "..."
 
@@ -500,7 +518,7 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
         total: dict[str, int] = {}
         for k in range(int(marks[enter + 1]) + 1, int(marks[exit_ + 1]) + 1):
             for name, count in per_mark.get(k, ()):
-                name = function_name(name)  # within what a reader of the profile takes
+                name = function_name(name)
                 total[name] = total.get(name, 0) + count
         functions[op_id] = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_FUNCTIONS]
     profile.op_functions = functions
@@ -533,8 +551,6 @@ def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activ
         ids = np.array([names.setdefault(activity_name(x), len(names))
                         for x in k.raw.names[:n]], dtype=np.int64)
         parts.append((i, k, ids, op_ids[i][:n]))
-    if len(names) > MAX_ACTIVITY_NAMES:  # beyond it a profile would not read back
-        return Activities.empty(), dropped + sum(len(p[2]) for p in parts)
     if not parts:
         return Activities.empty(), dropped
 

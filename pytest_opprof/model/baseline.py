@@ -3,14 +3,13 @@ the JSON they are stored as (schema ``pytest-opprof/baseline/2``).
 
 A baseline keeps the last :data:`MAX_RUNS` runs of its test: those of one
 ``opprof baseline update`` (each run a separate process), and any appended since
-with ``--opprof-append-baseline``; for each run, column by column, each op's name,
+with ``--opprof-update-baseline=append``; for each run, column by column, each op's name,
 occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
 in iteration order.
 
-:func:`parse` is the one reader of that JSON: each count (runs, ops, samples) and each
-number is checked against its range before any array is built, so a hostile file is one
-:class:`BaselineError` line and never a traceback or gigabytes of memory. Where the files
-live, and how they are written, is :mod:`pytest_opprof.store.baseline`.
+:data:`READER` reads that JSON (the one parse path, :mod:`.jsontext`): each field's
+type and range checked, a damaged file is one :class:`BaselineError` line. Where the
+files live, and how they are written, is :mod:`pytest_opprof.store.baseline`.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,28 +35,14 @@ SCHEMA = "pytest-opprof/baseline/2"
 MAX_SAMPLES = 100
 #: Runs kept per test.
 MAX_RUNS = 20
-#: Ops per run: a test with more cannot be given a baseline.
-MAX_OPS = 10_000
-#: Samples in one file, all runs together: the writer drops the oldest runs to stay
-#: under it, and the reader refuses a file over it before building any array.
-MAX_TOTAL_SAMPLES = 4_000_000
-#: Counts (OP_IDs, occurrences, depths, iterations) above this are corrupt numbers.
-MAX_COUNT = 10**9
-
 
 
 class BaselineError(OpprofError):
     """A stored baseline cannot be used; the message names the file and what to do."""
 
 
-
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
 OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
-
-#: Values (commas) a file may hold: every sample, and each run's op columns, with room.
-#: Counted before the JSON is parsed, so a file of tens of millions of numbers is refused
-#: before it becomes tens of millions of Python objects.
-MAX_VALUES = MAX_TOTAL_SAMPLES + MAX_RUNS * (MAX_OPS * len(OP_COLUMNS) + 1000)
 
 
 @dataclass
@@ -217,51 +201,35 @@ class Baseline:
         """The stored text: JSON with one line per run, compact enough to load a
         thousand tests' baselines in well under a second, and a diff of a committed
         baseline shows runs added and dropped. With ``fit``, the oldest runs are
-        dropped (from ``runs`` too) until the reader's count of values
-        (:func:`check_values`: commas, those in op names included) takes the text;
-        BaselineError when the latest run alone is beyond it."""
+        dropped (from ``runs`` too) until the text is within what a reader reads
+        (:data:`jsontext.MAX_BYTES`); BaselineError when the latest run alone is not."""
         data = self.to_dict()
         runs = data.pop("runs")
         head = json.dumps(data, sort_keys=True)[:-1]
         lines = [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in runs]
-        if fit:
-            commas = [line.count(",") + 1 for line in lines]
-            total = head.count(",") + 1 + sum(commas)
-            while len(lines) > 1 and total > MAX_VALUES:
-                total -= commas.pop(0)
-                lines.pop(0)
-                self.runs.pop(0)
-            if total > MAX_VALUES:
-                raise BaselineError(f"{self.nodeid}: this run cannot be stored: it holds more "
-                                    f"values than a baseline reader takes ({MAX_VALUES})")
+
+        def size() -> int:  # in bytes: json.dumps writes ASCII
+            return len(head) + sum(len(line) + 2 for line in lines) + 16
+
+        while fit and len(lines) > 1 and size() > jsontext.MAX_BYTES:
+            lines.pop(0)
+            self.runs.pop(0)
+        if fit and size() > jsontext.MAX_BYTES:
+            raise BaselineError(f"{self.nodeid}: this run cannot be stored: it is "
+                                f"{size() / 2**20:.0f} MB, more than a reader reads")
         text = ",\n".join(lines)
         return f'{head}, "runs": [\n{text}\n]}}\n'
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> Baseline:
-        """Validated data only: anything else raises :class:`BaselineError`."""
+    def from_dict(cls, data: Any) -> Baseline:
+        """Validated data only (the check of :data:`READER`): anything else raises."""
         if not isinstance(data, dict):
-            raise BaselineError(f"{where}: not a baseline (a JSON object was expected)")
+            raise BaselineError("not a baseline (a JSON object was expected)")
         schema = data.get("schema")
         if schema != SCHEMA:
-            raise BaselineError(f"{where}: schema {schema!r} is not {SCHEMA!r}")
-        try:
-            runs = _parse_runs(data["runs"])
-            return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
-                       runs=runs, batch=_str(data.get("batch", "")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BaselineError(f"{where}: malformed baseline ({type(exc).__name__}: {exc})") \
-                from None
-
-
-def within_bounds(runs: list[BaselineRun]) -> list[BaselineRun]:
-    """The latest runs that a reader accepts: at most :data:`MAX_RUNS`, and at most
-    :data:`MAX_TOTAL_SAMPLES` samples (the oldest runs go first; the latest stays)."""
-    runs = runs[-MAX_RUNS:]
-    total = sum(map(_run_samples, runs))
-    while len(runs) > 1 and total > MAX_TOTAL_SAMPLES:
-        total -= _run_samples(runs.pop(0))
-    return runs
+            raise BaselineError(f"schema {schema!r} is not {SCHEMA!r}")
+        return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
+                   runs=_parse_runs(data["runs"]), batch=_str(data.get("batch", "")))
 
 
 def _right_aligned(values: list[int], width: int) -> np.ndarray:
@@ -304,70 +272,34 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
 
 
 def _parse_runs(data: Any) -> list[BaselineRun]:
-    """Every run, its counts checked before anything is built from it: a file under
-    the size cap can still list tens of millions of samples."""
     if not isinstance(data, list):
         raise TypeError("runs is not a list")
     if not data:
         raise ValueError("no runs")
-    if len(data) > MAX_RUNS:
-        raise ValueError(f"{len(data)} runs; a baseline keeps at most {MAX_RUNS}")
-    runs = [_parse_run(r) for r in data]
-    total = sum(_run_samples(run) for run in runs)
-    if total > MAX_TOTAL_SAMPLES:
-        raise ValueError(f"{total} samples; a baseline holds at most {MAX_TOTAL_SAMPLES}")
-    return runs
-
-
-def _run_samples(run: BaselineRun) -> int:
-    return sum(map(len, run.ops["samples_ns"])) + len(run.wall_ns) + len(run.op_time_ns)
-
-
-def _check_lengths(lists: list[Any], label: Callable[[int], str]) -> None:
-    """No list of times is longer than :data:`MAX_SAMPLES`."""
-    for i, values in enumerate(lists):
-        if not isinstance(values, list):
-            raise TypeError(f"{label(i)} is not a list")
-        if len(values) > MAX_SAMPLES:
-            raise ValueError(f"{label(i)} holds {len(values)} samples; a run keeps at most "
-                             f"{MAX_SAMPLES}")
+    return [_parse_run(r) for r in data]
 
 
 def _check_counts(ops: dict[str, Any]) -> None:
-    """OP_IDs, occurrences, depths and sample counts are whole numbers in range."""
+    """OP_IDs, occurrences, depths and sample counts are whole numbers."""
     for key in ("op_id", "occurrence", "depth", "n"):
         values = ops[key]
-        if values and (not set(map(type, values)) <= {int} or min(values) < 0
-                       or max(values) > MAX_COUNT):
-            bad = next(v for v in values if type(v) is not int or not 0 <= v <= MAX_COUNT)
-            raise ValueError(f"{key} {bad!r} is not a whole number from 0 to {MAX_COUNT}")
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
+            bad = next(v for v in values if type(v) is not int or v < 0)
+            raise ValueError(f"{key} {bad!r} is not a whole number")
 
 
 #: The run meta that names the ops on which a run sat far from the test's other runs,
 #: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
 OUTLYING_OPS = "outlying_ops"
 
-#: What a run's meta may say, where it says it: (types, lowest, highest).
-_META_NUMBERS: dict[str, tuple[tuple[type, ...], float, float]] = {
-    "probe_ns": ((int, float), 0.0, _LONGEST_NS),
-    "iterations": ((int,), 0, MAX_COUNT),
-    "skip": ((int,), 0, MAX_COUNT),
-    "counted": ((int,), 0, MAX_COUNT),
-}
-
-
 def _check_meta(meta: Any) -> dict[str, Any]:
-    """The meta fields the plugin reads are of their type and in range (None allowed):
-    ``probe_ns = 1e308`` would overflow a mean."""
+    """The meta fields the plugin reads are of their type and in range (None allowed)."""
     if not isinstance(meta, dict):
         raise TypeError("meta is not an object")
-    for key, (types, low, high) in _META_NUMBERS.items():
-        value = meta.get(key)
-        if value is None:
-            continue
-        if type(value) not in types or not low <= value < high:  # NaN fails too
-            raise ValueError(f"meta {key} is {value!r}; it must be a number from {low:g} "
-                             f"to {high:g}")
+    for key in ("probe_ns", "iterations", "skip", "counted"):
+        value, kinds = meta.get(key), _NUMBER_TYPES if key == "probe_ns" else {int}
+        if value is not None and (type(value) not in kinds or not 0 <= value < _LONGEST_NS):
+            raise ValueError(f"meta {key} is {value!r}; it must be a number from 0 to 1e+15")
     for key in ("date", "backend", "device"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise TypeError(f"meta {key} is not a string")
@@ -400,8 +332,6 @@ def _parse_run(data: Any) -> BaselineRun:
     columns = [ops[key] for key in OP_COLUMNS]
     if not set(map(type, columns)) <= {list} or len(set(map(len, columns))) > 1:
         raise ValueError(f"the op columns {', '.join(OP_COLUMNS)} are lists of one length")
-    if len(columns[0]) > MAX_OPS:
-        raise ValueError(f"{len(columns[0])} ops in a run; a baseline holds at most {MAX_OPS}")
     # each column at once: a store holds hundreds of thousands of ops
     names, phases, medians = ops["name"], ops["phase"], ops["median_ns"]
     if not set(map(type, names)) <= {str} or not set(map(type, phases)) <= {str, type(None)}:
@@ -414,7 +344,6 @@ def _parse_run(data: Any) -> BaselineRun:
     def label(i: int) -> str:
         return ("wall_ns", "op_time_ns")[i] if i < 2 else f"samples of {names[i - 2]!r}"
 
-    _check_lengths([wall, op_time, *ops["samples_ns"]], label)
     _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
     _check_numbers([wall, op_time, *ops["samples_ns"]], label)
     meta = _check_meta(data.get("meta", {}))
@@ -433,28 +362,9 @@ def _parse_run(data: Any) -> BaselineRun:
 
 
 #: What every refusal of a stored file advises.
-FIX = ("; delete it, or rerun with --opprof-update-baseline "
-        "(opprof baseline update) to write a new one")
+FIX = ("delete it, or rerun with --opprof-update-baseline "
+       "(opprof baseline update) to write a new one")
+#: How a stored baseline is read (the one parse path): ``READER.parse(text, path)``.
+READER = jsontext.Reader(Baseline.from_dict, "baseline", FIX, BaselineError)
 
-
-def check_values(commas: int, path: Path | str) -> None:
-    """Refuse a file of more values than a baseline holds before it is parsed: tens of
-    millions of numbers would become tens of millions of Python objects."""
-    if commas > MAX_VALUES:
-        raise BaselineError(f"{path}: holds more values than a baseline can ({MAX_RUNS} "
-                            f"runs of {MAX_OPS} ops, {MAX_TOTAL_SAMPLES} samples){FIX}")
-
-
-def parse(text: str, path: Path | str) -> Baseline:
-    if not text.strip():
-        raise BaselineError(f"{path}: empty file{FIX}")
-    check_values(text.count(","), path)
-    try:
-        data = jsontext.loads(text)
-    except jsontext.JSONProblem as exc:
-        raise BaselineError(f"{path}: {exc}{FIX}") from None
-    try:
-        return Baseline.from_dict(data, str(path))
-    except BaselineError as exc:
-        raise BaselineError(f"{exc}{FIX}") from None
 

@@ -1,36 +1,66 @@
-"""The one way a file's text becomes JSON data: a baseline, a results file, a profile, a
-worker's or a child's records. Whatever stops the text being JSON is one
-:class:`JSONProblem` line (its reader adds the file and what to do), never a traceback:
-bytes that are not UTF-8, text that is not JSON, nesting deeper than Python's recursion
-limit, or an integer of more digits than Python converts (``int`` refuses 4,300 and more:
-a ``ValueError`` that is no ``JSONDecodeError``).
+"""The one parse path: how every file pytest-opprof reads, and every answer a child
+gives it, becomes data (a baseline, a results file, a child's or a worker's records, an
+instruction child's share, another interpreter's answer).
+
+The threat model (docs/reliability.md): what is read was written by this package, git
+or the user, and is trusted; what happens to it is damage (cut short, merge-conflicted,
+another version's, flipped bytes, two writers). So there is one path and one error
+path: :meth:`Reader.parse` turns the text into JSON data and hands it to the reader's own
+``check``, which builds the typed object or raises; whatever stops either (not UTF-8,
+not JSON, a field missing, a number out of range, a shape that does not add up) is one
+line, ``WHERE: what is wrong; what to do``, never a traceback. Files are read with one
+bound on their size (:data:`MAX_BYTES`, ``store.files.read_json``) and the same path.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from ..errors import OpprofError
 
+#: The most bytes of one file that are read (a results file of thousands of tests is
+#: tens of MB); the writers of baselines and results files stay within it.
+MAX_BYTES = 512 * 2**20
 
-class JSONProblem(OpprofError):
-    """Text that is not JSON data; the message says why, without the file's name."""
+T = TypeVar("T")
 
 
-def loads(text: str | bytes) -> Any:
-    """``text`` (or UTF-8 bytes) as JSON data; :class:`JSONProblem` when it is none."""
-    if isinstance(text, bytes):
+class Unreadable(OpprofError):
+    """What was read cannot be used: ``WHERE: what is wrong; what to do``, one line."""
+
+
+@dataclass(frozen=True)
+class Reader(Generic[T]):
+    """How one kind of data is read: ``check`` builds it from JSON data (or raises),
+    ``what`` names it, ``fix`` says what to do when it cannot be read, ``error`` is
+    the class of that one line."""
+
+    check: Callable[[Any], T]
+    what: str = "data"
+    fix: str = ""
+    error: type[OpprofError] = Unreadable
+
+    def parse(self, text: str | bytes, where: str) -> T:
+        """``check(data)`` of the JSON ``text`` (UTF-8 when bytes), or the one line
+        naming ``where``, what is wrong and what to do."""
         try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise JSONProblem(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise JSONProblem(f"not JSON ({exc})") from None
-    except RecursionError:
-        raise JSONProblem("not JSON (nested too deeply)") from None
-    except ValueError:  # int() of more digits than sys.get_int_max_str_digits()
-        raise JSONProblem("holds an integer of thousands of digits, which no count or time "
-                          "is") from None
+            data = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, too long
+            raise self.refusal(where, "empty" if not text.strip() else (
+                f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+                if isinstance(exc, UnicodeDecodeError) else f"not JSON ({exc})")) from None
+        try:
+            return self.check(data)
+        except OpprofError as exc:
+            raise self.refusal(where, str(exc)) from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+                RecursionError) as exc:
+            raise self.refusal(where, f"malformed {self.what} ({type(exc).__name__}: "
+                                      f"{exc})") from None
+
+    def refusal(self, where: str, problem: str) -> OpprofError:
+        """The one line: ``WHERE: what is wrong; what to do``."""
+        return self.error(f"{where}: {problem}" + (f"; {self.fix}" if self.fix else ""))

@@ -6,7 +6,7 @@ when the gate did not look at the test). Every surface (the terminal report,
 records only, so that under xdist a worker sends its records to the controller
 (``config.workeroutput``) and the controller reports every test exactly once, from the
 same typed objects, and a child process that pytest-opprof starts writes its records to
-``--opprof-profile-out`` (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
+its launcher's folder (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
 renderers read records, not the reverse.
 """
 
@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import OpprofError
 from . import jsontext
 from .profile import Profile
 from .verdict import TestResult
@@ -48,14 +47,11 @@ class TestRecord:
 
     @classmethod
     def from_dict(cls, data: Any) -> TestRecord:
-        """A record as :meth:`to_dict` wrote it; OpprofError (one line) if it is not one."""
-        if not isinstance(data, dict) or "result" not in data:
-            raise OpprofError("not a test record")
-        profile = Profile.from_dict(data.get("profile"))
-        result = data["result"]
-        passed = data.get(PASSED_KEY, True)
+        """A record as :meth:`to_dict` wrote it (the check of the one parse path)."""
+        profile = Profile.from_dict(data["profile"])
+        result, passed = data["result"], data.get(PASSED_KEY, True)
         if not isinstance(passed, bool):
-            raise OpprofError(f"malformed test record: {PASSED_KEY!r} is not true or false")
+            raise TypeError(f"{PASSED_KEY!r} is not true or false")
         return cls(profile, None if result is None else TestResult.from_dict(result, profile),
                    passed)
 
@@ -64,13 +60,18 @@ def dumps(records: list[TestRecord]) -> str:
     return json.dumps([r.to_dict() for r in records])
 
 
-def loads(text: str) -> list[TestRecord]:
+def loads(text: str | bytes, where: str = "a worker's records") -> list[TestRecord]:
     """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
-    ``--opprof-profile-out`` file); OpprofError if they cannot be read."""
-    try:
-        data = jsontext.loads(text)
-    except jsontext.JSONProblem as exc:
-        raise OpprofError(f"a worker's records: {exc}") from None
+    records file), through the one parse path: one OpprofError line
+    naming ``where`` when they cannot be read."""
+    return READER.parse(text, where)
+
+
+def _from_list(data: Any) -> list[TestRecord]:
     if not isinstance(data, list):
-        raise OpprofError("a worker's records are not a list")
+        raise TypeError("records are not a list")
     return [TestRecord.from_dict(d) for d in data]
+
+
+#: How records are read (the one parse path), from a text or a file.
+READER = jsontext.Reader(_from_list, "records", "run the tests again")

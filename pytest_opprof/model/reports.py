@@ -18,9 +18,6 @@ from .words import word
 
 #: The results file's schema (pytest_opprof/schemas/results-1.schema.json).
 RESULTS_SCHEMA = "pytest-opprof/results/1"
-#: The largest results file read or written (1,000 ops over 1,000 iterations: about
-#: 20 MB).
-RESULTS_MAX_BYTES = 512 * 2**20
 #: An op's word over budget (its OpStatus says how it compared with the baseline).
 OVER_BUDGET = "over_budget"
 

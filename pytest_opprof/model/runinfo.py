@@ -54,18 +54,14 @@ class RunInfo:
         info = pytest_benchmark_generate_machine_info()  # type: ignore[no-untyped-call]
         return replace(self, benchmark_machine_info=info)
 
-    def machine_dict(self) -> dict[str, Any]:
-        """The results file's ``machine`` object: key, backend, device, the versions
-        (flat, as schema results/1 has them) and pytest-benchmark's machine info."""
-        return {"key": self.machine, "backend": self.backend, "device": self.device,
-                **self.versions, "benchmark_machine_info": dict(self.benchmark_machine_info)}
-
-    def run_dict(self) -> dict[str, Any]:
-        """The results file's ``run`` object."""
-        return {"date": self.date, "commit": None if self.commit is None else dict(self.commit)}
-
     def to_dict(self) -> dict[str, Any]:
-        return {"machine": self.machine_dict(), "run": self.run_dict()}
+        """The results file's ``machine`` object (key, backend, device, the versions, flat
+        as schema results/1 has them, and pytest-benchmark's machine info) and ``run``."""
+        return {"machine": {"key": self.machine, "backend": self.backend, "device": self.device,
+                            **self.versions,
+                            "benchmark_machine_info": dict(self.benchmark_machine_info)},
+                "run": {"date": self.date,
+                        "commit": None if self.commit is None else dict(self.commit)}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:

@@ -121,7 +121,7 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
         lines += ["  steps:", *(f"    {line}" for line in steps)]
     elif len(test.runs) < 2 * MIN_SEGMENT:
         lines.append(f"  no step can be found in fewer than {2 * MIN_SEGMENT} runs: grow the "
-                     "history with pytest --opprof-append-baseline")
+                     "history with pytest --opprof-update-baseline=append")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
     unit = history_unit(test)

@@ -157,9 +157,9 @@ def failure_text(result: TestResult) -> str:
         unit = result.profile.unit
         heads = {
             OpStatus.REGRESSED: f"op(s) regressed{measure} against {where}",
-            OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict-ops)",
+            OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict=ops)",
             OpStatus.MISSING: "op(s) of the baseline missing from this run (failing "
-                              "under --opprof-strict-ops)",
+                              "under --opprof-strict=ops)",
         }
         for status, ops in result.at_fault_by_verdict().items():
             lines.append(f"opprof: {len(ops)} {heads[status]}:")

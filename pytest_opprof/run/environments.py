@@ -10,7 +10,6 @@ version, numpy's BLAS from numpy's build configuration, and the CUDA runtime CuP
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -25,6 +24,7 @@ from urllib.parse import unquote
 
 from .._version import __version__
 from ..errors import OpprofError
+from ..model import jsontext
 from ..model.comparison import Environment
 from ..model.words import display_name
 from .launcher import last_line, run_command
@@ -144,11 +144,10 @@ def _answer(output: str) -> dict[str, Any] | None:
     for line in reversed(output.splitlines()):
         if line.startswith(MARK):
             try:
-                data = json.loads(line[len(MARK):])
-            except (ValueError, RecursionError):
+                data = jsontext.Reader(dict).parse(line[len(MARK):], "the probe's answer")
+            except jsontext.Unreadable:
                 return None
-            return data if isinstance(data, dict) and isinstance(data.get("packages"),
-                                                                 dict) else None
+            return data if isinstance(data.get("packages"), dict) else None
     return None
 
 
@@ -178,10 +177,11 @@ def local_source(dist: metadata.Distribution) -> tuple[str, bool] | None:
     """The folder a distribution was installed from and whether in editable mode, as
     its ``direct_url.json`` says; None when it came from elsewhere (an index, a file)."""
     try:
-        data = json.loads(dist.read_text("direct_url.json") or "null")
-    except (ValueError, OSError, UnicodeDecodeError, RecursionError):
+        data = jsontext.Reader(dict).parse(dist.read_text("direct_url.json") or "null",
+                                           "direct_url.json")
+    except (jsontext.Unreadable, OSError, UnicodeDecodeError):
         return None
-    url = str(data.get("url", "")) if isinstance(data, dict) else ""
+    url = str(data.get("url", ""))
     if not url.startswith("file://"):
         return None
     info = data.get("dir_info")

@@ -47,7 +47,6 @@ from .rerun import profiling, selection_free
 
 if TYPE_CHECKING:
     from ..model.profile import Profile
-    from ..model.records import TestRecord
 
 #: The oldest valgrind this measure is tested with (Debian 11's is 3.16).
 MIN_VALGRIND = (3, 16)
@@ -143,15 +142,15 @@ def conditions() -> dict[str, str | int | None]:
     import numpy as np
 
     env = {**os.environ, **child_environment()}
-    from ..model.conditions import THREAD_VARIABLES, recorded
+    from ..model.conditions import THREAD_VARIABLES
 
-    return recorded({
+    return {
         "backend": "cpu", "measure": "instructions",
         "device": DEVICE,
         "valgrind": version_text(valgrind_version()), "architecture": platform.machine(),
         "python": platform.python_version(), "numpy": np.__version__, "blas": _blas(),
         "PYTHONHASHSEED": env.get("PYTHONHASHSEED"),
-        **{name: env.get(name) for name in THREAD_VARIABLES}})
+        **{name: env.get(name) for name in THREAD_VARIABLES}}
 
 
 def _blas() -> str:
@@ -217,25 +216,30 @@ class Share:
     seconds: float = 0.0
 
     def to_json(self) -> str:
-        from ..model.records import dumps
-
-        records = [_record(p) for p in self.profiles.values()]
         return json.dumps({"problem": self.problem, "missing": self.missing,
-                           "seconds": self.seconds, "records": dumps(records)})
+                           "seconds": self.seconds,
+                           "profiles": [p.to_dict() for p in self.profiles.values()]})
 
     @classmethod
-    def from_json(cls, text: str) -> Share:
-        from ..model.records import loads
+    def read(cls, path: Path) -> Share:
+        """A worker's share as :meth:`to_json` wrote it, through the one parse path; when
+        it cannot be read, a share whose problem is the parse path's one line."""
+        from ..model.jsontext import Reader
+        from ..store.files import read_json
 
-        data = json.loads(text)
-        return cls({r.nodeid: r.profile for r in loads(data["records"])},
-                   str(data["problem"]), dict(data["missing"]), float(data["seconds"]))
+        try:
+            return read_json(path, Reader(cls._from_dict, "share", "run the tests again"))
+        except OpprofError as exc:
+            return cls(problem=str(exc))
 
+    @classmethod
+    def _from_dict(cls, data: Any) -> Share:
+        from ..model.profile import Profile
 
-def _record(profile: Profile) -> TestRecord:
-    from ..model.records import TestRecord
-
-    return TestRecord(profile, None, True)
+        profiles = [Profile.from_dict(p) for p in data["profiles"]]
+        return cls({p.nodeid: p for p in profiles}, str(data["problem"]),
+                   {str(k): str(v) for k, v in data["missing"].items()},
+                   float(data["seconds"]))
 
 
 def profiled(items: Iterable[pytest.Item]) -> list[str]:
@@ -278,9 +282,9 @@ class Counting:
                 + (f"; {self.share.problem}" if self.share.problem else ""))
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
-            from ..store.files import atomic_write
+            from ..store.files import replace_all
 
-            atomic_write(self.folder / f"share-{self.worker}.json", self.share.to_json())
+            replace_all([(self.folder / f"share-{self.worker}.json", self.share.to_json())])
 
     def profile(self, nodeid: str) -> tuple[Profile | None, str]:
         """The test's counted profile, or None and why there is none."""
@@ -306,12 +310,7 @@ class Counting:
         deadline = time.monotonic() + child_timeout(len(self._index))
         while not path.exists() and time.monotonic() < deadline:
             time.sleep(POLL_S)
-        found: Share | None
-        try:
-            found = Share.from_json(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, TypeError, OpprofError):
-            found = None  # said for every test of that worker, waited for once
-        self.others[shard] = found
+        self.others[shard] = found = Share.read(path)  # its problem said for each of its tests
         return found
 
 

@@ -1,19 +1,13 @@
 """The one way pytest-opprof runs pytest in a child process, and the one way back.
 
-:func:`run_pytest` starts ``python -m pytest ARGS`` in a given folder with given
-changes to the environment, in a process group of its own, and either passes its
-output on as it comes (``echo=True``: ``opprof baseline update``) or keeps it (the
-confirmation re-run, ``opprof compare``). It returns a :class:`ChildResult`: the exit
-code, the last line that says what went wrong (:func:`last_line`) and, when asked
-(``records=True``), the child's typed :class:`~pytest_opprof.model.records.TestRecord`
-objects, which the child writes with ``--opprof-profile-out`` to a file named here:
-no results file, no pytest-benchmark machine info, nothing rendered.
-
-Ctrl-C and SIGTERM to this process end the child's whole group (pytest and whatever
-it started: xdist workers), wait for it, then raise KeyboardInterrupt
-(:class:`Terminated` for SIGTERM) to the caller. The child has a group of its own so
-that a signal meant for it reaches every process it started, and one meant for this
-process is not also delivered to the child half way through its write.
+:func:`run_pytest` starts ``python -m pytest ARGS`` in a process group of its own, its
+output passed on (``opprof baseline update``) or kept (the re-run, ``opprof compare``),
+and returns a :class:`ChildResult`: the exit code, what went wrong (:func:`last_line`)
+and, with ``records=True``, the typed records and failed tests the child wrote into a
+folder named here (:mod:`.child`). Ctrl-C and SIGTERM here end the child's whole group
+(pytest and what it started: xdist workers), wait for it, then raise KeyboardInterrupt
+(:class:`Terminated` for SIGTERM); a signal meant for this process is not also delivered
+to the child half way through its write.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import OpprofError
 from ..signals import deferred, held
 
 if TYPE_CHECKING:
@@ -44,10 +37,8 @@ if TYPE_CHECKING:
 TAIL_LINES = 20
 #: How long a child group has to end after SIGTERM before it is killed.
 GRACE_S = 5.0
-#: The plugin asked for by name (its entry point), first: a ``-p no:opprof`` in the
-#: user's addopts (the plugin off for plain runs) does not turn it off in the processes
-#: pytest-opprof starts, nor in the commands' own reading of the configuration; a
-#: ``-p no:opprof`` on the command line still does (it comes later).
+#: The plugin asked for by name, first: a ``-p no:opprof`` in the user's addopts does not
+#: turn it off in the processes pytest-opprof starts (one on the command line still does).
 PLUGIN_ARGS = ("-p", "opprof")
 
 
@@ -109,7 +100,8 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     while the block runs, so that child processes are stopped and temporary folders
     removed (by default SIGTERM ends Python at once, cleaning nothing). Off the main
     thread, or where a handler other than the default is set, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         yield
         return
 
@@ -123,39 +115,20 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-@contextlib.contextmanager
-def _sigterm_unless_handled() -> Iterator[None]:
-    """:func:`sigterm_as_ctrl_c` where SIGTERM still has its default action (a handler
-    set by the caller, the ``opprof`` command's own, is left in place)."""
-    on_main = threading.current_thread() is threading.main_thread()
-    if on_main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        with sigterm_as_ctrl_c():
-            yield
-    else:
-        yield
-
-
 @dataclass(frozen=True)
 class ChildResult:
     """What a child pytest process did."""
 
-    #: Its exit status (pytest's ExitCode; negative: ended by that signal).
-    code: int
-    #: What it said last (:func:`last_line`): its argparse error, else its last line.
-    last: str
-    #: Its output (stdout and stderr together); empty when it was passed on.
-    output: str = ""
-    #: Its records, when asked for and written; None when it wrote none.
+    code: int  # pytest's ExitCode; negative: ended by that signal
+    last: str  # what it said last (:func:`last_line`)
+    output: str = ""  # stdout and stderr together; empty when it was passed on
+    #: With ``records``: its records (None: it wrote none), why they could not be read,
+    #: and the tests that failed (node id -> pytest's one line).
     records: tuple[TestRecord, ...] | None = None
-    #: Why its records could not be read (one line); empty when they were, or none was asked.
     records_problem: str = ""
-    #: Whether it ran past its timeout (and was ended).
-    timed_out: bool = False
-    #: The tests that failed (setup, call or teardown; or their file's collection), by
-    #: node id, with pytest's one line; asked with ``records`` only.
+    timed_out: bool = False  # it ran past its timeout, and was ended
     failed: Mapping[str, str] = field(default_factory=dict)
-    #: What stopped pytest before any test ran, when its output says
-    #: (:func:`startup_error`: a conftest that cannot be imported, a collection error).
+    #: What stopped pytest before any test ran (:func:`startup_error`), if its output says.
     startup: str | None = None
 
 
@@ -171,45 +144,32 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                wrapper: Sequence[str] = (), python: str | None = None) -> ChildResult:
     """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
     process group of its own; its output passed on as it comes (``echo``) or kept.
-    With ``records``, ``--opprof-profile-out=FILE`` is added (FILE a temporary file
-    named here) and the child's records are read back, with the tests that failed
-    (:mod:`pytest_opprof.run.outcomes`). ``timeout`` (seconds; output kept only) ends
-    the child's group when it runs longer. ``python``: the interpreter (another
-    environment's, ``opprof compare --base-python``); this one by default. OSError when
-    it cannot be started."""
+    With ``records``, the child plugin is loaded and given a temporary folder, and the
+    child's records and failed tests are read back from it. ``timeout`` (seconds;
+    output kept only) ends the child's group when it runs longer. ``python``: the
+    interpreter (another environment's, ``opprof compare --base-python``); this one by
+    default. OSError when it cannot be started."""
+    from .child import read as read_child
+    from .options import CHILD_PLUGIN, CHILD_VARIABLE
+
     with deferred():  # the folder made and known, or not made
-        tmp = tempfile.mkdtemp(prefix="opprof-child-")
+        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-"))
     try:
-        return _run_pytest_in(Path(tmp), args, cwd=cwd, env=env, echo=echo, records=records,
-                              timeout=timeout, wrapper=wrapper, python=python)
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        if records:
+            args, environment[CHILD_VARIABLE] = ["-p", CHILD_PLUGIN, *args], str(tmp)
+        code, output, timed_out = run_group([*wrapper, *pytest_command(args, python)],
+                                            cwd=cwd, env=environment, echo=echo,
+                                            timeout=timeout)
+        last, startup = last_line(output), startup_error(output)
+        output = "" if echo else output
+        if not records or timed_out:
+            return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
+        found, problem, failed = read_child(tmp)
+        return ChildResult(code, last, output, found, problem, failed=failed, startup=startup)
     finally:
         with deferred():  # removed whole: a second Ctrl-C is delivered after
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _run_pytest_in(tmp: Path, args: Sequence[str], *, cwd: Path | str | None,
-                   env: Mapping[str, str] | None, echo: bool, records: bool,
-                   timeout: float | None, wrapper: Sequence[str],
-                   python: str | None) -> ChildResult:
-    from .outcomes import OUTCOMES_VARIABLE, PLUGIN
-    from .outcomes import read as read_outcomes
-
-    out, outcomes = Path(tmp, "records.json"), Path(tmp, "outcomes.json")
-    asked = ["-p", PLUGIN, *args, f"--opprof-profile-out={out}"] if records else args
-    command = [*wrapper, *pytest_command(asked, python)]
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    if records:
-        environment[OUTCOMES_VARIABLE] = str(outcomes)
-    code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
-                                        timeout=timeout)
-    last, startup = last_line(output), startup_error(output)
-    if echo:
-        output = ""
-    if not records or timed_out:
-        return ChildResult(code, last, output, timed_out=timed_out, startup=startup)
-    found, problem = read_records(out)
-    return ChildResult(code, last, output, found, problem,
-                       failed=read_outcomes(outcomes), startup=startup)
 
 
 def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
@@ -229,14 +189,16 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
               echo: bool, timeout: float | None) -> tuple[int, str, bool]:
     """``command`` in a new process group: (exit status, output, whether it timed out).
     A signal that arrives while it starts is held until its pid is known, so that the
-    group is always ended: nothing it started is left running."""
+    group is always ended: nothing it started is left running. A child whose output is
+    kept reads no input (``--pdb`` cannot stop it for a person who does not see it)."""
     proc: subprocess.Popen[str] | None = None
-    with _sigterm_unless_handled():
+    with sigterm_as_ctrl_c():
         try:
             with deferred():  # the pid, the group's id, known before Ctrl-C can act
                 proc = subprocess.Popen(command, cwd=cwd, env=env, text=True,
                                         errors="replace", stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        stdin=None if echo else subprocess.DEVNULL)
             output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
         except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
             if proc is not None:
@@ -341,19 +303,3 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
-
-def read_records(path: Path) -> tuple[tuple[TestRecord, ...] | None, str]:
-    """The records a child wrote to ``path``: (None, "") when it wrote none, (None,
-    the reason) when they cannot be read."""
-    from ..model.records import loads
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, ""
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{path}: cannot read the child's records ({exc})"
-    try:
-        return tuple(loads(text)), ""
-    except OpprofError as exc:
-        return None, f"{path}: {exc}"

@@ -1,7 +1,8 @@
 """Flags, their ini twins and the marker, resolved once into frozen settings.
 
 Precedence: the per-test marker, then the command line, then the ini file,
-then the defaults below.
+then the defaults below. The output flags come from the output registry
+(:data:`pytest_opprof.run.outputs.RUN_OUTPUTS`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from .._extras import install
 from ..errors import OpprofError
 from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE, default_tolerance
 from ..measure.timers import BACKENDS, MEASURE_CHOICES
+from . import outputs
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
@@ -28,13 +31,17 @@ DEFAULT_SKIP = 1
 DEFAULT_ITERATIONS = 20
 DEFAULT_BACKEND = "auto"
 DEFAULT_MEASURE = "auto"
-#: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
-DEFAULT_TOLERANCE = TOLERANCE
 DEFAULT_BASELINE_DIR = ".opprof"
 #: The most iterations a test may run or skip: beyond it a value is a typo, not a plan.
 MAX_ITERATIONS = 1_000_000
 #: The longest shown excerpt of a bad value in an error line.
 SHOWN_CHARS = 60
+#: Set by pytest-opprof for the pytest processes it starts: a child's folder (read where
+#: the child plugin, :mod:`.child`, is loaded) and the batch of an update's runs.
+CHILD_VARIABLE = "PYTEST_OPPROF_CHILD"
+CHILD_PLUGIN = "pytest_opprof.run.child"
+CHILD_RECORDS = "records.json"
+BATCH_VARIABLE = "PYTEST_OPPROF_BATCH"
 
 HELP_VERBOSITY = (
     "opprof report: 0 none (profiles are still taken), 1 forward/backward time per "
@@ -42,7 +49,7 @@ HELP_VERBOSITY = (
     f"(default {DEFAULT_VERBOSITY})"
 )
 HELP_SKIP = ("leave the first N iterations of each profiled test out of every figure "
-             f"(default {DEFAULT_SKIP})")
+             f"(default {DEFAULT_SKIP}; gpu_profiler.iterations(n, skip=k) sets it in code)")
 HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the call nor "
                    f"the marker gives a number (default {DEFAULT_ITERATIONS})")
 HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
@@ -59,71 +66,50 @@ HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELIN
                      "rootdir); one folder per machine key")
 HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
                     "e.g. 'cpu-AMD EPYC (2 cores)'); set one name for a fleet of identical runners")
-HELP_UPDATE = "write the baselines of the profiled tests that ran and passed, instead of gating"
-HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored runs (the last "
-               "20 are kept) instead of replacing them: a history that learns how the "
-               "machine varies over time (for main-branch CI)")
-HELP_BATCH = ("runs of one baseline update share this id and are kept together "
-              "(set by opprof baseline update --runs N)")
+HELP_UPDATE = ("write the baselines of the profiled tests that ran and passed, instead of "
+               "gating: replace (the default) the stored runs, or append this run to them "
+               "(the last 20 are kept: a history of how the machine varies, for main-branch CI)")
 HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
-                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%, "
+                  f"fraction or percentage (default {TOLERANCE:.0%}%, "
                   f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
-HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
-HELP_STRICT_RUN = ("fail the session (exit code 1) when a gated test could not be judged: no "
-                   "baseline on this machine, other run conditions than its baseline's, an "
-                   "absurd drift, no counted iteration, no op compared, gpu_profiler used "
-                   "without iterations(); the tests' own outcomes stay as they are, and the "
-                   "summary names each such test (for CI)")
-HELP_STRICT_EFFECT = ("fail the session also when a test's gate could see only slowdowns "
-                      "beyond PCT for its median op (its 'could only see slowdowns over' "
-                      "line), e.g. 25%%; turns --opprof-strict on")
-HELP_JSON = "write every profiled test's result (profile, verdicts, machine) to this JSON file"
+HELP_STRICT = ("a comma list: ops (new or missing ops fail their test), unjudged (fail the "
+               "session, exit code 1, when a gated test could not be judged: no baseline on "
+               "this machine, other run conditions, an absurd drift, nothing counted; the "
+               "tests' own outcomes stand and the summary names each: for CI), an effect such "
+               "as 25%% (also fail it when a test's gate could see only slowdowns beyond it; "
+               "implies unjudged); bare: unjudged")
 HELP_NO_CONFIRM = ("fail on the first run's evidence alone, without re-running a test whose "
                    "op looks regressed in a new process to confirm it")
 HELP_NO_GATE = "profile and report only: compare nothing with the baselines"
-HELP_MARKDOWN = ("write a Markdown summary (regressions, improvements, new and missing ops) "
-                 "to PATH, e.g. $GITHUB_STEP_SUMMARY")
-HELP_TRACE = ("write one Chrome trace (Perfetto, chrome://tracing) per profiled test into "
-              "DIR")
-HELP_HTML = "write a self-contained HTML report with charts to PATH (needs matplotlib)"
-HELP_PROFILE_OUT = ("write the records of the profiled tests to this file (used by "
-                    "pytest-opprof's own child processes: re-runs, opprof compare)")
 
 
-def whole_number(what: str, minimum: int, maximum: int = MAX_ITERATIONS) -> Callable[[str], int]:
-    """A parser for a whole number in [minimum, maximum]; its errors name ``what``."""
-    if maximum - minimum > 3:
-        expected = f"a whole number from {minimum} to {maximum}"
-    else:
-        expected = ", ".join(str(v) for v in range(minimum, maximum)) + f" or {maximum}"
+def shown(value: Any) -> str:
+    """``value`` as an error line shows it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}..."
+
+
+def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number from ``lowest`` to ``highest``, else one line
+    naming ``what`` (``why`` says where the bound comes from)."""
+    expected = (f"a whole number from {lowest} to {highest}" if highest - lowest > 3 else
+                ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}") + why
 
     def parse(text: str) -> int:
         try:
-            value = int(str(text).strip())
-        except ValueError:  # also a number past Python's int-string limit
-            value = None
-        if value is None or not minimum <= value <= maximum:
+            value = int(text)
+        except ValueError:
+            value = lowest - 1
+        if not lowest <= value <= highest:
             raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {shown(text)}")
         return value
 
     return parse
 
 
-def shown(value: Any) -> str:
-    """``value`` as an error line may show it: a short repr, whatever it is (an int
-    past the int-string limit has no repr; a long one would flood the line)."""
-    try:
-        text = repr(value)
-    except Exception:  # an int past the limit, or an object with a broken __repr__
-        if isinstance(value, int):
-            return f"an integer of {value.bit_length()} bits"
-        return f"a {type(value).__name__} too large to show"
-    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}..."
-
-
 _verbosity = whole_number("the verbosity", 0, 2)
-_skip = whole_number("the number of skipped iterations", 0)
-_iterations = whole_number("the number of iterations", 1)
+_skip = whole_number("the number of skipped iterations", 0, MAX_ITERATIONS)
+_iterations = whole_number("the number of iterations", 1, MAX_ITERATIONS)
 
 
 def parse_fraction(value: Any, what: str = "the tolerance") -> float:
@@ -152,6 +138,11 @@ def parse_fraction(value: Any, what: str = "the tolerance") -> float:
             f"{what} {shown(value)} is a fraction, {fraction:.0%}: write {fraction:g}% or "
             f"{fraction / 100:g} for {fraction:g} percent (or {fraction:.0%} if that is meant)")
     return fraction
+
+
+def fraction(what: str) -> Callable[[str], float]:
+    """An argparse type: :func:`parse_fraction`, its errors naming ``what``."""
+    return lambda text: parse_fraction(text, what)
 
 
 def _is_number(value: Any) -> bool:
@@ -183,21 +174,48 @@ def parse_duration_ns(value: Any, what: str) -> float:
     return ns
 
 
-def _tolerance(text: str) -> float:
-    return parse_fraction(text)
+_tolerance = fraction("the tolerance")
 
 
-def _strict_effect(text: str) -> float:
-    return parse_fraction(text, "the strict effect")
+@dataclass(frozen=True)
+class Strictness:
+    """``--opprof-strict``: new or missing ops fail their test (``ops``); a gated test
+    that could not be judged fails the session (``unjudged``), and so does one whose gate
+    could see only slowdowns beyond ``effect``."""
+
+    ops: bool = False
+    unjudged: bool = False
+    effect: float | None = None
 
 
-def _yes_no(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"must be true or false, not {shown(text)}")
+def parse_strict(text: str) -> Strictness:
+    """``ops``, ``unjudged`` and an effect such as ``25%`` (implying ``unjudged``),
+    separated by commas."""
+    words = [word.strip() for word in str(text).split(",")]
+    effects = [parse_fraction(w, "the strict effect") for w in words if w[:1] in _DIGITS]
+    for word in words:
+        if word not in ("ops", "unjudged") and word[:1] not in _DIGITS:
+            raise argparse.ArgumentTypeError(
+                f"{shown(word)} is not ops, unjudged or an effect such as 25%{_path(word)}")
+    if len(effects) > 1:
+        raise argparse.ArgumentTypeError(f"{shown(text)} gives {len(effects)} effects; give one")
+    effect = effects[0] if effects else None
+    return Strictness("ops" in words, "unjudged" in words or effect is not None, effect)
+
+
+_DIGITS = tuple("0123456789.")
+
+
+def _path(word: str) -> str:
+    """What to do when a flag's optional value swallowed a test path."""
+    exists = bool(word) and os.path.exists(word.split("::")[0])
+    return " (put a test path before this flag)" if exists else ""
+
+
+def _update_mode(text: str) -> str:
+    if text not in ("replace", "append"):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not replace or append{_path(text)}")
+    return text
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -210,96 +228,59 @@ def add_options(parser: pytest.Parser) -> None:
                     help=HELP_MEASURE)
     group.addoption("--opprof-baseline-dir", default=None, metavar="DIR", help=HELP_BASELINE_DIR)
     group.addoption("--opprof-machine-key", default=None, metavar="NAME", help=HELP_MACHINE_KEY)
-    group.addoption("--opprof-update-baseline", action="store_true", default=False,
-                    help=HELP_UPDATE)
-    group.addoption("--opprof-append-baseline", action="store_true", default=False,
-                    help=HELP_APPEND)
-    # internal: set by pytest-opprof's own child processes, hidden from --help
-    group.addoption("--opprof-baseline-batch", default="", metavar="ID", help=argparse.SUPPRESS)
+    group.addoption("--opprof-update-baseline", type=_update_mode, nargs="?", const="replace",
+                    default=None, metavar="replace|append", help=HELP_UPDATE)
     group.addoption("--opprof-tolerance", type=_tolerance, default=None, metavar="X",
                     help=HELP_TOLERANCE)
-    group.addoption("--opprof-strict-ops", action="store_true", default=None, help=HELP_STRICT)
-    group.addoption("--opprof-strict", action="store_true", default=None,
-                    help=HELP_STRICT_RUN)
-    group.addoption("--opprof-strict-effect", type=_strict_effect, default=None,
-                    metavar="PCT", help=HELP_STRICT_EFFECT)
-    group.addoption("--opprof-json", default=None, metavar="PATH", help=HELP_JSON)
-    group.addoption("--opprof-markdown", default=None, metavar="PATH", help=HELP_MARKDOWN)
-    group.addoption("--opprof-trace", default=None, metavar="DIR", help=HELP_TRACE)
-    group.addoption("--opprof-html", default=None, metavar="PATH", help=HELP_HTML)
+    group.addoption("--opprof-strict", type=parse_strict, nargs="?", const=Strictness(
+        unjudged=True), default=None, metavar="ops,unjudged,PCT", help=HELP_STRICT)
+    for output in outputs.RUN_OUTPUTS:
+        group.addoption(output.flag, default=None, metavar=output.metavar, help=output.help)
     group.addoption("--opprof-no-confirm", action="store_true", default=False,
                     help=HELP_NO_CONFIRM)
     group.addoption("--opprof-no-gate", action="store_true", default=False, help=HELP_NO_GATE)
-    group.addoption("--opprof-profile-out", default=None, metavar="PATH",
-                    help=argparse.SUPPRESS)  # internal, as --opprof-baseline-batch
     for name, text in INI_VALUES.items():
         # argparse %-formats a flag's help ("5%%" prints "5%"); an ini value's is printed raw
         parser.addini(name, text.replace("%%", "%"), default="")
 
 
 #: The ini values, each the twin of a flag: name -> help.
-INI_VALUES = {
-    "opprof_verbosity": HELP_VERBOSITY,
-    "opprof_skip": HELP_SKIP,
-    "opprof_iterations": HELP_ITERATIONS,
-    "opprof_backend": HELP_BACKEND,
-    "opprof_measure": HELP_MEASURE,
-    "opprof_baseline_dir": HELP_BASELINE_DIR,
-    "opprof_machine_key": HELP_MACHINE_KEY,
-    "opprof_tolerance": HELP_TOLERANCE,
-    "opprof_strict_ops": HELP_STRICT,
-    "opprof_strict": HELP_STRICT_RUN,
-    "opprof_strict_effect": HELP_STRICT_EFFECT,
-}
+INI_VALUES = {"opprof_verbosity": HELP_VERBOSITY, "opprof_skip": HELP_SKIP,
+              "opprof_iterations": HELP_ITERATIONS, "opprof_backend": HELP_BACKEND,
+              "opprof_measure": HELP_MEASURE, "opprof_baseline_dir": HELP_BASELINE_DIR,
+              "opprof_machine_key": HELP_MACHINE_KEY, "opprof_tolerance": HELP_TOLERANCE,
+              "opprof_strict": HELP_STRICT}
 
 
 def requested(config: pytest.Config) -> bool:
     """Whether this run asks for opprof: an ``--opprof-*`` flag or an ``opprof_*`` ini
-    value is set. If not, the plugin stays inert until a test uses its fixture."""
-    flags = vars(config.option)
-    if any(name.startswith("opprof_") and value not in (None, False, "")
-           for name, value in flags.items()):
-        return True
-    return any(str(config.getini(name) or "").strip() for name in INI_VALUES)
+    value is set, or it is a child of pytest-opprof's (whose records are asked for). If
+    not, the plugin stays inert until a test uses its fixture."""
+    return any(name.startswith("opprof_") and value not in (None, False, "")
+               for name, value in vars(config.option).items()) \
+        or any(str(config.getini(name) or "").strip() for name in INI_VALUES) \
+        or config.pluginmanager.has_plugin(CHILD_PLUGIN)
 
 
-#: Flags that contradict each other: (flag, flag, why). Only flags: an ini value is a
-#: project's standing default, which a flag may override.
+#: Flags that contradict each other: (flag, flag, why). Only flags typed on the command
+#: line: an ini value or ``addopts`` is a project's standing default, which a flag may
+#: override (``--opprof-no-gate`` turns a standing ``--opprof-strict`` off).
 CONFLICTS = (
-    ("opprof_update_baseline", "opprof_no_gate",
+    ("--opprof-update-baseline", "--opprof-no-gate",
      "updating baselines is the gate's work; drop one of them"),
-    ("opprof_append_baseline", "opprof_no_gate",
-     "updating baselines is the gate's work; drop one of them"),
-    ("opprof_update_baseline", "opprof_append_baseline",
-     "--opprof-append-baseline already updates (adding a run); give one of them"),
-    ("opprof_no_gate", "opprof_strict_ops",
-     "strict ops are a gate rule and the gate is off; drop one of them"),
-    ("opprof_no_gate", "opprof_tolerance",
+    ("--opprof-no-gate", "--opprof-strict",
+     "strict mode is about what the gate judged and the gate is off; drop one of them"),
+    ("--opprof-no-gate", "--opprof-tolerance",
      "the tolerance is the gate's and the gate is off; drop one of them"),
-    ("opprof_no_gate", "opprof_strict",
-     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
-     "of them"),
-    ("opprof_no_gate", "opprof_strict_effect",
-     "strict mode fails the tests the gate could not judge and the gate is off; drop one "
-     "of them"),
 )
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def refuse_conflicts(config: pytest.Config) -> None:
-    """One usage error line for the first pair of given flags that contradict."""
-    given = {name for name, value in vars(config.option).items()
-             if name.startswith("opprof_") and value not in (None, False, "")}
+    """One usage error line for the first pair of typed flags that contradict."""
+    typed = {str(arg).split("=", 1)[0] for arg in config.invocation_params.args}
     for first, second, why in CONFLICTS:
-        if first in given and second in given:
-            raise pytest.UsageError(f"{_flag(first)} and {_flag(second)} contradict: {why}")
-    if "opprof_baseline_batch" in given and not given & {"opprof_update_baseline",
-                                                          "opprof_append_baseline"}:
-        raise pytest.UsageError("--opprof-baseline-batch names the runs of a baseline update; "
-                                "give it with --opprof-update-baseline")
+        if first in typed and second in typed:
+            raise pytest.UsageError(f"{first} and {second} contradict: {why}")
 
 
 def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], default: Any) -> Any:
@@ -308,10 +289,8 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
     if value is not None:
         return value
     raw = str(config.getini(name) or "").strip()
-    if not raw:
-        return default
     try:
-        return parse(raw)
+        return parse(raw) if raw else default
     except argparse.ArgumentTypeError as exc:
         raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
@@ -333,13 +312,11 @@ def _baseline_dir(config: pytest.Config) -> Path:
     """The flag relative to where pytest was started; the ini value relative to the ini
     file's folder; by default .opprof/ at the rootdir."""
     flag = config.getoption("opprof_baseline_dir", None)
+    raw = str(config.getini("opprof_baseline_dir") or "").strip()
     if flag:
         return Path(config.invocation_params.dir, flag)
-    raw = str(config.getini("opprof_baseline_dir") or "").strip()
-    if raw:
-        base = config.inipath.parent if config.inipath else config.rootpath
-        return Path(base, raw)
-    return Path(config.rootpath, DEFAULT_BASELINE_DIR)
+    return Path(config.inipath.parent if config.inipath and raw else config.rootpath,
+                raw or DEFAULT_BASELINE_DIR)
 
 
 @dataclass(frozen=True)
@@ -354,23 +331,24 @@ class Settings:
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
     #: None: derived from the backend and device once the backend is resolved.
     machine_key: str | None = None
+    #: ``--opprof-update-baseline``; ``append_baseline``: its append mode.
     update_baseline: bool = False
     append_baseline: bool = False
+    #: The runs of one ``opprof baseline update`` share it (:data:`BATCH_VARIABLE`).
     baseline_batch: str = ""
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = TOLERANCE
     #: The tolerance the flag or the ini file gave; None: each measure's default.
     given_tolerance: float | None = None
+    #: ``--opprof-strict``: ``ops``; ``unjudged`` (``strict``) and its effect.
     strict_ops: bool = False
-    #: Fail the session when a gated test could not be judged (``--opprof-strict``), and
-    #: also when its median op's detectable effect is beyond ``strict_effect``.
     strict: bool = False
     strict_effect: float | None = None
-    json_path: Path | None = None
-    markdown_path: Path | None = None
-    trace_dir: Path | None = None
-    html_path: Path | None = None
+    #: The outputs asked for: flag (an entry of ``outputs.RUN_OUTPUTS``) -> path.
+    outputs: Mapping[str, Path] = field(default_factory=dict)
     confirm: bool = True
     gate: bool = True
+    #: Where a child started by pytest-opprof writes its records (:data:`CHILD_VARIABLE`);
+    #: such a child only profiles (its gate is off).
     profile_out: Path | None = None
 
     @property
@@ -379,23 +357,21 @@ class Settings:
         run gates (an update judges nothing; a child that only profiles is not gated)."""
         return self.strict and self.gate and not self.update_baseline
 
-    def tolerance_for(self, measure: str | None) -> float:
+    def tolerance_of_measure(self, measure: str | None) -> float:
         """The tolerance figures of ``measure`` are judged at: the one given, else the
         measure's default (a command reading stored counts under a time session)."""
-        return default_tolerance(measure) if self.given_tolerance is None \
-            else self.given_tolerance
+        given = self.given_tolerance
+        return default_tolerance(measure) if given is None else given
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
-        def path(option: str) -> Path | None:
-            value = config.getoption(option, None)
-            return Path(config.invocation_params.dir, value) if value else None
-
-
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
         measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
         given = _resolve(config, "opprof_tolerance", _tolerance, None)
-        strict_effect = _resolve(config, "opprof_strict_effect", _strict_effect, None)
+        strict = _resolve(config, "opprof_strict", parse_strict, Strictness())
+        update = config.getoption("opprof_update_baseline", None)
+        child = os.environ.get(CHILD_VARIABLE, "") \
+            if config.pluginmanager.has_plugin(CHILD_PLUGIN) else ""
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
@@ -404,23 +380,20 @@ class Settings:
             measure=measure,
             baseline_dir=_baseline_dir(config),
             machine_key=machine_key,
-            update_baseline=bool(config.getoption("opprof_update_baseline", False)
-                                 or config.getoption("opprof_append_baseline", False)),
-            append_baseline=bool(config.getoption("opprof_append_baseline", False)),
-            baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
+            update_baseline=update is not None,
+            append_baseline=update == "append",
+            baseline_batch=os.environ.get(BATCH_VARIABLE, ""),
             tolerance=default_tolerance(measure) if given is None else given,
             given_tolerance=given,
-            strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
-            strict=bool(_resolve(config, "opprof_strict", _yes_no, False)
-                        or strict_effect is not None),
-            strict_effect=strict_effect,
-            json_path=path("opprof_json"),
-            markdown_path=path("opprof_markdown"),
-            trace_dir=path("opprof_trace"),
-            html_path=path("opprof_html"),
+            strict_ops=strict.ops,
+            strict=strict.unjudged,
+            strict_effect=strict.effect,
+            outputs={o.flag: Path(config.invocation_params.dir, path)
+                     for o in outputs.RUN_OUTPUTS
+                     if (path := config.getoption(outputs.dest(o.flag), None))},
             confirm=not config.getoption("opprof_no_confirm", False),
-            gate=not config.getoption("opprof_no_gate", False),
-            profile_out=path("opprof_profile_out"),
+            gate=not (config.getoption("opprof_no_gate", False) or child),  # a child profiles
+            profile_out=Path(child, CHILD_RECORDS) if child else None,
         )
 
 
@@ -433,7 +406,7 @@ class TestSettings:
     skip: int
     iterations: int
     #: The default tolerance and per-op-name exceptions.
-    tolerance: float = DEFAULT_TOLERANCE
+    tolerance: float = TOLERANCE
     tolerances: Mapping[str, float] = field(default_factory=dict)
     #: Absolute budgets: op name -> the most its median may take, in ns.
     budgets: Mapping[str, float] = field(default_factory=dict)
@@ -444,11 +417,9 @@ MARKER_HELP = ("opprof(skip=N, iterations=N, tolerance=X or {op: X}, max_time={o
                "count of gpu_profiler.iterations(), the gate's tolerance (overall or per op) "
                "and absolute per-op time budgets")
 
-_COUNT_ARGS: dict[str, tuple[str, int]] = {
-    # argument: (what it is, its minimum)
-    "skip": ("the number of skipped iterations", 0),
-    "iterations": ("the number of iterations", 1),
-}
+#: The marker's counts: argument -> (what it is, its least value).
+_COUNT_ARGS = {"skip": ("the number of skipped iterations", 0),
+               "iterations": ("the number of iterations", 1)}
 _MARKER_ARGS = (*_COUNT_ARGS, "max_time", "tolerance")
 
 
@@ -457,16 +428,14 @@ def _op_mapping(where: str, key: str, value: Any,
     if not isinstance(value, Mapping) or not value:
         raise OpprofError(f"{where}: {key} must be a non-empty dict of op name to value, "
                           f"not {shown(value)}")
-    parsed = {}
-    for name, item in value.items():
-        if not isinstance(name, str) or not name:
-            raise OpprofError(f"{where}: {key} has an op name {shown(name)}; "
-                              "use op names (strings)")
-        try:
-            parsed[name] = parse(item, f"{key}[{shown(name)}]")
-        except argparse.ArgumentTypeError as exc:
-            raise OpprofError(f"{where}: {exc}") from None
-    return parsed
+    bad = [name for name in value if not isinstance(name, str) or not name]
+    if bad:
+        raise OpprofError(f"{where}: {key} has an op name {shown(bad[0])}; use op names "
+                          "(strings)")
+    try:
+        return {name: parse(item, f"{key}[{shown(name)}]") for name, item in value.items()}
+    except argparse.ArgumentTypeError as exc:
+        raise OpprofError(f"{where}: {exc}") from None
 
 
 def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
@@ -493,18 +462,18 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
 
 
 def _marker_value(where: str, key: str, value: Any) -> Any:
-    if key in _COUNT_ARGS:
-        what, minimum = _COUNT_ARGS[key]
-        if (isinstance(value, bool) or not isinstance(value, int)
-                or not minimum <= value <= MAX_ITERATIONS):
-            raise OpprofError(f"{where}: {key}={shown(value)}: {what} must be a whole "
-                              f"number from {minimum} to {MAX_ITERATIONS}")
-        return value
-    if key == "max_time":
-        return _op_mapping(where, key, value, parse_duration_ns)
-    if isinstance(value, Mapping):  # tolerance per op
-        return _op_mapping(where, key, value, parse_fraction)
     try:
-        return parse_fraction(value, f"tolerance={shown(value)}: the tolerance")
+        if key in _COUNT_ARGS:  # an int: not "10", not 2.0, not True
+            what, lowest = _COUNT_ARGS[key]
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not lowest <= value <= MAX_ITERATIONS:
+                raise argparse.ArgumentTypeError(
+                    f"{what} must be a whole number from {lowest} to {MAX_ITERATIONS}")
+            return value
+        if key == "max_time":
+            return _op_mapping(where, key, value, parse_duration_ns)
+        if isinstance(value, Mapping):  # tolerance per op
+            return _op_mapping(where, key, value, parse_fraction)
+        return parse_fraction(value, "the tolerance")
     except argparse.ArgumentTypeError as exc:
-        raise OpprofError(f"{where}: {exc}") from None
+        raise OpprofError(f"{where}: {key}={shown(value)}: {exc}") from None

@@ -1,11 +1,11 @@
-"""The one writer of the files a run asks for (``--opprof-json``, ``--opprof-markdown``,
-``--opprof-trace``, ``--opprof-html``).
+"""The output registry, and the one writer of the files a run asks for.
 
-Each path is checked when the session starts (:func:`check`), so that a bad path or a
-missing matplotlib is one line before any test runs, not a failure after the whole
-run. At the end, :func:`write_all` renders and writes each file the same way:
-folders made, :func:`~pytest_opprof.store.files.atomic_write` (the umask honoured, a symbolic
-link written through, a special file refused), and an error is one line naming the flag.
+:data:`RUN_OUTPUTS` is the table of a pytest run's outputs: each entry's flag (its option
+and its key in ``Settings.outputs``), help, renderer, one file or a folder, and what it
+needs. Option registration (:mod:`.options`), this writer and the confirmation re-run
+(:mod:`.rerun`, which drops every entry's flag) read it: an output is one entry and its
+renderer. :func:`check` refuses a bad path in one line before any test runs;
+:func:`write_all` renders every output and writes them all or none.
 """
 
 from __future__ import annotations
@@ -13,50 +13,151 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import OpprofError
-from ..render.charts import NEEDS_MATPLOTLIB
-from ..store.files import machine_folders, output_problem, replace_all, write_problem
 
 if TYPE_CHECKING:
     from ..judge.strict import Unjudged
     from ..model.records import TestRecord
+    from ..model.reports import TestReport
     from ..model.runinfo import RunInfo
-    from .options import Settings
 
 #: Where no output may go: devices and process files (``/dev/stdout``, ``/proc/self/fd/1``)
 #: are not files to replace, whatever they reach now.
 SPECIAL_ROOTS = (Path("/dev"), Path("/proc"))
+#: What every baseline file holds near its start (any schema version of it).
+BASELINE_MARK = b'"pytest-opprof/baseline/'
+
+
+@dataclass
+class Results:
+    """What every renderer is given (strict mode's verdict: where it applies)."""
+
+    records: Sequence[TestRecord]
+    run_info: RunInfo
+    strict: list[Unjudged] | None = None
+    strict_effect: float | None = None
+
+    @cached_property
+    def reports(self) -> list[TestReport]:
+        """The one view of each test every report renders, built once for all."""
+        from ..stats.reports import report_of
+
+        return [report_of(r) for r in self.records]
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """One output a pytest run can ask for: an entry of :data:`RUN_OUTPUTS`."""
+
+    flag: str
+    metavar: str
+    help: str
+    #: The text of the file, or of a folder's files (file name -> text).
+    render: Callable[[Results], str | Mapping[str, str]]
+    folder: bool = False
+    #: Why it cannot be rendered here (a missing library), or None; asked at start-up.
+    missing: Callable[[], str | None] = lambda: None
+
+
+def _results_json(results: Results) -> str:
+    from ..model.jsontext import MAX_BYTES
+    from ..render.results_json import render_reports
+
+    text = render_reports(results.reports, results.run_info.with_machine_info(),
+                          strict=results.strict, strict_effect=results.strict_effect)
+    size = len(text.encode())
+    if size > MAX_BYTES:  # what opprof report and compare would refuse
+        raise OpprofError(f"the results are {size / 2**20:.0f} MB, more than opprof report "
+                          f"and compare read ({MAX_BYTES // 2**20} MB): not written; "
+                          "profile fewer tests, ops or iterations per run")
+    return text
+
+
+def _markdown(results: Results) -> str:
+    from ..render.markdown import render_reports
+
+    return render_reports(results.reports, results.run_info)
+
+
+def _traces(results: Results) -> dict[str, str]:
+    from ..render import trace
+
+    return {trace.file_name(r.nodeid): trace.render(r) for r in results.records}
+
+
+def _html(results: Results) -> str:
+    from ..render.html import render_tests
+
+    return render_tests(results.reports, results.run_info)
+
+
+def _no_matplotlib() -> str | None:
+    if importlib.util.find_spec("matplotlib") is not None:
+        return None
+    from ..render.charts import NEEDS_MATPLOTLIB
+
+    return NEEDS_MATPLOTLIB
+
+
+#: The outputs of a pytest run, in the order they are written.
+RUN_OUTPUTS: tuple[RunOutput, ...] = (
+    RunOutput("--opprof-json", "PATH", "write every profiled test's result (profile, "
+              "verdicts, machine) to this JSON file", _results_json),
+    RunOutput("--opprof-markdown", "PATH", "write a Markdown summary (regressions, "
+              "improvements, new and missing ops) to PATH, e.g. $GITHUB_STEP_SUMMARY",
+              _markdown),
+    RunOutput("--opprof-trace", "DIR", "write one Chrome trace (Perfetto, chrome://tracing) "
+              "per profiled test into DIR", _traces, folder=True),
+    RunOutput("--opprof-html", "PATH", "write a self-contained HTML report with charts to "
+              "PATH (needs matplotlib)", _html, missing=_no_matplotlib),
+)
+
+
+class Settings(Protocol):
+    """What the writer reads of the run's settings (``run.options.Settings``)."""
+
+    @property
+    def outputs(self) -> Mapping[str, Path]: ...
+    @property
+    def baseline_dir(self) -> Path: ...
+    @property
+    def strict_effect(self) -> float | None: ...
+
+
+def dest(flag: str) -> str:
+    """The option's name in pytest's namespace: ``--opprof-json`` -> ``opprof_json``."""
+    return flag[2:].replace("-", "_")
 
 
 @dataclass(frozen=True)
 class Output:
+    """A file (or folder) to write, and the flag that named it."""
+
     flag: str
     path: Path
     #: A folder of files (one per test) rather than one file.
     folder: bool = False
 
 
-def wanted(settings: Settings) -> list[Output]:
+def wanted(settings: Settings) -> list[tuple[RunOutput, Output]]:
     """The outputs the run asks for, in the order they are written."""
-    asked = (("--opprof-json", settings.json_path, False),
-             ("--opprof-markdown", settings.markdown_path, False),
-             ("--opprof-trace", settings.trace_dir, True),
-             ("--opprof-html", settings.html_path, False))
-    return [Output(flag, path, folder) for flag, path, folder in asked if path is not None]
+    return [(kind, Output(kind.flag, settings.outputs[kind.flag], kind.folder))
+            for kind in RUN_OUTPUTS if kind.flag in settings.outputs]
 
 
 def problem(output: Output) -> str | None:
     """Why ``output`` cannot be written, or None; nothing is created."""
+    from ..store.files import output_problem
+
     if any(p == root or root in p.parents for root in SPECIAL_ROOTS
            for p in (Path(os.path.abspath(output.path)), Path(os.path.realpath(output.path)))):
         return "names a device or process file, not a file to write; name a regular file"
-    if output.flag == "--opprof-html" and importlib.util.find_spec("matplotlib") is None:
-        return NEEDS_MATPLOTLIB
     path = Path(output.path)
     if output.folder or path.parent.is_dir() or path.is_symlink():
         return output_problem(path, folder=output.folder)
@@ -69,31 +170,28 @@ def check(settings: Settings) -> None:
     """Every output the run asks for, checked before any test runs: OpprofError, one
     line naming the flag, for the first that cannot be written, or that would write
     over a stored baseline or another output's file."""
-    outputs = wanted(settings)
-    if not outputs:  # the common gated run: no baseline folder listed at start-up
+    from ..store.files import machine_folders
+
+    asked = wanted(settings)
+    if not asked:  # the common gated run: no baseline folder listed at start-up
         return
-    for output in outputs:
-        why = problem(output)
+    for kind, output in asked:
+        why = kind.missing() or problem(output)
         if why is not None:
             raise OpprofError(f"{output.flag}={output.path}: {why}")
-    clashing = clash(outputs, folders=machine_folders(settings.baseline_dir))
+    clashing = clash([output for _, output in asked],
+                     folders=machine_folders(settings.baseline_dir))
     if clashing is not None:
         output, why = clashing
         raise OpprofError(f"{output.flag}={output.path}: {why}")
-
-
-#: What every baseline file holds near its start (any schema version of it).
-BASELINE_MARK = b'"pytest-opprof/baseline/'
 
 
 def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
           folders: Sequence[Path] = ()) -> tuple[Output, str] | None:
     """The first output that would destroy what the command reads or keeps, and why:
     it is one of ``inputs`` (the same file, by inode or resolved path), the file of an
-    earlier output, an existing baseline file (``opprof history --json`` onto one), or
-    inside one of ``folders`` (a machine's baseline folder, whose files are all read as
-    baselines). None
-    when no output does. Nothing is created."""
+    earlier output, an existing baseline file, or inside one of ``folders`` (a machine's
+    baseline folder, whose files are all read as baselines). Nothing is created."""
     for k, output in enumerate(outputs):
         for path in inputs:
             if same_file(output.path, path):
@@ -106,7 +204,7 @@ def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
         if is_baseline(output.path):
             return output, "is a stored baseline; write the output elsewhere"
         for folder in folders:
-            if _inside(output.path, folder):
+            if Path(os.path.realpath(folder)) in Path(os.path.realpath(output.path)).parents:
                 return output, (f"is inside the baseline folder {folder}, whose files are "
                                 "read as baselines; write the output elsewhere")
     return None
@@ -123,17 +221,12 @@ def same_file(a: Path, b: Path) -> bool:
 def is_baseline(path: Path) -> bool:
     """Whether ``path`` is a regular file whose first line names a baseline schema."""
     try:
-        if not Path(path).is_file():
+        if not Path(path).is_file():  # a FIFO would block the open
             return False
         with open(path, "rb") as f:
-            return BASELINE_MARK in f.read(1 << 16).split(b"\n", 1)[0]
+            return BASELINE_MARK in f.readline(1 << 16)
     except OSError:
         return False
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
-    return top in real.parents
 
 
 def write(flag: str, path: Path, text: str) -> None:
@@ -145,6 +238,8 @@ def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
     """Every (flag, path, text) written, or none (:func:`replace_all`: a full disk at the
     second file leaves the first as it was), their folders made; OpprofError naming the
     flag and the file it stopped at."""
+    from ..store.files import replace_all, write_problem
+
     flags = {str(Path(path)): flag for flag, path, _ in files}
     try:
         for _, path, _ in files:
@@ -160,42 +255,19 @@ def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
         raise OpprofError(f"{flag}={where}: cannot write {write_problem(exc)}") from None
 
 
-def write_all(settings: Settings, records: list[TestRecord], run_info: RunInfo,
+def write_all(settings: Settings, records: Sequence[TestRecord], run_info: RunInfo,
               strict: list[Unjudged] | None = None) -> None:
-    """Render and write every output the run asks for; the reports' one view of each
-    test is built once, for all of them. ``strict``: strict mode's verdict (the tests it
-    fails the session for), when it applies; the results file says it."""
-    from ..render import html, markdown, results_json, trace
-    from ..stats.reports import report_of
-
-    outputs = wanted(settings)
-    if any(o.flag == "--opprof-json" for o in outputs):
-        run_info = run_info.with_machine_info()  # only the results file holds it
-    reports = [report_of(r) for r in records] if any(not o.folder for o in outputs) else []
+    """Render and write every output the run asks for, all or none. ``strict``: strict
+    mode's verdict (the tests it fails the session for), when it applies."""
+    results = Results(records, run_info, strict, settings.strict_effect)
     files: list[tuple[str, Path, str]] = []
-    for output in outputs:
-        if output.folder:
-            files += [(output.flag, output.path / trace.file_name(record.nodeid),
-                       trace.render(record)) for record in records]
-            continue
-        if output.flag == "--opprof-json":
-            text = results_json.render_reports(reports, run_info, strict=strict,
-                                               strict_effect=settings.strict_effect)
-            _check_results_size(output, text)
+    for kind, output in wanted(settings):
+        try:
+            made = kind.render(results)
+        except OpprofError as exc:
+            raise OpprofError(f"{output.flag}={output.path}: {exc}") from None
+        if isinstance(made, str):
+            files.append((output.flag, output.path, made))
         else:
-            render = {"--opprof-markdown": markdown.render_reports,
-                      "--opprof-html": html.render_tests}[output.flag]
-            text = render(reports, run_info)
-        files.append((output.flag, output.path, text))
-    write_files(files)  # every file, or none
-
-
-def _check_results_size(output: Output, text: str) -> None:
-    """A results file ``opprof report`` and ``compare`` would refuse is not written."""
-    from ..model.reports import RESULTS_MAX_BYTES
-
-    if len(text) > RESULTS_MAX_BYTES // 4 and len(text.encode()) > RESULTS_MAX_BYTES:
-        raise OpprofError(f"{output.flag}={output.path}: the results are "
-                          f"{len(text.encode()) / 2**20:.0f} MB, more than opprof report and "
-                          f"compare read ({RESULTS_MAX_BYTES // 2**20} MB): not written; "
-                          "profile fewer tests, ops or iterations per run")
+            files += [(output.flag, output.path / name, text) for name, text in made.items()]
+    write_files(files)

@@ -262,8 +262,7 @@ class OpprofSession:
     def finish(self, profiler: Profiler) -> None:
         profiler.close()
         profile = profiler.profile
-        if profile is not None and profile.beyond_bounds() is None:  # else refused once,
-            # in after_call: a results file or a worker's records its readers refuse
+        if profile is not None:
             self.profiles[profile.nodeid] = self._counted(profile)[0] or profile
 
     def _counted(self, profile: Profile) -> tuple[Profile | None, str]:
@@ -288,13 +287,6 @@ class OpprofSession:
             self._note(item, report, profiler)
         else:
             self.failed_calls.add(item.nodeid)
-        beyond = None if profile is None else profile.beyond_bounds()
-        if beyond is not None:  # what the readers (report, compare, the controller) refuse
-            report.outcome = "failed"
-            report.longrepr = (f"opprof: {item.nodeid}: {beyond}: its profile is not kept "
-                               "(profile fewer ops or iterations in one test)")
-            self.failed_calls.add(item.nodeid)
-            return
         if profile is None or profile.counted == 0:
             return
         from ..model.verdict import TestResult, Verdict
@@ -525,13 +517,11 @@ class OpprofSession:
 
     def _add_notes(self, text: str) -> None:
         """A worker's notes, as :meth:`worker_output` wrote them (anything else: none)."""
-        import json
+        from ..model import jsontext
 
         try:
-            data = json.loads(text)
-        except (ValueError, TypeError, RecursionError):
-            return
-        if not isinstance(data, dict):
+            data = jsontext.Reader(dict).parse(text, "a worker's notes")
+        except jsontext.Unreadable:
             return
         notes, unprofiled = data.get("notes"), data.get("unprofiled")
         if isinstance(notes, dict):
@@ -628,7 +618,7 @@ class OpprofSession:
 
     def write_outputs(self) -> None:
         """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``),
-        and the records for the process that started this one (``--opprof-profile-out``,
+        and the records for the process that started this one (``Settings.profile_out``,
         see :mod:`pytest_opprof.run.launcher`: no run info, no machine info); on the
         controller only. An unwritable path is one OpprofError naming its flag."""
         from .outputs import wanted, write, write_all
@@ -638,7 +628,7 @@ class OpprofSession:
         if self.settings.profile_out is not None:
             from ..model.records import dumps
 
-            write("--opprof-profile-out", self.settings.profile_out, dumps(self.records()))
+            write("records", self.settings.profile_out, dumps(self.records()))
         if wanted(self.settings):
             strict = self.judge_strictly() if self.settings.strict_applies else None
             write_all(self.settings, self.records(), self.run_info, strict)

@@ -9,10 +9,8 @@ Writes go to a temporary file that replaces the old one, under an exclusive lock
 the machine folder, so that a reader sees the old file or the new one and concurrent
 writers lose nothing.
 
-Every file is read by one loader, :func:`load_file`, for the gate, update mode and the
-``opprof`` commands alike: at most :data:`MAX_FILE_BYTES` bytes of a regular file, then
-:func:`pytest_opprof.model.baseline.parse`. The data types are re-exported here, since
-whoever reads the store deals in them.
+Every file is read by one loader, :func:`load_file` (the one parse path), for the gate,
+update mode and the ``opprof`` commands alike. The data types are re-exported here.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
@@ -31,31 +29,20 @@ except ImportError:  # pragma: no cover - Windows: atomic replace only
 from ..model import conditions as run_conditions
 from ..model.baseline import (
     FIX,
-    MAX_OPS,
     MAX_RUNS,
     MAX_SAMPLES,
     OUTLYING_OPS,
+    READER,
     SCHEMA,
     Baseline,
     BaselineError,
     BaselineRun,
     check_run,
-    check_values,
-    parse,
-    within_bounds,
 )
-from .files import (
-    FileTooLarge,
-    machine_folders,
-    read_bounded,
-    replace_all,
-    safe_name,
-    write_problem,
-)
+from .files import machine_folders, read_json, replace_all, safe_name, write_problem
 
 __all__ = ["MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX", "Baseline",
-           "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle", "parse",
-           "read_text"]
+           "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle"]
 
 
 #: ``opprof baseline update`` stages its runs in ``<baseline dir>/.staging-<batch>/``
@@ -80,13 +67,8 @@ class BaselineStore:
     def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
         """Staging folders of ``opprof baseline update`` commands that were killed
         (SIGKILL, power loss): never read as baselines; prune removes them."""
-        now = time.time()
-        found = []
-        for path in sorted(Path(root).glob(STAGING_PREFIX + "*")):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and now - path.stat().st_mtime > older_than_s:
-                    found.append(path)
-        return found
+        return [p for p in _older(Path(root).glob(STAGING_PREFIX + "*"), older_than_s)
+                if p.is_dir()]
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")
@@ -94,13 +76,15 @@ class BaselineStore:
     def load(self, nodeid: str) -> Baseline | None:
         """The test's baseline; None when it has none here."""
         path = self.path_for(nodeid)
-        try:
-            baseline = load_file(path)
-        except FileNotFoundError:
+        if not os.path.lexists(path):
+            problem = obstacle(path)  # a file where a folder of the path goes
+            if problem is not None:
+                raise BaselineError(problem)
             return None
+        baseline = load_file(path)
         if baseline.nodeid != nodeid:
             raise BaselineError(f"{path}: holds the baseline of {baseline.nodeid!r}, "
-                                f"not {nodeid!r}{FIX}")
+                                f"not {nodeid!r}; {FIX}")
         return baseline
 
     def record(self, nodeid: str, run: BaselineRun, batch: str, append: bool = False) -> Path:
@@ -109,9 +93,6 @@ class BaselineStore:
         grown run by run), else replacing what was there. The last
         :data:`MAX_RUNS` are kept."""
         path = self.path_for(nodeid)
-        if run.n_ops > MAX_OPS:
-            raise BaselineError(f"{nodeid}: {run.n_ops} ops; a baseline holds at most "
-                                f"{MAX_OPS} (profile fewer ops in this test)")
         check_run(run, nodeid)  # what the loader refuses is not written
         with self.locked():
             runs = [run]
@@ -121,18 +102,19 @@ class BaselineStore:
                 if append:  # a history it cannot read (a newer schema, a merge conflict)
                     # is the user's: appending would replace it by this one run
                     raise BaselineError(f"this run is not appended, and the file is kept "
-                                        f"as it was: {_without_fix(str(exc))}; resolve it "
+                                        f"as it was: {str(exc).replace(f'; {FIX}', '')}; "
+                                        "resolve it "
                                         "(a git merge conflict?), or delete it to start "
                                         "a new history") from None
                 old = None  # an update is asked for: a broken file is replaced
             if old is not None and append:
                 _check_append(nodeid, old, run)
             if old is not None and (append or (batch and old.batch == batch)):
-                runs = within_bounds([*old.runs, run])
+                runs = [*old.runs, run][-MAX_RUNS:]
                 batch = old.batch if append else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
-            # within the reader's value count too (commas in op names count): oldest first
-            self._write(path, baseline.dumps(fit=True))
+            # within what a reader reads: the oldest runs dropped first
+            write_all([(path, baseline.dumps(fit=True))])
         return path
 
     @staticmethod
@@ -168,10 +150,7 @@ class BaselineStore:
     def save(self, baseline: Baseline) -> None:
         """Write ``baseline`` as its test's file here, replacing what was there."""
         with self.locked():
-            self._write(self.path_for(baseline.nodeid), baseline)
-
-    def _write(self, path: Path, baseline: Baseline | str) -> None:
-        write_all([(path, baseline)])
+            write_all([(self.path_for(baseline.nodeid), baseline)])
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
         """Every stored file of this machine, loaded or with the error that stops it."""
@@ -180,21 +159,13 @@ class BaselineStore:
         for path in sorted(self.folder.glob("*.json")):
             try:
                 yield path, load_file(path)
-            except (BaselineError, FileNotFoundError) as exc:
-                yield path, BaselineError(str(exc))
+            except BaselineError as exc:
+                yield path, exc
 
     def stale_temporary_files(self, older_than_s: float = 3600) -> list[Path]:
         """Temporary files of writers that were killed mid-write (SIGKILL, power loss):
         never read as baselines; ``opprof baseline prune --apply`` removes them."""
-        if not self.folder.is_dir():
-            return []
-        now = time.time()
-        found = []
-        for path in sorted(self.folder.glob(".*.json.*.tmp")):
-            with contextlib.suppress(OSError):
-                if now - path.stat().st_mtime > older_than_s:
-                    found.append(path)
-        return found
+        return _older(self.folder.glob(".*.json.*.tmp"), older_than_s)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -229,43 +200,23 @@ def write_all(files: Sequence[tuple[Path, Baseline | str]]) -> None:
                             + ("; no baseline was changed" if len(files) > 1 else "")) from None
 
 
-def _without_fix(line: str) -> str:
-    """A refusal's line without the advice every refusal ends with (:data:`FIX`)."""
-    return line.replace(FIX, "")
+def _older(paths: Iterable[Path], seconds: float) -> list[Path]:
+    """Those of ``paths`` last changed more than ``seconds`` ago, in order."""
+    found = []
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > seconds:
+                found.append(path)
+    return found
 
 
 def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:
-    """``--opprof-append-baseline`` adds a run to a history only under the conditions of
+    """``--opprof-update-baseline=append`` adds a run to a history only under the conditions of
     the runs already there: a history of mixed conditions judges no run fairly."""
     now = run.meta.get("conditions")
     problem = run_conditions.difference(old.conditions(), now) if now else None
     if problem:
         raise BaselineError(f"{nodeid}: this run is not appended to its baseline: {problem}")
-
-
-#: A baseline file larger than this is refused unread (20 runs of 10,000 ops with 100
-#: samples each stay well under it).
-MAX_FILE_BYTES = 256 * 2**20
-
-
-def read_text(path: Path) -> str:
-    """The file's text; FileNotFoundError when there is none, else BaselineError for
-    anything that stops it being read (not a regular file, unreadable, too large, not
-    UTF-8, more values than a baseline holds). At most :data:`MAX_FILE_BYTES` are read,
-    whatever the file claims, and the values are counted before the bytes become text."""
-    try:
-        data = read_bounded(path, MAX_FILE_BYTES)
-        check_values(data.count(b","), path)
-        return data.decode("utf-8")
-    except FileNotFoundError:
-        raise
-    except NotADirectoryError:
-        raise BaselineError(obstacle(path) or f"{path}: cannot be read") from None
-    except FileTooLarge as exc:
-        raise BaselineError(f"{path}: {exc}, more than a baseline can be "
-                            f"({MAX_FILE_BYTES // 2**20} MB){FIX}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot be read ({exc}){FIX}") from None
 
 
 def obstacle(path: Path) -> str | None:
@@ -281,12 +232,10 @@ def obstacle(path: Path) -> str | None:
 
 
 def load_file(path: Path) -> Baseline:
-    """The one loader: the stored file at ``path`` read (bounded) and validated.
+    """The one loader: the stored file at ``path`` through the one parse path, or one
+    :class:`BaselineError` line naming the file, what is wrong and what to do.
 
     The gate, update mode and every ``opprof baseline`` command read through it, so
-    what one accepts, all accept. FileNotFoundError when there is no file, else
-    :class:`BaselineError` with one line naming the file and what to do.
+    what one accepts, all accept.
     """
-    return parse(read_text(path), path)
-
-
+    return read_json(path, READER)

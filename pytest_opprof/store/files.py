@@ -2,8 +2,8 @@
 
 Every file pytest-opprof touches goes through here, so that each rule holds once:
 
-- reads are bounded: at most ``limit`` bytes are read whatever ``fstat`` says, and only
-  from a regular file (a FIFO, a device or a folder is refused, never opened blocking);
+- reads are bounded (:func:`read_json`, the one parse path for files): at most
+  ``jsontext.MAX_BYTES``, and only of a regular file (a FIFO is never opened blocking);
 - writes are atomic (a reader sees the old file or the new one), honour the umask
   (baselines are committed and shared: 0644 under the usual umask, as JUnit's are),
   go through a symbolic link to the file it names (the link stays a link), and refuse
@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ..model import jsontext
 
 
 def safe_name(text: str, always_hash: bool = False, limit: int = 100) -> str:
@@ -59,15 +61,9 @@ class NotRegularFile(OSError):
 
 
 def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    return {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device",
+            stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode),
+                                                                   "not a regular file")
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
@@ -86,7 +82,8 @@ def read_bounded(path: Path, limit: int) -> bytes:
             raise NotRegularFile(f"is {_kind(mode)}, not a regular file")
         claimed = os.fstat(fd).st_size
         if claimed > limit:  # refused unread
-            raise FileTooLarge(f"is {claimed / 2**20:.0f} MB")
+            raise FileTooLarge(f"is {claimed / 2**20:.0f} MB, more than the "
+                               f"{limit / 2**20:g} MB read")
         # what it claims in one read (one buffer: joining one chunk copies nothing), then
         # whatever more it holds, up to one byte past the limit
         chunks, size, step = [], 0, max(claimed + 1, 1 << 20)
@@ -97,10 +94,25 @@ def read_bounded(path: Path, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise FileTooLarge(f"holds more than {limit / 2**20:g} MB")
+            raise FileTooLarge(f"holds more than the {limit / 2**20:g} MB read")
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+T = TypeVar("T")
+
+
+def read_json(path: Path, reader: jsontext.Reader[T]) -> T:
+    """The file at ``path`` through the one parse path (:meth:`jsontext.Reader.parse`),
+    at most :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the
+    file, what is wrong (missing, a FIFO, too large, not JSON, malformed) and the fix."""
+    try:
+        data = read_bounded(path, jsontext.MAX_BYTES)
+    except OSError as exc:
+        why = exc if isinstance(exc, (FileTooLarge, NotRegularFile)) else exc.strerror or exc
+        raise reader.refusal(str(path), f"cannot be read ({why})") from None
+    return reader.parse(data, str(path))
 
 
 def _umask() -> int:
@@ -150,16 +162,6 @@ def _stage(target: Path, data: bytes) -> Path:
             os.unlink(tmp)
         raise
     return Path(tmp)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one.
-
-    The new file gets the mode a plain ``open(path, "w")`` would give it (0666 less the
-    umask), or the old file's mode when it replaces one. A symbolic link is written
-    through; a special file is refused with :class:`NotRegularFile`.
-    """
-    replace_all([(Path(path), text)])
 
 
 def replace_all(files: Sequence[tuple[Path, str]]) -> None:
@@ -214,9 +216,6 @@ def _keep(target: Path) -> Path | None:
     return kept
 
 
-T = TypeVar("T")
-
-
 def _with_name(path: Path, step: Callable[..., T], *args: Any) -> T:
     """``step(*args)``; an OSError it raises names ``path`` (its ``filename``), so the
     caller's line names the file it stopped at, not a temporary file."""
@@ -227,32 +226,25 @@ def _with_name(path: Path, step: Callable[..., T], *args: Any) -> T:
         raise
 
 
-def write_advice(exc: OSError) -> str:
-    """What to do about an OSError from a write, by what it is: a full disk is not
-    fixed by permissions, nor a folder in the way by free space."""
-    if isinstance(exc, NotRegularFile):
-        return "move what is there away"
-    code = exc.errno
-    if code in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return "the disk is full (or the quota reached): free some space and rerun"
-    if code == errno.EROFS:
-        return "the file system is read-only: write to a writable folder"
-    if code in (errno.EACCES, errno.EPERM):
-        return "make the folder writable, or write elsewhere"
-    if code == errno.EISDIR:
-        return "a folder stands where the file goes: move it away"
-    if code == errno.ENOTDIR:
-        return "a file stands where a folder of the path goes: move it away"
-    if code == errno.ENAMETOOLONG:
-        return "the path is too long: write to a shorter one"
-    return "check the folder, or write elsewhere"
+_FULL = "the disk is full (or the quota reached): free some space and rerun"
+_WRITABLE = "make the folder writable, or write elsewhere"
+#: What to do about a write's OSError, by what it is: a full disk is not fixed by
+#: permissions, nor a folder in the way by free space.
+_ADVICE = {errno.ENOSPC: _FULL, getattr(errno, "EDQUOT", errno.ENOSPC): _FULL,
+           errno.EACCES: _WRITABLE, errno.EPERM: _WRITABLE,
+           errno.EROFS: "the file system is read-only: write to a writable folder",
+           errno.EISDIR: "a folder stands where the file goes: move it away",
+           errno.ENOTDIR: "a file stands where a folder of the path goes: move it away",
+           errno.ENAMETOOLONG: "the path is too long: write to a shorter one"}
 
 
 def write_problem(exc: OSError) -> str:
     """Why a write failed and what to do, for a line ``PATH: cannot write ...``:
     ``(No space left on device); the disk is full ...``."""
-    why = str(exc).split(";")[0] if isinstance(exc, NotRegularFile) else exc.strerror or exc
-    return f"({why}); {write_advice(exc)}"
+    if isinstance(exc, NotRegularFile):
+        return f"({str(exc).split(';')[0]}); move what is there away"
+    advice = _ADVICE.get(exc.errno or 0, "check the folder, or write elsewhere")
+    return f"({exc.strerror or exc}); {advice}"
 
 
 def output_problem(path: Path, *, folder: bool = False) -> str | None:

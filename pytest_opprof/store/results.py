@@ -13,60 +13,44 @@ from ..errors import OpprofError
 from ..model import jsontext
 from ..model.profile import Profile
 from ..model.records import TestRecord
-from ..model.reports import RESULTS_MAX_BYTES, RESULTS_SCHEMA, TestReport
+from ..model.reports import RESULTS_SCHEMA, TestReport
 from ..model.runinfo import RunInfo
 from ..model.verdict import TestResult
 from ..stats.reports import report_of
-from .files import read_bounded
+from .files import read_json
 
 SCHEMA = RESULTS_SCHEMA
-#: A results file larger than this is refused unread (the writer's bound too).
-MAX_BYTES = RESULTS_MAX_BYTES
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
     """A results file's run info and its tests as the reports render them; OpprofError
     naming the file when it cannot be read (see :func:`load_records`)."""
     run_info, records = load_records(path)
-    reports = []
-    for record in records:
-        try:
-            reports.append(report_of(record))
-        except OpprofError as exc:
-            raise OpprofError(f"{path}: {record.profile.nodeid!r}: {exc}") from None
-    return run_info, reports
+    return run_info, [report_of(record) for record in records]
 
 
 def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
-    """A results file's run info and its tests' typed records; OpprofError naming the
-    file when it cannot be read (JSON into validated data only, at most MAX_BYTES read)."""
-    try:
-        data = jsontext.loads(read_bounded(Path(path), MAX_BYTES))
-    except OSError as exc:
-        raise OpprofError(f"{path}: cannot be read ({exc})") from None
-    except jsontext.JSONProblem as exc:  # the one parse path of every reader
-        raise OpprofError(f"{path}: {exc}; write it again with pytest "
-                          "--opprof-json=PATH") from None
+    """A results file's run info and its tests' typed records, through the one parse
+    path: one OpprofError line naming the file when it cannot be read."""
+    return read_json(Path(path), READER)
+
+
+def _results(data: Any) -> tuple[RunInfo, list[TestRecord]]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise OpprofError(f"{path}: not a results file of schema {SCHEMA!r} "
+        raise OpprofError(f"not a results file of schema {SCHEMA!r} "
                           "(pytest --opprof-json=PATH writes one)")
-    tests, machine = data.get("tests"), data.get("machine")
+    tests, machine = data["tests"], data["machine"]
     if not isinstance(tests, list) or not isinstance(machine, dict):
-        raise OpprofError(f"{path}: malformed results (tests or machine missing)")
-    records = []
-    for test in tests:
-        if not isinstance(test, dict) or not isinstance(test.get("ops"), list):
-            raise OpprofError(f"{path}: malformed results (a test without ops)")
-        try:
-            records.append(_record(test))
-        except OpprofError as exc:
-            raise OpprofError(f"{path}: {test.get('nodeid')!r}: {exc}") from None
-    return RunInfo.from_dict(data), records
+        raise TypeError("tests is not a list or machine not an object")
+    return RunInfo.from_dict(data), [_record(test) for test in tests]
+
+
+READER = jsontext.Reader(_results, "results", "write it again with pytest --opprof-json=PATH")
 
 
 def _record(test: dict[str, Any]) -> TestRecord:
     """One test of a results file as its typed record: its profile and the gate's
     ``result`` (validated); a test without one was not gated."""
-    profile = Profile.from_dict(test.get("profile"))
+    profile = Profile.from_dict(test["profile"])
     result = test.get("result")
     return TestRecord(profile, None if result is None else TestResult.from_dict(result, profile))

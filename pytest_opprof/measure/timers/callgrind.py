@@ -17,17 +17,18 @@ are numbered but not dumped: their figures are 0).
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from ...errors import OpprofError
+from ...model import jsontext
 from .. import callgrind as reader
 from .base import Timer, Times
 
@@ -148,13 +149,15 @@ def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
                               check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OpprofError(f"cannot read callgrind's dumps under {prefix}: {exc}") from None
-    try:
-        data = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise OpprofError(f"cannot read callgrind's dumps under {prefix}: {why}") from None
-    if done.returncode != 0 or "error" in data:
-        raise OpprofError(f"cannot read callgrind's dumps: {data.get('error', done.stderr)}")
+    said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
+    answer = jsontext.Reader(_dumps, "answer", f"its reader said {said}" if done.returncode else "")
+    return answer.parse(done.stdout, f"callgrind's dumps under {prefix}")
+
+
+def _dumps(data: Any) -> Dumps:
+    """The reader's answer (the check of the one parse path)."""
+    if "error" in data:
+        raise OpprofError(str(data["error"]))
     return Dumps({int(k): int(v) for k, v in data["summary"].items()},
                  {int(k): [(str(n), int(c)) for n, c in v]
                   for k, v in data["functions"].items()})

@@ -1,0 +1,98 @@
+"""The plugin of the pytest processes :mod:`.launcher` starts, loaded by name there
+(``-p pytest_opprof.run.child``) and only there: the processes their tests start inherit
+the environment, not the command line.
+
+In the folder :data:`~.options.CHILD_VARIABLE` names, the child's session writes its
+records; this plugin keeps the child's cache and temporary folders there (whatever flags
+it inherits, ``--lf``, ``--basetemp``, it cannot read or empty the user's) and writes the
+tests that failed (the records cannot tell a test that failed before profiling from one
+that does not exist there). Under xdist only the controller writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..errors import OpprofError
+from .options import CHILD_PLUGIN as PLUGIN
+from .options import CHILD_RECORDS as RECORDS
+from .options import CHILD_VARIABLE
+
+if TYPE_CHECKING:
+    from ..model.records import TestRecord
+
+OUTCOMES = "outcomes.json"
+
+_failed: dict[str, str] = {}
+
+
+def folder(config: pytest.Config) -> Path | None:
+    """The child's folder, when ``config`` is a child's."""
+    found = os.environ.get(CHILD_VARIABLE)
+    return Path(found) if found and config.pluginmanager.has_plugin(PLUGIN) else None
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """The child's cache and temporary folders in its folder (the last word: after the
+    user's, before a ``--``)."""
+    found = folder(early_config)
+    if found is None:
+        return
+    scratch = [f"--basetemp={found / 'tmp'}"]
+    if not early_config.pluginmanager.is_blocked("cacheprovider"):
+        scratch += ["-o", f"cache_dir={found / 'cache'}"]
+    end = args.index("--") if "--" in args else len(args)
+    args[end:end] = scratch
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A test failed in its setup, call or teardown: kept with pytest's one line."""
+    if report.failed and report.nodeid not in _failed:
+        _failed[report.nodeid] = _reason(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.failed and report.nodeid not in _failed:
+        _failed[report.nodeid] = _reason(report)
+
+
+def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The failure's last "E   ..." line (the exception), else its last line."""
+    lines = [line.strip() for line in str(report.longrepr or "").splitlines() if line.strip()]
+    errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
+    when = getattr(report, "when", "collect")
+    what = errors[-1] if errors else (lines[-1] if lines else "failed")
+    return what if when == "call" else f"in its {when}: {what}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    found = folder(session.config)
+    if found is not None and not hasattr(session.config, "workerinput"):
+        (found / OUTCOMES).write_text(json.dumps(_failed), encoding="utf-8")
+
+
+def read(path: Path) -> tuple[tuple[TestRecord, ...] | None, str, dict[str, str]]:
+    """What a child wrote into its folder ``path``, through the one parse path: its
+    records (None when it wrote none, or they cannot be read, then with the one line)
+    and its failed tests (node id -> one line; none when it wrote none)."""
+    from ..model.jsontext import Reader
+    from ..model.records import READER
+    from ..store.files import read_json
+
+    try:
+        failed = read_json(path / OUTCOMES,
+                           Reader(lambda data: {str(k): str(v) for k, v in data.items()}))
+    except OpprofError:
+        failed = {}
+    if not os.path.lexists(path / RECORDS):
+        return None, "", failed
+    try:
+        records = read_json(path / RECORDS, READER)
+        return tuple(records), "", failed
+    except OpprofError as exc:
+        return None, str(exc), failed
