@@ -1,22 +1,17 @@
 """Do a baseline's runs agree? Runs taken while the machine was busy, found before they
-are stored.
+are stored (why, and what ``opprof baseline update`` does with them:
+docs/design/baselines.md).
 
-``opprof baseline update --runs N`` takes N runs of a test, each in a new process, so
-that the gate learns how much each op moves between processes. A run taken under
-contention can hold some ops several times slower than the others (seen: conv2d_grad
-at 4-6 ms in two runs of five, about 1 ms in the other three); stored, such a run
-teaches the gate that the op spreads widely, and the gate goes blind to it (slowdowns
-of +29% to +99% passed). This module finds such runs from the runs alone.
-
-Per op, each run's log median (with that run's drift over the test's ops removed, when
-the test has ops enough to tell it) is set against the median of the op's other runs.
-What an op may move is what such ops do: the test's typical spread between runs (read
-from its ops; the prior with too few of them) plus per-call jitter, which makes short
-ops move more. A run is *out* on an op when it sits beyond ``max(sigmas`` expected sds,
-``min_change)`` from the others. The worst run is set aside first and the rest looked
-at again, so that one odd run of three does not make the other two look odd; of two
-runs that disagree, the slower is the one set aside (contention slows, it does not
-speed up). Pure numpy, no files.
+A run taken under contention can hold some ops several times slower than the others
+(seen: conv2d_grad at 4-6 ms in two runs of five, about 1 ms in the other three); stored,
+it teaches the gate that the op spreads widely, and the gate goes blind to it (slowdowns
+of +29% to +99% passed). Per op, each run's log median (less that run's drift over the
+test's ops, when it has ops enough to tell it) is set against the median of the op's
+other runs, with what such ops move: the test's typical spread between runs (the prior
+with too few ops) plus per-call jitter, which makes short ops move more. A run is *out*
+beyond ``max(SIGMAS`` expected sds, ``MIN_CHANGE)``. The worst run is set aside first, so
+that one odd run of three does not make the other two look odd; of two runs that
+disagree, the slower is set aside (contention slows, it does not speed up).
 """
 
 from __future__ import annotations
@@ -32,9 +27,7 @@ from ..stats.drift import run_drifts
 from ..stats.robust import one_log_median_se2, positive, typical_spread
 from .rule import GateConfig
 
-#: A run is out on an op beyond this many expected sds from the op's other runs ...
 SIGMAS = 6.0
-#: ... and never within this relative change of them.
 MIN_CHANGE = 0.20
 
 _DEFAULTS = GateConfig()
@@ -59,8 +52,7 @@ class Agreement:
         return sorted(self.spread)
 
 
-def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAULTS,
-          sigmas: float = SIGMAS, min_change: float = MIN_CHANGE) -> Agreement:
+def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAULTS) -> Agreement:
     """Whether ``runs`` (each op's samples in ns, one mapping per run) agree; ops with
     fewer than ``config.min_samples`` samples in a run are left out of that run."""
     keys = sorted({key for run in runs for key in run})
@@ -72,15 +64,18 @@ def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAUL
                 logs[i, j] = one_log_median_se2(samples)[0]
     compared = (~np.isnan(logs)).sum(axis=1) >= 2
     keys = [key for key, keep in zip(keys, compared, strict=True) if keep]
-    logs = _without_drift(logs[compared], config)
     if not keys:
         return Agreement({}, {})
+    logs = logs[compared]
+    if len(keys) >= config.min_ops_for_drift:
+        # a machine a few percent slower in one run moves every op: not disagreement
+        logs = logs - run_drifts(logs)[None, :]
     center = np.nanmedian(logs, axis=1)
     sd = np.sqrt(_typical_spread(logs, config) ** 2 + (config.jitter_ns / np.exp(center)) ** 2)
     outliers: dict[int, list[Key]] = {}
     spread: dict[Key, float] = {}
     for i, key in enumerate(keys):
-        out = _outlying_runs(logs[i], sd[i], sigmas, math.log1p(min_change))
+        out = _outlying_runs(logs[i], sd[i])
         for j in out:
             outliers.setdefault(j, []).append(key)
         if out:
@@ -88,27 +83,16 @@ def check(runs: Sequence[Mapping[Key, np.ndarray]], config: GateConfig = _DEFAUL
     return Agreement({j: tuple(ops) for j, ops in sorted(outliers.items())}, spread)
 
 
-def _without_drift(logs: np.ndarray, config: GateConfig) -> np.ndarray:
-    """The log medians with each run's drift (the median over ops of how far they sit
-    from their own median over runs) removed, when the test has ops enough to tell it:
-    a machine a few percent slower in one run moves every op, which is not disagreement."""
-    if logs.shape[0] < config.min_ops_for_drift:
-        return logs
-    corrected: np.ndarray = logs - run_drifts(logs)[None, :]
-    return corrected
-
-
 def _typical_spread(logs: np.ndarray, config: GateConfig) -> float:
-    """The test's typical spread of an op's log median between runs: the median over
-    its ops of their sample variances (a few odd ops do not move it), or the prior when
-    too few ops were seen twice; never under the floor."""
+    """The test's typical spread of an op's log median between runs (the prior when too
+    few ops were seen twice; never under the floor)."""
     dof = (~np.isnan(logs)).sum(axis=1) - 1.0
     variance = np.nansum((logs - np.nanmean(logs, axis=1)[:, None]) ** 2, axis=1) / dof
     typical = typical_spread(variance, dof, config.min_ops_for_drift)
     return config.tau_prior if typical is None else max(typical, config.tau_floor)
 
 
-def _outlying_runs(row: np.ndarray, sd: float, sigmas: float, least: float) -> list[int]:
+def _outlying_runs(row: np.ndarray, sd: float) -> list[int]:
     """The runs of one op (log medians, NaN where absent) that sit beyond the limit
     from the median of the op's other runs: the worst first, set aside before the rest
     are looked at again; of equal distances, the slower run."""
@@ -116,9 +100,9 @@ def _outlying_runs(row: np.ndarray, sd: float, sigmas: float, least: float) -> l
     out: list[int] = []
     while present.sum() >= 2:
         idx = np.flatnonzero(present)
-        others = len(idx) - 1
         # the others' median has its own error: (pi / 2) sd^2 / others
-        limit = max(sigmas * sd * math.sqrt(1 + math.pi / (2 * others)), least)
+        limit = max(SIGMAS * sd * math.sqrt(1 + math.pi / (2 * (len(idx) - 1))),
+                    math.log1p(MIN_CHANGE))
         deviation = [float(row[j] - np.median(row[idx[idx != j]])) for j in idx]
         worst = max(range(len(idx)), key=lambda k: (abs(deviation[k]), deviation[k]))
         if abs(deviation[worst]) <= limit:

@@ -1,48 +1,42 @@
-"""The comparison rule: a current run's op samples against a baseline's runs.
+"""The stored-baseline rule: a current run's op samples against a baseline's runs (plain
+arrays in, verdicts out).
 
-Plain arrays in, verdicts out; no pytest, no files. For each op matched by
-(name, occurrence), with ``r`` the log ratio of the current median to the mean log
-median of the K baseline runs and ``g`` the run's drift (the median ``r`` over ops,
-each op weighted by its precision; a reference probe's ratio when a test has too few
-ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
+For each op matched by (name, occurrence), with ``r`` the log ratio of the current median
+to the mean log median of the K baseline runs and ``g`` the run's drift (the median ``r``
+over ops, each weighted by its precision; a reference probe's ratio when a test has too
+few ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
 
     sigma^2 = lambda^2 (tau^2 (1/C + 1/K) + se_cur^2 / C + se_base^2 / K + var(g))
 
-where ``tau`` is the op's own spread between processes, ``se`` the standard errors
-of the medians within a run, and C the current runs. The op *regressed* when
+with ``tau`` the op's spread between processes, ``se`` the standard errors of the medians
+within a run and C the current runs. The op *regressed* when
 
-1. ``d`` exceeds its **margin**, ``max(log(1 + tolerance), k sigma)``, with ``k`` the
-   normal quantile of ``alpha`` shared by the test's ops (a test of 300 ops fails no
-   more often than one of 3; never under ``min_sigmas``);
-2. the slowdown is more than ``floor_ns`` per call (timer resolution and dispatch
-   jitter dominate below it);
+1. ``d`` exceeds its **margin**, ``max(log(1 + tolerance), k sigma)``, ``k`` the normal
+   quantile of ``alpha`` shared by the test's ops (a test of 300 ops fails no more often
+   than one of 3; never under ``min_sigmas``);
+2. the slowdown is more than ``floor_ns`` per call (timer resolution and dispatch jitter
+   dominate below it);
 3. a one-sided Mann-Whitney test of the drift-corrected samples agrees at the loose
    ``rank_alpha``: a guard against one odd run, never what limits power;
-4. with a confirmation re-run (a new process): each run alone passes 1-3 at the
-   looser ``trigger_alpha``, and both runs together pass 1-3.
+4. with a confirmation re-run (a new process): each run alone passes 1-3 at the looser
+   ``trigger_alpha``, and both runs together pass 1-3.
 
-How ``tau`` is known (empirical Bayes, borrowing strength across the test's ops):
-each op's spread is ``t h`` plus absolute jitter (``jitter_ns`` per call: short ops
-move more), where ``t`` is the test's typical spread and ``h`` the op's own factor.
-``t`` is read from the baseline's runs (K >= 2) and from how far the test's ops moved
-between the baseline and this run (the spread of ``d`` across ops), whichever is
-larger; with neither, ``tau_prior``. ``h`` has a lognormal prior (most ops move alike)
-with a heavy tail (a few ops move 30 times more or 10,000 times less: a GPU kernel's
-runs agree to 0.01% where a launch-bound op's move 20%), updated by the op's own K
-baseline runs, so one run already knows how much this test's ops move, and five know
-this op. What baseline runs taken back to back show of an op's spread is widened by
+*improved* is the mirror image; ops only in the current run are *new*, only in the
+baseline *missing*, and neither fails unless the caller says so. Each judged op carries
+its **detectable effect**: the slowdown that would fail it with probability ``power``.
+
+``tau`` is learned by empirical Bayes across the test's ops: ``t h`` plus absolute jitter
+(``jitter_ns`` per call: short ops move more), ``t`` the test's typical spread, the larger
+of what the baseline's runs show (K >= 2) and how far its ops moved since (the spread of
+``d`` across ops; ``tau_prior`` with neither), ``h`` the op's own factor, with a lognormal
+prior (most ops move alike) and a heavy tail (a GPU kernel's runs agree to 0.01% where a
+launch-bound op's move 20%) updated by the op's K runs: one run already knows how much
+this test's ops move, five know this op. What runs taken back to back show is widened by
 ``spread_inflation`` (they miss how ops move over hours; calibrated on real A/A runs,
-benchmarks/RESULTS.md); how far the ops moved since the baseline needs no widening.
-``lambda`` (at least 1) is how much wider the ops' ``d / sigma`` spread than the model
-expects in this run, read at the ops' 80th percentile: a few ops that changed do not
-move it, a class of ops moving together on a contended machine does, and widens every
-margin.
-
-Every judged op also carries its **detectable effect**: the slowdown that would fail
-it with probability ``power`` in this comparison.
-
-*improved* is the mirror image. Ops only in the current run are *new*, only in
-the baseline *missing*; neither fails unless the caller says so.
+benchmarks/RESULTS.md); how far the ops moved since needs no widening. ``lambda`` (at
+least 1) is how much wider the ops' ``d / sigma`` spread than the model expects, read at
+the ops' 80th percentile: a few ops that changed do not move it, a class of ops moving
+together on a contended machine does, and widens every margin.
 """
 
 from __future__ import annotations
@@ -142,17 +136,12 @@ class GateConfig:
 RunPair = tuple[list[np.ndarray], list[np.ndarray]]
 
 
-def compare(
-    current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
-    baseline: Mapping[Key, Sequence[np.ndarray]],
-    op_ids: Mapping[Key, int],
-    config: GateConfig = GateConfig(),
-    probe_drift: float | None = None,
-) -> Comparison:
-    """Judge every op of ``current`` (counted samples, ns) against ``baseline``
-    (the samples of each baseline run). ``op_ids`` numbers current ops and, for
-    missing ones, the baseline's. ``probe_drift`` is the reference probe's
-    current/baseline ratio, used when the test has too few ops for its own."""
+def compare(current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
+            baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
+            config: GateConfig = GateConfig(), probe_drift: float | None = None) -> Comparison:
+    """Judge every op of ``current`` (counted samples, ns) against ``baseline`` (the
+    samples of each baseline run). ``op_ids`` numbers current ops and, for missing ones,
+    the baseline's. ``probe_drift``: the reference probe's current/baseline ratio."""
     verdicts: dict[Key, OpVerdict] = {}
     stats: dict[Key, RunPair] = {}
     for key, value in current.items():
@@ -161,13 +150,16 @@ def compare(
             verdicts[key] = prepared
         else:
             stats[key] = prepared
-    for key in baseline:
-        if key not in current:
-            verdicts[key] = _missing(key, baseline[key], op_ids.get(key, -1))
-
+    for key in (key for key in baseline if key not in current):
+        pooled = np.concatenate([np.asarray(r, dtype=float) for r in baseline[key]])
+        verdicts[key] = OpVerdict(key[0], key[1], op_ids.get(key, -1), OpStatus.MISSING,
+                                  baseline_median=median(pooled), n_baseline=len(pooled))
     drift, source = 1.0, "none"
     if stats:
-        drift, source = _judge(list(stats), stats, op_ids, config, probe_drift, verdicts)
+        ev = _evidence(stats, config, probe_drift)
+        for i, (key, pair) in enumerate(stats.items()):
+            verdicts[key] = _op_verdict(i, key, ev, pair, op_ids.get(key, -1), config)
+        drift, source = math.exp(ev.drift_log), ev.drift_source
     ordered = sorted(verdicts.values(), key=lambda v: (v.op_id < 0, v.op_id, v.name))
     runs = max((len(v) for v in baseline.values()), default=0)
     return Comparison(tuple(ordered), drift, source, runs)
@@ -180,13 +172,12 @@ def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
     cannot be judged (new, or too few samples on a side)."""
     name, occurrence = key
     given = value if isinstance(value, list) else [cast(np.ndarray, value)]
-    cur_runs = [positive(r) for r in given]
-    cur_runs = [r for r in cur_runs if len(r)]
+    cur_runs = [r for r in map(positive, given) if len(r)]
     cur_all = np.concatenate(cur_runs) if cur_runs else np.zeros(0)
     if key not in baseline:
         return OpVerdict(name, occurrence, op_id, OpStatus.NEW,
                          current_median=median(cur_all), n_current=len(cur_all))
-    base_runs = [b for b in (positive(r) for r in baseline[key]) if len(b)]
+    base_runs = [b for b in map(positive, baseline[key]) if len(b)]
     if not cur_runs or not base_runs or \
             min(len(r) for r in cur_runs + base_runs) < config.min_samples:
         return OpVerdict(
@@ -197,21 +188,11 @@ def _prepare(key: Key, value: np.ndarray | Sequence[np.ndarray],
     return cur_runs, base_runs
 
 
-def _missing(key: Key, runs: Sequence[np.ndarray], op_id: int) -> OpVerdict:
-    """An op of the baseline that the current run did not have."""
-    pooled = np.concatenate([np.asarray(r, dtype=float) for r in runs])
-    return OpVerdict(key[0], key[1], op_id, OpStatus.MISSING,
-                     baseline_median=median(pooled), n_baseline=len(pooled))
-
-
-def compare_with_rerun(
-    current: Mapping[Key, np.ndarray],
-    baseline: Mapping[Key, Sequence[np.ndarray]],
-    op_ids: Mapping[Key, int],
-    config: GateConfig,
-    rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
-    probe_drift: float | None = None,
-) -> Comparison:
+def compare_with_rerun(current: Mapping[Key, np.ndarray],
+                       baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
+                       config: GateConfig,
+                       rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
+                       probe_drift: float | None = None) -> Comparison:
     """:func:`compare`, with a confirmation when ``rerun`` is given.
 
     When the first run looks regressed at the looser ``config.trigger_alpha``,
@@ -232,14 +213,10 @@ def compare_with_rerun(
         key: [samples, again[key]] if key in again else samples
         for key, samples in current.items()}
     combined = compare(both, baseline, op_ids, config, probe_drift)
-    alone = {v.key: v for v in compare(again, baseline, op_ids, config, probe_drift).ops}
-
-    def reproduced(v: OpVerdict) -> bool:
-        second = alone.get(v.key)
-        return v.key in suspects and second is not None and second.suspect
-
+    seen_again = {v.key for v in compare(again, baseline, op_ids, config, probe_drift).ops
+                  if v.suspect} & suspects
     ops = tuple(replace(v, verdict=OpStatus.OK)
-                if v.verdict == OpStatus.REGRESSED and not reproduced(v) else v
+                if v.verdict == OpStatus.REGRESSED and v.key not in seen_again else v
                 for v in combined.ops)
     confirmed = {v.key for v in ops if v.verdict == OpStatus.REGRESSED}
     unconfirmed = tuple(v for v in first.ops if v.suspect and v.key not in confirmed)
@@ -248,7 +225,7 @@ def compare_with_rerun(
 
 @dataclass(frozen=True)
 class _Evidence:
-    """Per judged op (arrays indexed like the keys): what its verdict is read from."""
+    """What each judged op's verdict is read from (arrays in the order of the ops)."""
 
     #: Baseline and current medians, (ops, 2).
     medians: np.ndarray
@@ -266,52 +243,71 @@ class _Evidence:
     #: The margins in sigmas: to fail, and to ask for a re-run.
     k_final: float
     k_screen: float
-    #: Counted samples on each side, and whether they could ever reach the rank level.
-    n_cur: np.ndarray
-    n_base: np.ndarray
-    undecidable: np.ndarray
 
 
-def _judge(keys: list[Key], stats: Mapping[Key, RunPair], op_ids: Mapping[Key, int],
-           config: GateConfig, probe_drift: float | None,
-           verdicts: dict[Key, OpVerdict]) -> tuple[float, str]:
-    """Judge ops with enough samples on both sides; returns the drift and its source."""
-    c_logs, c_se2s = _per_run(keys, stats, 0)
-    b_logs, b_se2s = _per_run(keys, stats, 1)
-    ev = _evidence(keys, stats, config, probe_drift, (c_logs, c_se2s), (b_logs, b_se2s))
-    for i, key in enumerate(keys):
-        verdicts[key] = _op_verdict(i, key, ev, stats[key], op_ids.get(key, -1), config)
-    return math.exp(ev.drift_log), ev.drift_source
+def _evidence(stats: Mapping[Key, RunPair], config: GateConfig,
+              probe_drift: float | None) -> _Evidence:
+    """Each op's change, the spread it would have under no change, and the rank test."""
+    pairs = list(stats.values())
+    c_logs, c_se2s = _per_run([cur for cur, _ in pairs])
+    b_logs, b_se2s = _per_run([base for _, base in pairs])
+    c_runs = (~np.isnan(c_logs)).sum(axis=1)
+    runs = (~np.isnan(b_logs)).sum(axis=1)
+    c_mean, c_se2 = np.nanmean(c_logs, axis=1), np.nanmean(c_se2s, axis=1)
+    b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
+    between = 1 / c_runs + 1 / runs
+    sampling = c_se2 / c_runs + b_se2 / runs
+
+    # the ops' spread between processes (how far the ops moved does not depend on the
+    # drift, so it is known first), then the drift, each op weighted by its precision
+    raw = c_mean - b_mean
+    tau2 = _spread2(b_logs, b_mean, b_se2, raw, sampling, between, config)
+    precision = tau2 * between + sampling
+    weights = precision_weights(precision)
+    drift_log, source, drift_var = _drift(raw, weights, precision, probe_drift, config)
+    d = raw - drift_log
+
+    # the variance of d under no change: spread, the medians' sampling error, the drift's
+    contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
+    var_d = precision + drift_var + contention ** 2
+    if len(pairs) >= config.min_ops_for_spread:  # this run's ops moved more than the model says
+        var_d = var_d * _excess_spread(d / np.sqrt(var_d), config.together)
+
+    # each current run's samples scaled by that run's own drift before they are pooled
+    run_drift = np.exp([_run_drift(c_logs[:, j] - b_mean, weights, drift_log, config)
+                        for j in range(c_logs.shape[1])])
+    cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(cur)])
+                  for cur, _ in pairs]
+    return _Evidence(
+        medians=np.column_stack([np.exp(b_mean), np.exp(c_mean)]), d=d, sigma=np.sqrt(var_d),
+        spread=np.sqrt(tau2), runs=runs, drift_log=drift_log, drift_source=source,
+        p_rank=mann_whitney(cur_scaled, [np.concatenate(base) for _, base in pairs]),
+        k_final=config.sigmas(config.alpha, len(pairs)),
+        k_screen=config.sigmas(max(config.trigger_alpha, config.alpha), len(pairs)))
 
 
-def _drift(raw: np.ndarray, weights: np.ndarray, probe_drift: float | None,
-           config: GateConfig) -> tuple[float, str, float]:
-    """The run's log drift, its source and its variance (NaN from the ops: the caller
-    knows their spreads): from the ops when there are enough of them, else from the
-    reference probe, else none.
-
-    From the ops it is their median change, each op weighted by its precision
-    (``weights``: 1 / the variance of its change, capped: see
-    :func:`pytest_opprof.stats.drift.precision_weights`): a GPU test's 0.01%-precise
-    kernels set its drift, not its launch-bound ops moving 20% with the host.
-    """
-    n = len(raw)
+def _drift(raw: np.ndarray, weights: np.ndarray, precision: np.ndarray,
+           probe_drift: float | None, config: GateConfig) -> tuple[float, str, float]:
+    """The run's log drift, its source and its variance: the ops' median change, each
+    weighted by its precision (``weights``, from the variance of its change,
+    ``precision``) when there are enough of them, else the reference probe's, else none."""
     if not config.drift:
         return 0.0, "none", 0.0
-    if n >= config.min_ops_for_drift:
-        return weighted_median(raw, weights), "ops", math.nan
+    if len(raw) >= config.min_ops_for_drift:  # a weighted median's variance
+        var = MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
+        return weighted_median(raw, weights), "ops", var
     if probe_drift is not None and probe_drift > 0:
         return math.log(probe_drift), "probe", config.drift_uncertainty ** 2
     return 0.0, "none", config.drift_uncertainty ** 2
 
 
-def _run_drift(raw: np.ndarray, weights: np.ndarray, drift_log: float,
+def _run_drift(raw: np.ndarray, weights: np.ndarray, otherwise: float,
                config: GateConfig) -> float:
-    """One current run's own log drift, from the ops it has (a re-run may lack some);
-    the comparison's drift when it has too few."""
+    """One run's own log drift from the ops it has (NaN where it lacks one; a re-run may),
+    ``otherwise`` when it has too few or the drift is not divided out."""
     present = ~np.isnan(raw)
     if not config.drift or present.sum() < config.min_ops_for_drift:
-        return drift_log
+        return otherwise
     return weighted_median(raw[present], weights[present])
 
 
@@ -333,69 +329,11 @@ def _excess_spread(z: np.ndarray, together: float) -> float:
     return min(max(1.0, (seen / expected) ** 2), MAX_EXCESS)
 
 
-def _evidence(keys: list[Key], stats: Mapping[Key, RunPair], config: GateConfig,
-              probe_drift: float | None, current: tuple[np.ndarray, np.ndarray],
-              base: tuple[np.ndarray, np.ndarray]) -> _Evidence:
-    """Each op's change, the spread it would have under no change, and the rank test."""
-    k_ops = len(keys)
-    (c_logs, c_se2s), (b_logs, b_se2s) = current, base
-    c_runs = (~np.isnan(c_logs)).sum(axis=1)
-    runs = (~np.isnan(b_logs)).sum(axis=1)
-    c_mean, c_se2 = np.nanmean(c_logs, axis=1), np.nanmean(c_se2s, axis=1)
-    b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
-    medians = np.column_stack([np.exp(b_mean), np.exp(c_mean)])
-    between = 1 / c_runs + 1 / runs
-    sampling = c_se2 / c_runs + b_se2 / runs
-
-    # the ops' spread between processes (each op's own, learned with the test's: how
-    # far the ops moved does not depend on the drift, so it is known first)
-    raw = c_mean - b_mean
-    jitter2 = (config.jitter_ns / medians[:, 0]) ** 2
-    sample_var, dof = _own_variance(b_logs, b_mean, b_se2, config)
-    typical = _typical_spread(sample_var, dof, b_se2, jitter2, raw, sampling, between, config)
-    tau2 = _spread_posterior(sample_var, dof, b_se2, jitter2, typical, config)
-
-    # the drift, each op weighted by how precise its change is
-    precision = tau2 * between + sampling
-    weights = precision_weights(precision)
-    drift_log, source, drift_var = _drift(raw, weights, probe_drift, config)
-    if math.isnan(drift_var):  # a weighted median's variance
-        drift_var = MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
-    d = raw - drift_log
-
-    # the variance of d under no change: spread, the medians' sampling error, the drift's
-    contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
-    var_d = tau2 * between + sampling + drift_var + contention ** 2
-    if k_ops >= config.min_ops_for_spread:  # this run's ops moved more than the model says
-        var_d = var_d * _excess_spread(d / np.sqrt(var_d), config.together)
-
-    # each current run's samples scaled by that run's own drift before they are pooled
-    run_drift = np.exp([_run_drift(c_logs[:, j] - b_mean, weights, drift_log, config)
-                        for j in range(c_logs.shape[1])])
-    cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(stats[key][0])])
-                  for key in keys]
-    pooled = [np.concatenate(stats[key][1]) for key in keys]
-    p_rank = mann_whitney(cur_scaled, pooled)
-    # an op whose samples could not reach the rank level even if every current sample
-    # exceeded every baseline one is not judged (saying "ok" would be a guess)
-    n_cur = np.array([len(c) for c in cur_scaled], dtype=float)
-    n_base = np.array([len(b) for b in pooled], dtype=float)
-    undecidable = normal_sf(np.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) \
-        > config.rank_alpha
-    return _Evidence(
-        medians=medians, d=d, sigma=np.sqrt(var_d), spread=np.sqrt(tau2), runs=runs,
-        drift_log=drift_log, drift_source=source,
-        p_rank=p_rank, k_final=config.sigmas(config.alpha, k_ops),
-        k_screen=config.sigmas(max(config.trigger_alpha, config.alpha), k_ops),
-        n_cur=n_cur, n_base=n_base, undecidable=undecidable)
-
-
 def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
                 config: GateConfig) -> OpVerdict:
     """The verdict of the ``i``-th judged op: its change against its margin, the floor
     and the rank test."""
-    name, occurrence = key
-    tol = config.tolerance_for(name)
+    tol = config.tolerance_for(key[0])
     effect = math.log1p(tol)
     base_med, cur_med = ev.medians[i]
     d, sigma = float(ev.d[i]), float(ev.sigma[i])
@@ -403,32 +341,34 @@ def _op_verdict(i: int, key: Key, ev: _Evidence, pair: RunPair, op_id: int,
     grown_ns = cur_med / math.exp(ev.drift_log) - base_med
     slower = grown_ns > config.floor_ns and ev.p_rank[0][i] <= config.rank_alpha
     faster = -grown_ns > config.floor_ns and ev.p_rank[1][i] <= config.rank_alpha
+    n_cur, n_base = (sum(len(r) for r in side) for side in pair)
+    verdict, reason = OpStatus.OK, ""
     if slower and d > margin:
         verdict = OpStatus.REGRESSED
     elif faster and d < -margin:
         verdict = OpStatus.IMPROVED
-    else:
-        verdict = OpStatus.OK
-    reason = ""
-    if verdict == OpStatus.OK and ev.undecidable[i]:
+    # an op whose samples could not reach the rank level even if every current sample
+    # exceeded every baseline one is not judged (saying "ok" would be a guess)
+    elif _sf(math.sqrt(3 * n_cur * n_base / (n_cur + n_base + 1))) > config.rank_alpha:
         verdict = OpStatus.UNJUDGED
-        reason = (f"{int(ev.n_cur[i])} samples against {int(ev.n_base[i])} cannot reach "
-                  f"the rank test's level; run more iterations")
-    floor = math.log1p(config.floor_ns / base_med)
+        reason = (f"{n_cur} samples against {n_base} cannot reach the rank test's level; "
+                  "run more iterations")
     side = 0 if d >= 0 else 1  # the rank p-value in the direction of the change
-    cur_runs, base_runs = pair
     return OpVerdict(
-        name, occurrence, op_id, verdict, reason=reason,
+        key[0], key[1], op_id, verdict, reason=reason,
         baseline_median=base_med, current_median=cur_med,
         ratio=cur_med / base_med, corrected_ratio=math.exp(d), margin=math.exp(margin),
-        tolerance=tol, z=d / sigma, p_value=float(normal_sf(np.array(d / sigma))),
-        rank_p_value=float(ev.p_rank[side][i]),
-        n_current=sum(len(r) for r in cur_runs),
-        n_baseline=sum(len(b) for b in base_runs), runs=int(ev.runs[i]),
-        suspect=bool(slower and d > max(effect, ev.k_screen * sigma)),
+        tolerance=tol, z=d / sigma, p_value=_sf(d / sigma),
+        rank_p_value=float(ev.p_rank[side][i]), n_current=n_cur, n_baseline=n_base,
+        runs=int(ev.runs[i]), suspect=bool(slower and d > max(effect, ev.k_screen * sigma)),
         spread=float(ev.spread[i]),
-        detectable=detectable(max(margin, floor), sigma, config.power),
+        detectable=detectable(max(margin, math.log1p(config.floor_ns / base_med)), sigma,
+                              config.power),
     )
+
+
+def _sf(x: float) -> float:
+    return float(normal_sf(np.array(x)))
 
 
 @dataclass(frozen=True)
@@ -451,22 +391,14 @@ def noise(baseline: Mapping[Key, Sequence[np.ndarray]],
             if runs and min(len(positive(r)) for r in runs) >= config.min_samples]
     if not keys:
         return {}
-    stats: dict[Key, RunPair] = {}
-    for key in keys:
-        base_runs = [positive(r) for r in baseline[key]]
-        stats[key] = ([base_runs[-1]], base_runs)  # a current run as quiet as the last
-    b_logs, b_se2s = _per_run(keys, stats, 1)
+    b_logs, b_se2s = _per_run([[positive(r) for r in baseline[key]] for key in keys])
     b_mean, b_se2 = np.nanmean(b_logs, axis=1), np.nanmean(b_se2s, axis=1)
     runs = (~np.isnan(b_logs)).sum(axis=1)
-    base_ns = np.exp(b_mean)
-    jitter2 = (config.jitter_ns / base_ns) ** 2
-    between = 1 + 1 / runs
+    between = 1 + 1 / runs  # a current run as quiet as the baseline's
     sampling = b_se2 * between
-    sample_var, dof = _own_variance(b_logs, b_mean, b_se2, config)
-    typical = _typical_spread(sample_var, dof, b_se2, jitter2, np.zeros(0), sampling, between,
-                              config)
-    tau2 = _spread_posterior(sample_var, dof, b_se2, jitter2, typical, config)
+    tau2 = _spread2(b_logs, b_mean, b_se2, np.zeros(0), sampling, between, config)
     sigma = np.sqrt(tau2 * between + sampling)
+    base_ns = np.exp(b_mean)
     k = config.sigmas(config.alpha, len(keys))
     found = {}
     for i, key in enumerate(keys):
@@ -478,58 +410,45 @@ def noise(baseline: Mapping[Key, Sequence[np.ndarray]],
     return found
 
 
-def _per_run(keys: list[Key], stats: Mapping[Key, RunPair],
-             side: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ops, runs) log medians and their squared standard errors, NaN where an op
-    lacks a run; ``side`` 0 is the current runs, 1 the baseline's."""
-    rows = [(i, r) for i, key in enumerate(keys) for r in range(len(stats[key][side]))]
-    logs, se2s = log_median_se2([stats[keys[i]][side][r] for i, r in rows])
-    width = max(r for _, r in rows) + 1
-    log_m = np.full((len(keys), width), np.nan)
-    se2_m = np.full((len(keys), width), np.nan)
+def _per_run(runs: Sequence[Sequence[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's runs as (ops, runs) log medians and their squared standard errors, NaN
+    where an op lacks a run."""
+    rows = [(i, r) for i, op in enumerate(runs) for r in range(len(op))]
+    logs, se2s = log_median_se2([runs[i][r] for i, r in rows])
     op_index, run_index = np.array(rows).T
+    log_m = np.full((len(runs), run_index.max() + 1), np.nan)
+    se2_m = log_m.copy()
     log_m[op_index, run_index] = logs
     se2_m[op_index, run_index] = se2s
     return log_m, se2_m
 
 
-def _raw_variance(b_logs: np.ndarray, b_se2: np.ndarray) -> np.ndarray:
-    """Each op's variance of its log median over the baseline runs as measured, drift
-    and all (NaN with one run): how precise its change can be, for weighing the drift."""
-    runs = (~np.isnan(b_logs)).sum(axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an op with one run
-        variance: np.ndarray = np.where(runs > 1, np.nanvar(b_logs, axis=1, ddof=1), np.nan)
-    return variance + b_se2  # type: ignore[no-any-return]
-
-
-def _own_variance(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray,
-                  config: GateConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Each op's sample variance of its log median over the baseline runs, each run's
-    own drift removed when the test has ops enough to tell it, and its degrees of
-    freedom (0: one run, nothing measured). Runs taken back to back show less than
-    later runs will: the variance is inflated by ``spread_inflation`` squared."""
+def _spread2(b_logs: np.ndarray, b_mean: np.ndarray, b_se2: np.ndarray, changes: np.ndarray,
+             sampling: np.ndarray, between: np.ndarray, config: GateConfig) -> np.ndarray:
+    """Each op's variance of its log median between processes, by the rule's shrinker
+    (:func:`pytest_opprof.stats.shrink.spread_posterior`) from the op's own baseline runs
+    around the test's typical relative spread: the larger of what its baseline runs show
+    and how far its ops moved since (the spread of their ``changes``, whatever the
+    drift), or the prior with neither."""
+    # each op's sample variance over the baseline runs (dof 0: one run), each run's own
+    # drift out when the test has ops enough to tell it (its ops weighted by how precise
+    # their medians are as measured, drift and all)
     runs = (~np.isnan(b_logs)).sum(axis=1)
     deviation = b_logs - b_mean[:, None]
     if len(b_logs) >= config.min_ops_for_drift:
-        weights = precision_weights(_raw_variance(b_logs, b_se2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an op with one run
+            raw_var = np.where(runs > 1, np.nanvar(b_logs, axis=1, ddof=1), np.nan)
+        weights = precision_weights(raw_var + b_se2)
         for j in range(b_logs.shape[1]):
-            present = ~np.isnan(deviation[:, j])
-            if present.sum() >= config.min_ops_for_drift:
-                deviation[:, j] -= _drift(deviation[present, j], weights[present], None,
-                                          config)[0]
+            deviation[:, j] -= _run_drift(deviation[:, j], weights, 0.0, config)
     dof = np.maximum(runs - 1, 0).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         sample_var = np.where(dof > 0, np.nansum(deviation ** 2, axis=1) / dof, np.nan)
-    return sample_var * config.spread_inflation ** 2, dof
+    # runs taken back to back show less than later runs will
+    sample_var = sample_var * config.spread_inflation ** 2
 
-
-def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
-                    jitter2: np.ndarray, changes: np.ndarray, sampling: np.ndarray,
-                    between: np.ndarray, config: GateConfig) -> float:
-    """The test's typical relative spread between processes: the larger of what its
-    baseline runs show and how far its ops moved since (the spread of their
-    ``changes``, whatever the drift), or the prior with neither."""
+    jitter2 = (config.jitter_ns / np.exp(b_mean)) ** 2
     found = []
     measured = typical_spread(np.maximum(sample_var - b_se2 - jitter2, 0.0), dof,
                               config.min_ops_for_drift)
@@ -538,13 +457,7 @@ def _typical_spread(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
     if len(changes) >= config.min_ops_for_spread:
         excess = robust_var(changes) - float(np.median(sampling + jitter2 * between))
         found.append(math.sqrt(max(excess, 0.0) / float(np.median(between))))
-    return max(*found, config.tau_floor) if found else config.tau_prior
-
-
-def _spread_posterior(sample_var: np.ndarray, dof: np.ndarray, b_se2: np.ndarray,
-                      jitter2: np.ndarray, typical: float, config: GateConfig) -> np.ndarray:
-    """Each op's variance of its log median between processes, by the rule's shrinker
-    (:func:`pytest_opprof.stats.shrink.spread_posterior`) with its settings."""
+    typical = max(*found, config.tau_floor) if found else config.tau_prior
     return spread_posterior(sample_var, dof, b_se2, jitter2, typical,
                             tau_spread=config.tau_spread, tau_tail=config.tau_tail,
                             measured_quantile=config.measured_quantile,

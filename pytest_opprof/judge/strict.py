@@ -1,12 +1,11 @@
 """Strict mode (``--opprof-strict``: unjudged, an effect): which gated tests of a
 run could not be judged, each with one line saying why.
 
-The gate leaves a test it cannot judge unjudged (no baseline on this machine, other run
-conditions, an absurd drift), and passing it, or failing it, would each claim a
-comparison that did not happen: the test's own outcome stays as it is. In CI that is
-silent (a run under ``-n 2`` against a serial baseline exits 0 with a 2x regression
-present), so strict mode fails the *session* instead, naming each such test. Decided
-once, on the process that reports (an xdist controller: every worker's records).
+Passing or failing a test the gate could not judge (no baseline on this machine, other
+run conditions, an absurd drift) would claim a comparison that did not happen, so its own
+outcome stands; in CI that is silent (a run under ``-n 2`` against a serial baseline
+exits 0 with a 2x regression present), so strict mode fails the *session* instead.
+Decided once, on the process that reports (an xdist controller: every worker's records).
 """
 
 from __future__ import annotations
@@ -34,8 +33,8 @@ class Unjudged:
 
 
 def seen(comparison: Comparison) -> float:
-    """The slowdown the comparison could see (a fraction): its median compared op's
-    detectable effect; NaN when no op was compared. The ``blind`` line reads this too."""
+    """The slowdown the comparison could see (a fraction) for its median compared op;
+    NaN when no op was compared. The ``blind`` line reads this too."""
     return sees([v.detectable for v in comparison.having(*COMPARED)], GATE_SEES_QUANTILE)
 
 
@@ -53,15 +52,12 @@ def why_unjudged(record: TestRecord, effect: float | None) -> str | None:
         return (f"no baseline on machine {result.machine!r}: take one with "
                 "opprof baseline update")
     if result.verdict == Verdict.UNJUDGED:
-        word = Verdict.UNJUDGED.value
-        return f"{word}: {result.reason}" if result.reason else word
+        return f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
     if result.verdict != Verdict.PASSED or result.comparison is None:
         return None  # failed by the gate, updated, not gated
-    compared = result.comparison.having(*COMPARED)
-    if not compared:
-        ops = len(result.comparison.ops)
-        return (f"none of its {ops} op(s) could be compared with the baseline (new, "
-                "missing or with too few samples)")
+    if not result.comparison.having(*COMPARED):
+        return (f"none of its {len(result.comparison.ops)} op(s) could be compared with the "
+                "baseline (new, missing or with too few samples)")
     if effect is not None:
         sees_now = seen(result.comparison)
         if blind(sees_now, effect):
@@ -75,7 +71,7 @@ def unjudged(records: Iterable[TestRecord], unprofiled: Mapping[str, str],
     """Every gated test of the run that strict mode fails the session for: the profiled
     ones (:func:`why_unjudged`) and those that used ``gpu_profiler`` and passed without
     profiling anything (``unprofiled``: node id -> why), in node id order."""
-    found = {nodeid: why for nodeid, why in unprofiled.items()}
+    found = dict(unprofiled)
     for record in records:
         why = why_unjudged(record, effect)
         if why is not None:

@@ -1,9 +1,6 @@
-"""A comparison's data: each op's change between two sides, each test's, the report's.
-
-Made by :mod:`pytest_opprof.judge.comparison` from the processes of ``opprof compare``
-(:mod:`pytest_opprof.judge.paired` judges each op), rendered by
-:mod:`pytest_opprof.render.compare` (text, Markdown, JSON schema ``pytest-opprof/compare/1``).
-"""
+"""``opprof compare``'s data: each op's change between two sides, each test's, the
+report's. Made by judge/comparison.py (judge/paired.py judges each op), rendered by
+render/compare.py."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ class OpChange:
 
     base_ns: float
     head_ns: float
-    #: The change the medians show: ``head_ns / base_ns``, exactly.
+    #: ``head_ns / base_ns``, exactly.
     change: float
     #: The interval of :attr:`corrected`, the change the verdict is read from.
     low: float
@@ -34,7 +31,7 @@ class OpChange:
     detectable: float
     #: The op's own change: :attr:`change` less the test's drift (what every op moved by
     #: alike between the sides; with pairs, each op's samples at the machine's common
-    #: state); NaN when not given (then :attr:`change`).
+    #: state); NaN when not given.
     corrected: float = math.nan
 
     @property
@@ -76,9 +73,8 @@ class TestComparison:
     #: Ops measured on both sides but not in every pair (a branch some processes did not
     #: take): listed, not judged.
     partial_ops: tuple[str, ...] = ()
-    #: The slowdown nine in ten of the test's ops could show (the
-    #: ``judge.config.SIZING_QUANTILE``-th percentile of their detectable effects); NaN
-    #: with no op judged.
+    #: The ``judge.config.SIZING_QUANTILE``-th percentile of the ops' detectable effects
+    #: (NaN with no op judged).
     sees: float = math.nan
 
 
@@ -102,8 +98,7 @@ class Environment:
     venv: str = ""
 
     def summary(self) -> str:
-        """One line: the interpreter, Python's, numpy's, cupy's, the BLAS's and CUDA's
-        versions, where present."""
+        """One line: the interpreter and the versions that matter, where present."""
         parts = [f"Python {self.version}"]
         cupy = sorted(n for n in self.packages if n == "cupy" or n.startswith("cupy-cuda"))
         parts += [f"{name} {self.packages[name]}" for name in

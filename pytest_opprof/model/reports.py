@@ -1,12 +1,9 @@
-"""One profiled test as every report shows it: the record, and each op's figures beside
-its verdict, as typed data.
+"""One profiled test as every report shows it: each op's figures beside its verdict.
 
-A :class:`TestReport` is made once from a :class:`~pytest_opprof.model.records.TestRecord`
-by :func:`pytest_opprof.stats.reports.report_of` (which computes the figures), whether
-the record was just measured or read back from a results file
-(:func:`pytest_opprof.store.results.load`). The results JSON, the Markdown summary and
-the HTML report all render from it, so each says the same number for the same op; the
-figures next to a verdict are the verdict's own (:class:`OpVerdict`), never copied.
+A :class:`TestReport` is made once per record, just measured or read back from a results
+file, by :func:`pytest_opprof.stats.reports.report_of`; the results JSON, the Markdown and
+the HTML render from it, so each says the same number for the same op. The figures next
+to a verdict are the verdict's own (:class:`OpVerdict`), never copied.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ OVER_BUDGET = "over_budget"
 
 @dataclass(frozen=True)
 class KernelStats:
-    """The activities of one name and kind (inside one op, or in the whole test) over
-    the counted iterations."""
+    """The activities of one name and kind (of one op, or the whole test) over the counted
+    iterations."""
 
     name: str
     #: ``kernel``, ``memcpy`` or ``memset``.
@@ -45,8 +42,7 @@ class KernelStats:
 
 @dataclass(frozen=True)
 class Figures:
-    """One op's gated times over the counted iterations in which it ran (ns; None where
-    it ran in none)."""
+    """One op's gated times over the counted iterations it ran in (None: it ran in none)."""
 
     median: float | None
     mean: float | None
@@ -57,11 +53,10 @@ class Figures:
 
 @dataclass(frozen=True)
 class KernelFigures:
-    """An op's kernel-time extras: activities per iteration and its event span."""
+    """An op's kernel-time extras: its median activities per counted iteration (None:
+    unknown) and the median of its event span."""
 
-    #: The median number of activities it launched per counted iteration (None: unknown).
     count: float | None
-    #: The median of its event span (the other measure, beside its kernel time).
     span_median: float | None
 
 
@@ -70,12 +65,10 @@ class OpReport:
     op_id: int
     name: str
     occurrence: int
-    #: None for an op in the baseline only.
+    #: ``phase`` and ``current`` are None for an op in the baseline only.
     phase: str | None
-    #: ``ok``, ``regressed``, ``improved``, ``new``, ``missing``, ``unjudged`` or
-    #: ``over_budget``.
+    #: An :class:`OpStatus` word, or :data:`OVER_BUDGET`.
     status: str
-    #: None for an op in the baseline only.
     current: Figures | None
     #: The gate's verdict on it; None when the gate did not compare the test.
     verdict: OpVerdict | None
@@ -92,14 +85,12 @@ class OpReport:
 
     @property
     def median(self) -> float | None:
-        """The median of this run's samples (the profile's)."""
         return None if self.current is None else self.current.median
 
     @property
     def judged_median(self) -> float | None:
-        """The current median the verdict compared with the baseline's: with a
-        confirmation re-run, the geometric mean of both runs' medians; else this run's.
-        Every surface shows it beside the verdict's baseline median and ratio."""
+        """The current median the verdict compared with the baseline's (with a
+        confirmation re-run, the geometric mean of both runs' medians)."""
         v = self.verdict
         if v is not None and math.isfinite(v.current_median):
             return float(v.current_median)
@@ -114,7 +105,7 @@ class TestReport:
     #: The record's result, or NOT_GATED when the gate did not look at the test.
     result: TestResult
     ops: tuple[OpReport, ...]
-    #: ``kernel`` or ``events``: what the ops' figures are.
+    #: What the ops' figures are: ``kernel``, ``instructions`` or ``events``.
     measure: str
     #: Activities launched outside any op; None when none were recorded.
     outside_ops_kernels: tuple[KernelStats, ...] | None = None
@@ -137,7 +128,6 @@ class TestReport:
 
     @property
     def drift(self) -> float | None:
-        """The run's machine drift against the baseline; None without one."""
         c = self.result.comparison
         return None if c is None or not math.isfinite(c.drift) else float(c.drift)
 

@@ -1,10 +1,9 @@
 """The gate's conclusions as typed, immutable data: what the rule, the per-test judge,
 the records, xdist workers and every renderer exchange.
 
-Verdict values are ``str``-valued enums, so ``v.verdict == "regressed"`` and JSON both
-keep working. Each type has ``to_dict``/``from_dict``; ``from_dict`` validates what it
-is given (a worker's records, a results file) and turns anything malformed into one
-:class:`~pytest_opprof.errors.OpprofError` line, never a traceback.
+Verdicts are ``str``-valued enums, so ``v.verdict == "regressed"`` and JSON both keep
+working. ``from_dict`` validates what it is given (a worker's records, a results file):
+anything malformed is one :class:`~pytest_opprof.errors.OpprofError` line.
 """
 
 from __future__ import annotations
@@ -123,7 +122,8 @@ class OpVerdict:
             **{name: _float(d, name) for name in _OP_FLOATS},
             **{name: _float(d, name) if name in d else math.nan for name in _OP_NEWER},
             n_current=_int(d, "n_current"), n_baseline=_int(d, "n_baseline"),
-            runs=_int(d, "runs"), reason=_str(d, "reason"), suspect=_bool(d, "suspect"),
+            runs=_int(d, "runs"), reason=_str(d, "reason"),
+            suspect=_field(d, "suspect", bool, "true or false"),
             grew=_grew(d.get("grew", [])),
         )
 
@@ -235,15 +235,12 @@ class TestResult:
     def at_fault_by_verdict(self) -> dict[OpStatus, list[OpVerdict]]:
         """The ops at fault grouped by what happened to them (regressed, new, missing), in
         that order: a failure names each group by its verdict."""
-        groups: dict[OpStatus, list[OpVerdict]] = {}
-        for status in (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING):
-            ops = [v for v in self.at_fault if v.verdict == status]
-            if ops:
-                groups[status] = ops
-        return groups
+        groups = {status: [v for v in self.at_fault if v.verdict == status]
+                  for status in (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING)}
+        return {status: ops for status, ops in groups.items() if ops}
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything but the profile, which travels beside it (see records.TestRecord)."""
+        """Everything but the profile, which travels beside it (records.TestRecord)."""
         return {
             "nodeid": self.nodeid, "verdict": self.verdict.value, "machine": self.machine,
             "comparison": None if self.comparison is None else self.comparison.to_dict(),
@@ -261,12 +258,10 @@ class TestResult:
             raise OpprofError(f"malformed test result: it names {nodeid!r}, its profile "
                               f"{profile.nodeid!r}")
         comparison = d.get("comparison")
-        path = d.get("baseline_path")
-        if path is not None and not isinstance(path, str):
-            raise OpprofError("malformed test result: 'baseline_path' is not a string")
-        reason = d.get("reason", "")  # results files written before it existed lack it
-        if not isinstance(reason, str):
-            raise OpprofError("malformed test result: 'reason' is not a string")
+        path, reason = d.get("baseline_path"), d.get("reason", "")  # older files lack reason
+        for key, value in (("baseline_path", "" if path is None else path), ("reason", reason)):
+            if not isinstance(value, str):
+                raise OpprofError(f"malformed test result: {key!r} is not a string")
         return cls(
             nodeid=nodeid, verdict=_enum(d, "verdict", Verdict), machine=_str(d, "machine"),
             profile=profile,
@@ -287,36 +282,28 @@ def _mapping(data: Any, what: str) -> Mapping[str, Any]:
     return data
 
 
-def _field(d: Mapping[str, Any], key: str) -> Any:
+def _field(d: Mapping[str, Any], key: str, kind: type[_T], words: str) -> _T:
     if key not in d:
         raise OpprofError(f"malformed verdict data: {key!r} is missing")
-    return d[key]
+    if not isinstance(d[key], kind):
+        raise OpprofError(f"malformed verdict data: {key!r} is not {words}")
+    return d[key]  # type: ignore[no-any-return]
 
 
 def _str(d: Mapping[str, Any], key: str) -> str:
-    value = _field(d, key)
-    if not isinstance(value, str):
-        raise OpprofError(f"malformed verdict data: {key!r} is not a string")
-    return value
+    return _field(d, key, str, "a string")
 
 
 def _int(d: Mapping[str, Any], key: str) -> int:
-    value = _field(d, key)
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = _field(d, key, int, "an integer")
+    if isinstance(value, bool):
         raise OpprofError(f"malformed verdict data: {key!r} is not an integer")
-    return value
-
-
-def _bool(d: Mapping[str, Any], key: str) -> bool:
-    value = _field(d, key)
-    if not isinstance(value, bool):
-        raise OpprofError(f"malformed verdict data: {key!r} is not true or false")
     return value
 
 
 def _float(d: Mapping[str, Any], key: str) -> float:
     """A number; ``null`` is NaN (as :func:`_float_out` writes it)."""
-    value = _field(d, key)
+    value = _field(d, key, object, "")
     if value is None:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -330,7 +317,7 @@ def _float_out(x: float) -> float | None:
 
 
 def _enum(d: Mapping[str, Any], key: str, kind: type[_E]) -> _E:
-    value = _field(d, key)
+    value = _field(d, key, object, "")
     try:
         return kind(value)
     except (ValueError, TypeError):
@@ -341,8 +328,4 @@ def _enum(d: Mapping[str, Any], key: str, kind: type[_E]) -> _E:
 
 
 def _list(d: Mapping[str, Any], key: str, read: Callable[[Any], _T]) -> tuple[_T, ...]:
-    value = _field(d, key)
-    if not isinstance(value, list):
-        raise OpprofError(f"malformed verdict data: {key!r} is not a list")
-    return tuple(read(item) for item in value)
-
+    return tuple(read(item) for item in _field(d, key, list, "a list"))

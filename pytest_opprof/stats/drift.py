@@ -1,20 +1,16 @@
-"""Drift: the factor every op of a run (or a pair, or an iteration) moved by alike, read
-across the test's ops as a median, so that the few ops that really changed do not move
-it. Pure numpy, on logarithms (a drift is a ratio).
-
-Two forms are needed:
+"""Drift: the factor every op of a run (or a pair, or an iteration) moved by alike, a
+median across the test's ops (so the few ops that really changed do not move it), on
+logarithms (a drift is a ratio). Two forms:
 
 - **weighted** (:func:`weighted_median` with :func:`precision_weights`): the
-  stored-baseline rule, where ops differ in precision by orders of magnitude (a GPU
-  kernel's 0.01% beside a launch-bound op's 20%) and each op's precision is known from
-  the model; the precise ops set the drift;
-- **plain** (:func:`across_ops`, :func:`run_drifts`, :func:`others_median`): every op
-  counts alike, where no per-op precision is known before the drift is (the paired
-  model's per-pair drift, its per-iteration state; a baseline's runs checked against
-  each other; the history's runs).
+  stored-baseline rule, where each op's precision is known from the model and differs by
+  orders of magnitude (a GPU kernel's 0.01% beside a launch-bound op's 20%): the precise
+  ops set the drift;
+- **plain** (the others): every op counts alike, where no per-op precision is known
+  before the drift is (the paired model, a baseline's runs against each other, history).
 
 Each caller decides what to do with fewer ops than its minimum (one op's change would
-be its own drift): the functions here take that minimum as an argument.
+be its own drift).
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ def precision_weights(variance: np.ndarray) -> np.ndarray:
     if len(variance) < DRIFT_PEERS or not np.isfinite(variance).all():
         return np.ones(len(variance))
     cap = float(np.partition(variance, DRIFT_PEERS - 1)[DRIFT_PEERS - 1])
-    weights: np.ndarray = 1.0 / np.maximum(variance, max(cap, 1e-300))
-    return weights
+    return np.asarray(1.0 / np.maximum(variance, max(cap, 1e-300)))
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -52,8 +47,7 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
 
 
 def across_ops(changes: np.ndarray) -> np.ndarray:
-    """The plain drift of each row of ``changes`` (rows: runs or pairs; columns: ops;
-    log ratios): the median over its ops."""
+    """The plain drift of each row of ``changes`` (log ratios; columns: ops)."""
     drift: np.ndarray = np.median(np.asarray(changes, dtype=float), axis=-1)
     return drift
 
@@ -65,8 +59,7 @@ def run_drifts(logs: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a run no op has
         drift = np.nanmedian(logs - np.nanmedian(logs, axis=1)[:, None], axis=0)
-    found: np.ndarray = np.nan_to_num(drift)
-    return found
+    return np.asarray(np.nan_to_num(drift))
 
 
 def others_median(x: np.ndarray, min_others: int) -> np.ndarray:
@@ -75,14 +68,13 @@ def others_median(x: np.ndarray, min_others: int) -> np.ndarray:
     others are present): an op's own time must not set the state it is corrected by."""
     finite = np.isfinite(x)
     c = finite.sum(axis=1, keepdims=True)  # finite values per row
-    order = np.argsort(np.where(finite, x, np.inf), axis=1, kind="stable")
-    ranked = np.take_along_axis(np.where(finite, x, np.inf), order, axis=1)
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(x.shape[1])[None, :].repeat(len(x), 0), axis=1)
+    filled = np.where(finite, x, np.inf)
+    order = np.argsort(filled, axis=1, kind="stable")
+    ranked = np.take_along_axis(filled, order, axis=1)
+    rank = np.argsort(order, axis=1)  # each cell's place in its sorted row
     m = c - 1  # the others
     j1, j2 = (m - 1) // 2, m // 2  # the middle (one when m is odd, two when even)
     i1 = np.clip(j1 + (j1 >= rank), 0, x.shape[1] - 1)
     i2 = np.clip(j2 + (j2 >= rank), 0, x.shape[1] - 1)
     out = (np.take_along_axis(ranked, i1, axis=1) + np.take_along_axis(ranked, i2, axis=1)) / 2
-    found: np.ndarray = np.where(finite & (m >= min_others), out, np.nan)
-    return found
+    return np.asarray(np.where(finite & (m >= min_others), out, np.nan))

@@ -7,12 +7,13 @@ figures from here, so each says the same.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 
 from ..model.profile import ACTIVITY_KINDS, Profile
 from ..model.reports import KernelStats
-
-__all__ = ["KernelStats", "counts_per_iteration", "kernel_stats", "kernels_by_op"]
 
 
 def kernel_stats(profile: Profile, by_op: bool = False) -> list[KernelStats]:
@@ -22,32 +23,21 @@ def kernel_stats(profile: Profile, by_op: bool = False) -> list[KernelStats]:
     acts = profile.activities
     if acts is None or len(acts) == 0 or not acts.names:
         return []
-    names = acts.names
     keep = acts.iteration >= profile.skip
-    op_id = acts.op_id[keep].astype(np.int64)
-    name_id = acts.name_id[keep].astype(np.int64)
-    kind = acts.kind[keep].astype(np.int64)
     dur = (acts.end_ns[keep] - acts.start_ns[keep]).astype(float)
     if dur.size == 0:
         return []
-    n_kinds = len(ACTIVITY_KINDS)
-    key = name_id * n_kinds + kind
-    if by_op:
-        key = (op_id + 1) * (len(names) * n_kinds) + key
-    order = np.argsort(key, kind="stable")
-    key, dur = key[order], dur[order]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    counts = np.diff(np.r_[first, key.size])
-    totals = np.add.reduceat(dur, first)
-    lows, highs = np.minimum.reduceat(dur, first), np.maximum.reduceat(dur, first)
-    rows = []
-    for j, start in enumerate(first.tolist()):
-        k = int(key[start])
-        op = k // (len(names) * n_kinds) - 1 if by_op else None
-        rest = k % (len(names) * n_kinds)
-        n, total = int(counts[j]), float(totals[j])
-        rows.append(KernelStats(names[rest // n_kinds], ACTIVITY_KINDS[rest % n_kinds], n,
-                                total, total / n, float(lows[j]), float(highs[j]), op))
+    op_id = acts.op_id[keep] if by_op else np.zeros(dur.size)
+    keys = np.column_stack([op_id, acts.name_id[keep], acts.kind[keep]]).astype(np.int64)
+    groups, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    dur = dur[np.argsort(inverse.ravel(), kind="stable")]
+    first = np.r_[0, np.cumsum(counts)[:-1]]
+    totals = np.add.reduceat(dur, first).tolist()
+    lows, highs = np.minimum.reduceat(dur, first).tolist(), np.maximum.reduceat(dur, first).tolist()
+    rows = [KernelStats(acts.names[name], ACTIVITY_KINDS[kind], n, total, total / n, low, high,
+                        op if by_op else None)
+            for (op, name, kind), n, total, low, high
+            in zip(groups.tolist(), counts.tolist(), totals, lows, highs, strict=True)]
     rows.sort(key=lambda s: (-s.total, s.name, s.kind))
     return rows
 
@@ -68,10 +58,7 @@ def counts_per_iteration(profile: Profile) -> list[float | None]:
     counts = profile.kernel_counts
     if counts is None:
         return [None] * len(profile.ops)
-    counted = counts[profile.skip:]
-    out: list[float | None] = []
-    for k in range(len(profile.ops)):
-        column = counted[:, k] if counted.size else np.zeros(0)
-        column = column[~np.isnan(column)]
-        out.append(float(np.median(column)) if column.size else None)
-    return out
+    with warnings.catch_warnings():  # an op that ran in no counted iteration
+        warnings.simplefilter("ignore", RuntimeWarning)
+        medians = np.nanmedian(counts[profile.skip:], axis=0)
+    return [None if math.isnan(m) else float(m) for m in medians]

@@ -1,9 +1,5 @@
-"""Robust estimators of centre and spread: the one "positive and finite" filter, the
-MAD, the median of logs and its standard error, the typical spread of a test's ops.
-
-Times are taken as logarithms wherever a centre or a spread is estimated (a change is
-then a ratio, whatever the op's size). Pure numpy.
-"""
+"""Robust estimators of centre and spread. Times are taken as logarithms wherever a
+centre or a spread is estimated (a change is then a ratio, whatever the op's size)."""
 
 from __future__ import annotations
 
@@ -19,16 +15,15 @@ MEDIAN_VAR = math.pi / 2
 
 
 def is_positive(samples: np.ndarray) -> np.ndarray:
-    """Where ``samples`` hold a time that can be judged: finite and above zero (a time of
-    0 or NaN has no logarithm). The one such filter."""
+    """Where ``samples`` hold a time that can be judged (a time of 0 or NaN has no
+    logarithm). The one such filter."""
     a = np.asarray(samples, dtype=float)
     mask: np.ndarray = np.isfinite(a) & (a > 0)
     return mask
 
 
 def positive(samples: np.ndarray) -> np.ndarray:
-    """The positive finite values of ``samples`` (as floats; the array itself when all
-    are)."""
+    """The positive finite values of ``samples``, as floats."""
     a = np.asarray(samples, dtype=float)
     keep = is_positive(a)
     return a if keep.all() else a[keep]
@@ -37,8 +32,7 @@ def positive(samples: np.ndarray) -> np.ndarray:
 def positive_or_nan(samples: np.ndarray) -> np.ndarray:
     """``samples`` as floats, NaN wherever a value is not positive and finite."""
     a = np.asarray(samples, dtype=float)
-    kept: np.ndarray = np.where(is_positive(a), a, np.nan)
-    return kept
+    return np.asarray(np.where(is_positive(a), a, np.nan))
 
 
 def median(samples: np.ndarray) -> float:
@@ -53,8 +47,8 @@ def mad_sd(x: np.ndarray) -> float:
 
 
 def robust_var(x: np.ndarray) -> float:
-    """The variance of ``x`` read from its median absolute deviation (robust to the
-    few values that really changed)."""
+    """The variance of ``x`` read from its MAD (robust to the few values that really
+    changed)."""
     spread = mad_sd(x)
     return spread * spread
 
@@ -83,8 +77,7 @@ def log_median_se2(rows: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def one_log_median_se2(samples: np.ndarray) -> tuple[float, float]:
-    """:func:`log_median_se2` of one run's samples, after the positive filter (NaN, NaN
-    with nothing left)."""
+    """:func:`log_median_se2` of one run's positive samples (NaN, NaN with none)."""
     x = positive(samples)
     if x.size == 0:
         return math.nan, math.nan
@@ -92,19 +85,14 @@ def one_log_median_se2(samples: np.ndarray) -> tuple[float, float]:
     return float(centre[0]), float(se2[0])
 
 
-def chi2_median_bias(dof: float) -> float:
-    """The median of a chi-square over its degrees of freedom, about (1 - 2 / (9 dof))^3
-    (Wilson-Hilferty): a median of sample variances underestimates the variance by it."""
-    return (1 - 2 / (9 * dof)) ** 3
-
-
 def typical_spread(variance: np.ndarray, dof: np.ndarray, min_ops: int) -> float | None:
     """A test's typical spread (sd) from its ops' sample variances of ``dof`` degrees of
     freedom (0: not measured): the median variance of the measured ops (a few odd ops
-    do not move it), corrected for the chi-square's median bias. None with fewer than
-    ``min_ops`` measured ops."""
+    do not move it), divided by the median of a chi-square over its degrees of freedom,
+    about (1 - 2 / (9 dof))^3 (Wilson-Hilferty), by which a median of sample variances
+    underestimates the variance. None with fewer than ``min_ops`` measured ops."""
     measured = np.asarray(dof) > 0
     if np.count_nonzero(measured) < min_ops:
         return None
-    bias = chi2_median_bias(float(np.median(np.asarray(dof)[measured])))
+    bias = (1 - 2 / (9 * float(np.median(np.asarray(dof)[measured])))) ** 3
     return math.sqrt(float(np.median(np.asarray(variance)[measured])) / bias)

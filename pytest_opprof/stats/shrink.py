@@ -30,17 +30,6 @@ from .distributions import digamma, trigamma, trigamma_inverse
 SPREAD_GRID = np.linspace(math.log(1e-4), math.log(30.0), 161)
 
 
-def spread_prior(tau_spread: float, tau_tail: float) -> np.ndarray:
-    """Log prior weights over :data:`SPREAD_GRID`: lognormal around the typical with
-    log-sd ``tau_spread``, and a ``tau_tail`` share spread evenly over the grid."""
-    step = SPREAD_GRID[1] - SPREAD_GRID[0]
-    normal = np.exp(-0.5 * (SPREAD_GRID / tau_spread) ** 2) \
-        * step / (tau_spread * math.sqrt(2 * math.pi))
-    tail = step / (SPREAD_GRID[-1] - SPREAD_GRID[0])
-    weight: np.ndarray = np.log((1 - tau_tail) * normal + tau_tail * tail)
-    return weight
-
-
 def spread_posterior(sample_var: np.ndarray, dof: np.ndarray, se2: np.ndarray,
                      jitter2: np.ndarray, typical: float, *, tau_spread: float,
                      tau_tail: float, measured_quantile: float,
@@ -48,10 +37,17 @@ def spread_posterior(sample_var: np.ndarray, dof: np.ndarray, se2: np.ndarray,
     """Each op's variance of its log median between processes (relative spread and
     jitter), given the test's ``typical`` spread and the op's own runs: ``sample_var``
     of ``dof`` degrees of freedom (0: one run), each run's median known to ``se2``.
-    The posterior's ``measured_quantile`` for a measured op, its
-    ``unmeasured_quantile`` for one never measured."""
+    The prior is lognormal around the typical with log-sd ``tau_spread``, and a
+    ``tau_tail`` share spread evenly over the grid. The posterior's
+    ``measured_quantile`` for a measured op, its ``unmeasured_quantile`` for one never
+    measured."""
+    step = SPREAD_GRID[1] - SPREAD_GRID[0]
+    normal = np.exp(-0.5 * (SPREAD_GRID / tau_spread) ** 2) \
+        * step / (tau_spread * math.sqrt(2 * math.pi))
+    tail = step / (SPREAD_GRID[-1] - SPREAD_GRID[0])
     tau2 = (typical * np.exp(SPREAD_GRID)) ** 2 + jitter2[:, None]
-    log_weight = np.broadcast_to(spread_prior(tau_spread, tau_tail), tau2.shape).copy()
+    log_weight = np.broadcast_to(np.log((1 - tau_tail) * normal + tau_tail * tail),
+                                 tau2.shape).copy()
     measured = dof > 0
     if measured.any():
         var = tau2[measured] + se2[measured, None]
@@ -65,8 +61,7 @@ def spread_posterior(sample_var: np.ndarray, dof: np.ndarray, se2: np.ndarray,
     level = np.where(measured, measured_quantile, unmeasured_quantile)
     cumulative = np.cumsum(weight, axis=1)
     index = (cumulative < level[:, None] * cumulative[:, -1:]).sum(axis=1)
-    posterior: np.ndarray = np.take_along_axis(tau2, index[:, None], axis=1)[:, 0]
-    return posterior
+    return np.asarray(np.take_along_axis(tau2, index[:, None], axis=1)[:, 0])
 
 
 # -- the paired model's: limma's moderated variances -----------------------------------

@@ -1,10 +1,6 @@
-"""Statistics of a Profile, over its counted iterations only. Pure functions.
-
-Every figure divides by what was counted: per-op figures by the counted
-iterations in which the op ran, per-iteration figures by the counted
-iterations (never by all iterations, skipped ones included, as SINGA does).
-Times are nanoseconds.
-"""
+"""Statistics of a Profile over its counted iterations only: per-op figures divide by
+the counted iterations the op ran in, per-iteration figures by the counted iterations
+(never by all iterations, skipped ones included, as SINGA does)."""
 
 from __future__ import annotations
 
@@ -54,37 +50,24 @@ class WallSummary:
 
     @property
     def outside_share(self) -> float:
-        """The share of wall time spent outside any op (0 when wall is 0)."""
         return max(self.wall - self.op_time, 0.0) / self.wall if self.wall > 0 else 0.0
 
 
 def op_stats(profile: Profile, samples: np.ndarray | None = None) -> list[OpStats]:
-    """Per OP_ID, in graph order. An op that ran only in skipped iterations has count 0.
-    Times are the gated ones (kernel time where it was measured), or ``samples``: another
-    (iterations, ops) measure of the same profile, such as its event spans
-    (``profile.samples``) beside kernel time."""
+    """Per OP_ID, in graph order (count 0: it ran only in skipped iterations), of the
+    gated times or of ``samples``, another (iterations, ops) measure of the profile (its
+    event spans beside kernel time)."""
     counted = (profile.counted_matrix() if samples is None
                else np.asarray(samples[profile.skip:], dtype=float))
-    present = ~np.isnan(counted)
-    count = present.sum(axis=0)
-    filled = np.where(present, counted, 0.0)
-    total = filled.sum(axis=0)
-    lo = np.where(present, counted, np.inf).min(axis=0, initial=np.inf)
-    hi = np.where(present, counted, -np.inf).max(axis=0, initial=-np.inf)
+    count = (~np.isnan(counted)).sum(axis=0)
+    if not counted.size:  # no counted iteration: every op as one seen in skipped ones only
+        counted = np.full((1, len(profile.ops)), np.nan)
     with warnings.catch_warnings():  # all-NaN columns: ops seen only in skipped iterations
         warnings.simplefilter("ignore", RuntimeWarning)
-        median = np.nanmedian(counted, axis=0) if counted.size else np.full(len(profile.ops), 0.0)
-    result = []
-    for info in profile.ops:
-        k = info.op_id
-        n = int(count[k])
-        if n:
-            result.append(OpStats(k, info.name, n, float(total[k]), float(total[k]) / n,
-                                  float(median[k]), float(lo[k]), float(hi[k])))
-        else:
-            nan = float("nan")
-            result.append(OpStats(k, info.name, 0, 0.0, nan, nan, nan, nan))
-    return result
+        figures = np.vstack([f(counted, axis=0) for f in (
+            np.nansum, np.nanmean, np.nanmedian, np.nanmin, np.nanmax)])
+    return [OpStats(o.op_id, o.name, int(count[o.op_id]), *map(float, figures[:, o.op_id]))
+            for o in profile.ops]
 
 
 def op_type_stats(profile: Profile) -> list[OpTypeStats]:
@@ -107,10 +90,9 @@ def op_type_stats(profile: Profile) -> list[OpTypeStats]:
 def phase_times(profile: Profile) -> list[tuple[str, float]]:
     """Mean time per counted iteration of each phase, in first-seen order.
 
-    A test that names no phases gets SINGA's split: ``forward`` is every
-    top-level op before the first op whose name contains "backward" or ends in
-    "_grad", ``backward`` is the rest. A half with no op in it is left out (no
-    ``backward`` when no op is a backward op), not shown as 0.
+    A test that names no phases gets SINGA's split: ``forward`` is every top-level op
+    before the first op whose name contains "backward" or ends in "_grad", ``backward``
+    the rest; a half with no op in it is left out, not shown as 0.
     """
     n = profile.counted
     if n == 0:
@@ -118,9 +100,8 @@ def phase_times(profile: Profile) -> list[tuple[str, float]]:
     if profile.phases:
         sums = np.nansum(profile.phase_samples[profile.skip:], axis=0)
         return [(name, float(sums[j]) / n) for j, name in enumerate(profile.phases)]
-    first_backward = next(
-        (o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)), len(profile.ops)
-    )
+    first_backward = next((o.op_id for o in profile.ops if _BACKWARD_OP.search(o.name)),
+                          len(profile.ops))
     per_op = np.nansum(profile.counted_matrix(), axis=0)
     top = np.array([o.depth == 0 for o in profile.ops], dtype=bool)
     ids = np.arange(len(profile.ops))
@@ -134,5 +115,5 @@ def wall_summary(profile: Profile) -> WallSummary:
     """Top-level op time and wall time, each a mean over counted iterations."""
     if profile.counted == 0:
         return WallSummary(0.0, 0.0)
-    skip = profile.skip
-    return WallSummary(float(profile.op_time[skip:].mean()), float(profile.wall[skip:].mean()))
+    return WallSummary(float(profile.op_time[profile.skip:].mean()),
+                       float(profile.wall[profile.skip:].mean()))
