@@ -61,11 +61,8 @@ def pinned(values: Mapping[str, Any] = os.environ) -> bool:
     """Whether any variable that pins numpy's BLAS threads is set to something: in this
     process's environment, or in a run's recorded conditions. An empty value pins
     nothing (the libraries read it as unset)."""
-    return any(_set(values.get(name)) for name in BLAS_PINNING)
-
-
-def _set(value: Any) -> bool:
-    return value is not None and str(value).strip() != ""
+    return any(str(value).strip() for name in BLAS_PINNING
+               if (value := values.get(name)) is not None)
 
 
 def remedies(conditions: Mapping[str, Any] | None) -> list[str]:
@@ -98,13 +95,10 @@ def normal(name: str, value: Any) -> Any:
 
 def _workers_of(value: Any) -> int | None:
     """A worker count a run can have (a whole number, at least 1), or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 1 else None
-    if isinstance(value, str) and value.strip().isdecimal() and int(value) >= 1:
-        return int(value)
-    return None
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return value if whole and value >= 1 else None
 
 
 def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:
@@ -152,7 +146,7 @@ def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
             else:
                 return ""  # a value the shell cannot be told in one line
         elif name == "workers" and (workers := _workers_of(value)) is not None:
-            run = _as_run(workers)
+            run = "serially (-n 0)" if workers == 1 else f"with -n {workers}"
         else:
             return ""
     fixes = ([f"export {' '.join(exports)}"] if exports else []) + \
@@ -168,7 +162,8 @@ def _retake_flags(differing: list[str], now: Mapping[str, Any]) -> str:
     """The flags that make ``opprof baseline update`` take its runs under ``now``: this
     run's xdist workers, and the backend or measure where they differ (the environment
     is the shell's, as this run's was)."""
-    flags = _flag(now.get("workers"))
+    workers = _workers_of(now.get("workers"))
+    flags = f" -n {workers}" if workers is not None and workers > 1 else ""
     for name in differing:
         value = now.get(name)
         if name in FLAGGED and isinstance(value, str) and value.isidentifier():
@@ -181,15 +176,6 @@ def _workers(count: Any) -> str:
     if workers == 1:
         return "1 worker (serial)"
     return f"{workers} xdist workers" if workers else f"workers {_shown(count)}"
-
-
-def _as_run(count: int) -> str:
-    return "serially (-n 0)" if count == 1 else f"with -n {count}"
-
-
-def _flag(count: Any) -> str:
-    workers = _workers_of(count)
-    return f" -n {workers}" if workers is not None and workers > 1 else ""
 
 
 def _value(value: Any) -> str:

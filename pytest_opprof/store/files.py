@@ -56,8 +56,8 @@ class NotRegularFile(OSError):
     """A path names a FIFO, a device, a socket or a folder where a file was expected;
     its message says what to do (its ``filename``, when set, which path it was)."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not a regular file"
+    def __str__(self) -> str:  # not OSError's "[Errno None] None: 'path'" once named
+        return str(self.args[0])
 
 
 def _kind(mode: int) -> str:
@@ -87,10 +87,7 @@ def read_bounded(path: Path, limit: int) -> bytes:
         # what it claims in one read (one buffer: joining one chunk copies nothing), then
         # whatever more it holds, up to one byte past the limit
         chunks, size, step = [], 0, max(claimed + 1, 1 << 20)
-        while size <= limit:
-            chunk = os.read(fd, min(step, limit + 1 - size))
-            if not chunk:
-                break
+        while size <= limit and (chunk := os.read(fd, min(step, limit + 1 - size))):
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
@@ -115,12 +112,6 @@ def read_json(path: Path, reader: jsontext.Reader[T]) -> T:
     return reader.parse(data, str(path))
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _target(path: Path) -> Path:
     """Where a write to ``path`` lands: the file a symbolic link names (resolved), else
     ``path``; NotRegularFile when that is a special file or a folder. The kind is that
@@ -140,7 +131,9 @@ def _mode_for(target: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
-        return 0o666 & ~_umask()
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _stage(target: Path, data: bytes) -> Path:
