@@ -15,7 +15,8 @@ from types import FrameType
 
 
 @contextlib.contextmanager
-def _handled_by(handler: Callable[[int, FrameType | None], None] | signal.Handlers) -> Iterator[None]:
+def _handled_by(handler: Callable[[int, FrameType | None], None] | signal.Handlers
+                ) -> Iterator[None]:
     """SIGINT and SIGTERM sent to ``handler`` inside the block, their handlers restored
     after; a no-op off the main thread (where Python cannot set handlers)."""
     if threading.current_thread() is not threading.main_thread():

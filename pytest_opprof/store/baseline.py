@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
@@ -57,12 +56,6 @@ class BaselineStore:
     def every_machine(cls, root: Path) -> list[BaselineStore]:
         """A store for each machine folder under ``root`` (named after its folder)."""
         return [cls(Path(root), p.name, folder=p) for p in machine_folders(Path(root))]
-
-    @staticmethod
-    def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
-        """Staging folders of killed ``opprof baseline update`` commands."""
-        return [p for p in _older(Path(root).glob(STAGING_PREFIX + "*"), older_than_s)
-                if p.is_dir()]
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")
@@ -129,10 +122,6 @@ class BaselineStore:
             except BaselineError as exc:
                 yield path, exc
 
-    def stale_temporary_files(self, older_than_s: float = 3600) -> list[Path]:
-        """Temporary files of writers killed mid-write (SIGKILL, power loss)."""
-        return _older(self.folder.glob(".*.json.*.tmp"), older_than_s)
-
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         try:
@@ -162,15 +151,6 @@ def write_all(files: Sequence[tuple[Path, str]]) -> None:
         raise BaselineError(f"{path}: cannot write the baseline {write_problem(exc)} (or "
                             "choose another folder with --opprof-baseline-dir)"
                             + ("; no baseline was changed" if len(files) > 1 else "")) from None
-
-
-def _older(paths: Iterable[Path], seconds: float) -> list[Path]:
-    found = []
-    for path in sorted(paths):
-        with contextlib.suppress(OSError):
-            if time.time() - path.stat().st_mtime > seconds:
-                found.append(path)
-    return found
 
 
 def obstacle(path: Path) -> str | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import OpprofError
@@ -151,14 +152,24 @@ def gone(nodeid: str, rootdir: Path, collected: set[str], files: set[str],
 
 def stale(stores: Sequence[BaselineStore], root: Path,
           is_gone: Callable[[str], bool]) -> list[tuple[Path, str]]:
-    """What prune removes, each with what it is: the baselines of tests gone, the
-    temporary files of interrupted writes, the staging folders of interrupted updates."""
+    """What prune removes, each with what it is: the baselines of tests gone, and an
+    hour on, the temporary files of writers and the staging folders of updates that
+    were killed (SIGKILL, power loss), which are never read as baselines."""
     found = [(path, entry.nodeid) for store in stores for path, entry in store.entries()
              if isinstance(entry, Baseline) and is_gone(entry.nodeid)]
     found += [(path, "temporary file of an interrupted write")
-              for store in stores for path in store.stale_temporary_files()]
+              for store in stores for path in _older(store.folder.glob(".*.json.*.tmp"))]
     found += [(path, "staging folder of an interrupted update")
-              for path in BaselineStore.stale_staging_folders(root)]
+              for path in _older(Path(root).glob(STAGING_PREFIX + "*")) if path.is_dir()]
+    return found
+
+
+def _older(paths: Iterable[Path], seconds: float = 3600) -> list[Path]:
+    found = []
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > seconds:
+                found.append(path)
     return found
 
 
