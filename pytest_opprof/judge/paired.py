@@ -23,17 +23,9 @@ test's ops (Bonferroni, two-sided: regressed and improved are both claims). An o
 **improved** when its upper bound is below ``-log(1 + tolerance)``, else it is **ok**.
 
 Fewer than :data:`MIN_PAIRS` pairs (one pair: two results files, or ``--pairs 1``)
-cannot see how an op moves between processes (over 2 pairs its spread rests on one
-degree of freedom, whose t quantile at the family-wise level runs to the thousands).
-:func:`judge_assumed` judges them conservatively: each op credited
-:data:`ASSUMED_SPREAD` or more, each pair's drift its median change over the ops (no
-state adjustment: with one pair a change every op shares cannot be told from the
-machine's state, so it is the drift, said as such), normal quantiles, and a change only
-where the op's fastest iteration changed too. On a noisy shared runner only large
-changes can be told from one pair.
-
-Every op's ``change`` is what its medians show (head/base, exactly); its ``corrected``
-change (less the drift) is what the interval and the verdict are read from.
+cannot show how an op moves between processes; :func:`judge_assumed` judges them
+conservatively, with no state adjustment (with one pair a change every op shares cannot
+be told from the machine's state, so it is the drift, said as such).
 
 **The machine's state, iteration by iteration** (:func:`state_adjusted`, applied to the
 samples before the medians are taken). On a shared runner the machine's speed moves
@@ -52,7 +44,7 @@ the sides' mean states that the pairs' swings cannot explain is a change every o
 shares, not the machine (:func:`shared_change`): then the caller judges plain medians.
 
 **Detectable** is the slowdown of an op its interval would call regressed with
-probability :data:`POWER`; :func:`pairs_needed` sizes ``opprof compare``'s run with it.
+probability :data:`POWER`.
 """
 
 from __future__ import annotations
@@ -136,11 +128,12 @@ def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, n
                   spreads: np.ndarray | None = None,
                   fastest: tuple[np.ndarray, np.ndarray] | None = None,
                   names: Sequence[str] | None = None) -> PairedResult:
-    """Judge every op from fewer than :data:`MIN_PAIRS` pairs, each op credited the
-    spread between processes it may have (module docstring). ``base`` and ``head`` are
-    each (log medians, their squared standard errors), of shape (pairs, ops);
-    ``spreads``: each op's known spread between processes (relative sd of a median, NaN
-    where unknown: a stored baseline's), which widens the assumed one, never narrows.
+    """Judge every op from fewer than :data:`MIN_PAIRS` pairs: each op credited
+    :data:`ASSUMED_SPREAD` or what its ``spreads``, its pairs or the test's ops show
+    where more, the drift's error added, normal quantiles. ``base`` and ``head`` are each
+    (log medians, their squared standard errors), of shape (pairs, ops); ``spreads``:
+    each op's known spread between processes (relative sd of a median, NaN where
+    unknown: a stored baseline's), which widens the assumed one, never narrows.
 
     ``fastest``: each process's log fastest sample of each op, base and head, (pairs,
     ops). A change of the code moves every iteration of an op, its fastest too; a busy
@@ -236,8 +229,9 @@ def _drift_corrected(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarray,
              sd: np.ndarray, q: float, tolerance: float) -> tuple[OpChange, ...]:
-    """Each op's change: its medians ``base`` and ``head`` (ns) and their ratio, and its
-    corrected change ``exp(mean)`` with its interval (``q`` standard errors ``se``)."""
+    """Each op's change: what its medians ``base`` and ``head`` (ns) show, exactly, and
+    its corrected change ``exp(mean)`` (less the drift) with its interval (``q``
+    standard errors ``se``), from which the verdict is read."""
     bound = math.log1p(tolerance)
     changes = []
     for i in range(len(mean)):
@@ -255,7 +249,8 @@ def pairs_needed(result: PairedResult, detect: float,
                  tolerance: float = config.TOLERANCE) -> int:
     """The pairs at which nine in ten of the result's ops (``config.SIZING_QUANTILE``)
     would see a slowdown of ``detect`` (a fraction above ``tolerance``) with
-    probability :data:`POWER`, at the result's spreads and quantile. Sizing on the
+    probability :data:`POWER`, at the result's spreads and quantile (``opprof compare``
+    sizes its run with it). Sizing on the
     spreads alone, never on the changes, keeps the intervals' level (an internal pilot,
     Wittes and Brittain 1990)."""
     if not result.ops:

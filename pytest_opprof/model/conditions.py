@@ -42,15 +42,13 @@ Conditions = dict[str, "str | int | None"]
 
 
 def current(workerinput: Any, *, backend: str, device: str, measure: str) -> Conditions:
-    """This process's conditions; ``workerinput`` is ``config.workerinput`` on an xdist
-    worker (absent: None)."""
+    """This process's conditions; ``workerinput``: ``config.workerinput`` or None."""
     return {"workers": worker_count(workerinput), "backend": backend, "device": device,
             "measure": measure, **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
 def worker_count(workerinput: Any) -> int:
-    """How many xdist workers share this run: the count xdist gives its workers (in
-    their environment and their ``workerinput``), 1 in a serial run."""
+    """How many xdist workers share this run (xdist tells its workers), 1 if serial."""
     given = os.environ.get(WORKER_COUNT_VARIABLE)
     if given is None and isinstance(workerinput, dict):
         given = str(workerinput.get("workercount", ""))
@@ -215,8 +213,7 @@ def _plain(value: Any) -> str:
 
 
 def check(data: Any) -> Conditions:
-    """A stored conditions mapping, validated (raises TypeError or ValueError, which
-    the baseline loader turns into one line naming the file)."""
+    """A stored conditions mapping, validated (raises as the one parse path expects)."""
     if not isinstance(data, dict):
         raise TypeError("meta conditions is not an object")
     for key, value in data.items():

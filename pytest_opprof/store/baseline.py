@@ -54,7 +54,6 @@ class BaselineStore:
 
     @classmethod
     def every_machine(cls, root: Path) -> list[BaselineStore]:
-        """A store for each machine folder under ``root`` (named after its folder)."""
         return [cls(Path(root), p.name, folder=p) for p in machine_folders(Path(root))]
 
     def path_for(self, nodeid: str) -> Path:

@@ -101,9 +101,8 @@ T = TypeVar("T")
 
 
 def read_json(path: Path, reader: jsontext.Reader[T]) -> T:
-    """The file at ``path`` through the one parse path (:meth:`jsontext.Reader.parse`),
-    at most :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the
-    file, what is wrong (missing, a FIFO, too large, not JSON, malformed) and the fix."""
+    """The file at ``path`` through the one parse path, at most
+    :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the file."""
     try:
         data = read_bounded(path, jsontext.MAX_BYTES)
     except OSError as exc:
@@ -188,10 +187,9 @@ def replace_all(files: Sequence[tuple[Path, str]]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         raise
-    for old in kept:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
+    for old in filter(None, kept):
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 def _keep(target: Path) -> Path | None:

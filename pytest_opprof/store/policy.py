@@ -59,9 +59,9 @@ def again_folder(staging: Path) -> Path:
 def runs_taken_again(folder: Path, store: BaselineStore, nodeid: str) -> list[BaselineRun]:
     """The runs of ``nodeid`` that the extra runs into ``folder`` stored for ``store``'s
     machine (none when it did not run again: skipped, or deselected by chance)."""
-    again = BaselineStore(folder, store.machine, folder=folder / store.folder.name)
     try:
-        found = again.load(nodeid)
+        found = BaselineStore(folder, store.machine, folder=folder / store.folder.name
+                              ).load(nodeid)
     except BaselineError:
         return []
     return found.runs if found is not None else []
