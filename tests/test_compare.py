@@ -20,8 +20,9 @@ import pytest_opprof
 from pytest_opprof.cli import main
 from pytest_opprof.commands import compare
 from pytest_opprof.judge import comparison, config, paired
-from pytest_opprof.judge.paired import judge_pairs, judge_single
+from pytest_opprof.judge.paired import judge_assumed, judge_pairs
 from pytest_opprof.stats import distributions, drift
+from pytest_opprof.stats.robust import one_log_median_se2
 
 from .fakes import committed, git
 
@@ -119,6 +120,14 @@ def test_ops_that_differ_keep_their_own_spread():
     head = np.exp(10 + rng.standard_normal((6, 30)) * spread)
     sds = np.array([op.sd for op in judge_pairs(base, head).ops])
     assert np.median(sds[::2]) > 10 * np.median(sds[1::2])
+
+
+def judge_single(base, head, spreads=None):
+    """:func:`judge_assumed` of one run per side: ``base[i]`` and ``head[i]`` are op
+    ``i``'s samples (ns), as ``opprof compare BASE.json HEAD.json`` has them."""
+    log_se2 = [np.array([one_log_median_se2(x) for x in side]).T[:, None] for side in (base, head)]
+    fastest = [np.log([[x.min() for x in side]]) for side in (base, head)]
+    return judge_assumed(*log_se2, spreads=spreads, fastest=fastest)
 
 
 def test_one_pair_is_conservative_and_says_why():

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_opprof.store import policy
 from pytest_opprof.store.baseline import BaselineError, BaselineRun, BaselineStore
 
 from .fakes import ctrl_c_as_from_a_terminal, train_profile
@@ -104,7 +105,9 @@ def test_temporary_files_of_killed_writers_are_pruned_once_stale(pytester, capsy
         (folder / "m" / "x.json").write_bytes(store.path_for(TESTS[0]).read_bytes())
     os.utime(staging["old"], (time.time() - 7200, time.time() - 7200))
     assert [s.machine for s in BaselineStore.every_machine(pytester.path / ".opprof")] == ["m"]
-    assert store.stale_temporary_files() == [stale]
+    assert policy.stale([store], pytester.path / ".opprof", lambda _: False) == [
+        (stale, "temporary file of an interrupted write"),
+        (staging["old"], "staging folder of an interrupted update")]
     assert [p for p, _ in store.entries()] == [store.path_for(TESTS[0])]
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     os.chdir(pytester.path)

@@ -7,60 +7,44 @@ both processes of a pair alike (the machine's speed, contention, thermal state) 
 every op of the pair by about the same factor: the pair's **drift** ``g[p]``, the
 median of ``r[p, :]`` over the test's ops (not estimated with fewer than
 :data:`MIN_OPS_FOR_DRIFT` ops: one op would set the drift and hide its own change). The
-op's change in pair ``p`` is ``d[p, i] = r[p, i] - g[p]``; its change is the mean over
-pairs, and its spread the standard deviation over pairs, which holds everything that
-differs between two processes (each process's own offset of the op, its sampling
-noise, the drift's error): no model of those is needed, only pairs.
+op's change is the mean over pairs of ``d[p, i] = r[p, i] - g[p]``, and its spread the
+standard deviation over pairs, which holds everything that differs between two
+processes (each process's own offset of the op, its sampling noise, the drift's error):
+no model of those is needed, only pairs.
 
-With few pairs an op's own standard deviation is a poor estimate, so it borrows
-strength from the test's other ops: each op's variance is shrunk towards the test's
-typical variance by empirical Bayes (Smyth 2004, limma's moderated t): the prior's
-degrees of freedom ``d0`` are estimated from how much the ops' variances differ, so
-ops that differ a lot (a GPU kernel at 0.01% beside a launch-bound op at 20%) are
-barely shrunk, and ops that are alike are pooled. The interval is Student's t with
-``d0 + N - 1`` degrees of freedom, at the family-wise level ``alpha`` over the test's
-ops (Bonferroni, two-sided: regressed and improved are both claims).
-
-An op **regressed** when the interval's lower bound is above ``log(1 + tolerance)``,
+With few pairs an op's own standard deviation is a poor estimate, so each op's variance
+is shrunk towards the test's typical variance by empirical Bayes (Smyth 2004, limma's
+moderated t), the prior's degrees of freedom ``d0`` estimated from how much the ops'
+variances differ: ops that differ a lot (a GPU kernel at 0.01% beside a launch-bound op
+at 20%) are barely shrunk, ops that are alike are pooled. The interval is Student's t
+with ``d0 + N - 1`` degrees of freedom, at the family-wise level ``alpha`` over the
+test's ops (Bonferroni, two-sided: regressed and improved are both claims). An op
+**regressed** when the interval's lower bound is above ``log(1 + tolerance)``,
 **improved** when its upper bound is below ``-log(1 + tolerance)``, else it is **ok**.
 
 Fewer than :data:`MIN_PAIRS` pairs (one pair: two results files, or ``--pairs 1``)
-cannot see how an op moves between processes: an op's spread over 2 pairs rests on one
-degree of freedom, whose t quantile at the family-wise level runs to the thousands.
-Such pairs are judged by :func:`judge_assumed`: each op is credited a spread between
-processes of :data:`ASSUMED_SPREAD` of its median per process (a little over what the
-90th percentile op moved between processes on this project's shared 2-core runner), or
-more where the op's stored baselines, its pairs or the test's other ops show more; the
-drift is each pair's median change over the ops (no state adjustment: with one pair a
-change every op shares cannot be told from the machine's state, so it is the drift,
-said as such); normal quantiles; and an op is called changed only where its fastest
-iteration changed too (a busy machine slows the iterations it preempts, a change of
-the code every one). Conservative by design: on a noisy shared runner only large
-changes can be told from one pair.
-
-Every op's ``change`` is what its medians show (head/base, exactly); its ``corrected``
-change (less the drift) is what the interval and the verdict are read from.
+cannot show how an op moves between processes; :func:`judge_assumed` judges them
+conservatively, with no state adjustment (with one pair a change every op shares cannot
+be told from the machine's state, so it is the drift, said as such).
 
 **The machine's state, iteration by iteration** (:func:`state_adjusted`, applied to the
 samples before the medians are taken). On a shared runner the machine's speed moves
 within a process too (11% between iterations on our 2-core runner), and ops do not all
 move alike: a compute-bound op follows the clock, a memory-bound or dispatch-bound one
-less (elasticities 0.2 to 2 over the many-op test's 44 ops). A median drift per pair
-assumes every op moves by the same factor, so what is left of each op's response shows
-as spread between processes. Instead each iteration's state ``G`` is the median over the
-other ops of how far each is from its usual time, and each op's elasticity ``beta`` to
-it is learned from how the op followed ``G`` within processes (so a change between base
-and head, which is constant within a process, does not teach it); the op's samples are
-then taken at the common state, ``log t - beta G``. That halved the ops' spread between
-processes (8.1% to 4.0%, benchmarks/compare_replay.py). Where the state hardly moved
-within processes ``beta`` stays near 1, the median drift's assumption (a prior worth
-:data:`ELASTICITY_PRIOR` of state movement). A gap between the sides' mean states that
-the pairs' swings cannot explain is a change every op shares, not the machine
-(:func:`shared_change`): then the caller judges plain medians.
+less (elasticities 0.2 to 2 over the many-op test's 44 ops), so a median drift per pair
+leaves each op's own response as spread between processes. Instead each iteration's
+state ``G`` is the median over the other ops of how far each is from its usual time,
+and each op's elasticity ``beta`` to it is learned from how the op followed ``G``
+within processes (so a change between base and head, constant within a process, does
+not teach it); the op's samples are then taken at the common state, ``log t - beta G``.
+That halved the ops' spread between processes (8.1% to 4.0%,
+benchmarks/compare_replay.py). Where the state hardly moved within processes ``beta``
+stays near 1, the median drift's assumption (:data:`ELASTICITY_PRIOR`). A gap between
+the sides' mean states that the pairs' swings cannot explain is a change every op
+shares, not the machine (:func:`shared_change`): then the caller judges plain medians.
 
 **Detectable** is the slowdown of an op its interval would call regressed with
-probability :data:`POWER`; :func:`pairs_needed` is how many pairs make nine in ten
-ops of a test see a given slowdown (``opprof compare`` sizes its run with it).
+probability :data:`POWER`.
 """
 
 from __future__ import annotations
@@ -76,14 +60,11 @@ from ..model.verdict import OpStatus
 from ..stats.distributions import normal_quantile, t_quantile
 from ..stats.drift import across_ops, others_median
 from ..stats.power import detectable, runs_needed
-from ..stats.robust import MEDIAN_VAR, is_positive, one_log_median_se2, positive, robust_var
+from ..stats.robust import MEDIAN_VAR, is_positive, robust_var
 from ..stats.shrink import moderated
 from . import config
-from .config import MIN_OPS_FOR_DRIFT as MIN_OPS_FOR_DRIFT
-from .config import POWER as POWER
+from .config import COMPARE_ALPHA, MIN_OPS_FOR_DRIFT, POWER
 
-#: The compare's defaults (judge/config.py holds each once).
-DEFAULT_ALPHA = config.COMPARE_ALPHA
 #: Fewer ops than this: no borrowing of strength (too few variances to learn a prior).
 MIN_OPS_FOR_PRIOR = 5
 #: The prior of an op's variance never weighs more than this many times the op's own
@@ -116,63 +97,43 @@ MAX_ELASTICITY = 3.0
 
 
 def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = config.TOLERANCE,
-                alpha: float = DEFAULT_ALPHA,
+                alpha: float = COMPARE_ALPHA,
                 shown: tuple[np.ndarray, np.ndarray] | None = None) -> PairedResult:
     """Judge every op from ``base`` and ``head``, each of shape (pairs, ops): the op's
-    median (ns) in each process. Pairs >= 2; the comparison sends fewer than
-    :data:`MIN_PAIRS` to :func:`judge_assumed` (one pair's samples: :func:`judge_single`).
-    ``shown``: the medians to report as base and head times, when ``base`` and
-    ``head`` are taken at a common state (:func:`state_adjusted`)."""
+    median (ns) in each process; 2 pairs or more (the comparison sends fewer than
+    :data:`MIN_PAIRS` to :func:`judge_assumed`). ``shown``: the medians to report as
+    base and head times, when ``base`` and ``head`` are taken at a common state
+    (:func:`state_adjusted`)."""
     base, head = _checked(base, head)
     pairs, n_ops = base.shape
     if pairs < 2:
         raise ValueError("the paired model needs 2 pairs or more; fewer: judge_assumed")
     d, drift, notes = _drift_corrected(np.log(head) - np.log(base))
-    var = np.maximum(d.var(axis=0, ddof=1), _VAR_FLOOR)
-    var, dof = _moderated(var, pairs - 1)
+    var, dof = moderated(np.maximum(d.var(axis=0, ddof=1), _VAR_FLOOR), pairs - 1,
+                         min_ops=MIN_OPS_FOR_PRIOR, max_prior_weight=MAX_PRIOR_WEIGHT)
     if n_ops < MIN_OPS_FOR_PRIOR:
         notes.append(f"{n_ops} op(s): each op's spread is its own, over {pairs} pairs")
     q = t_quantile(1 - alpha / (2 * n_ops), dof)
-    se = np.sqrt(var / pairs)
     times = _checked(*shown) if shown is not None else (base, head)
     return PairedResult(
-        ops=_changes(_geo_mean(times[0]), _geo_mean(times[1]), d.mean(axis=0), se,
-                     np.sqrt(var), q, tolerance),
+        ops=_changes(_geo_mean(times[0]), _geo_mean(times[1]), d.mean(axis=0),
+                     np.sqrt(var / pairs), np.sqrt(var), q, tolerance),
         pairs=pairs, drift=tuple(float(x) for x in np.exp(drift)),
         drift_corrected=n_ops >= MIN_OPS_FOR_DRIFT, dof=dof, quantile=q,
         notes=tuple(notes))
 
 
-def judge_single(base: list[np.ndarray], head: list[np.ndarray],
-                 tolerance: float = config.TOLERANCE, alpha: float = DEFAULT_ALPHA,
-                 spreads: np.ndarray | None = None) -> PairedResult:
-    """Judge every op from one base run and one head run: ``base[i]`` and ``head[i]``
-    are op ``i``'s samples (ns) in each; :func:`judge_assumed` of that one pair."""
-    if len(base) != len(head) or not base:
-        raise ValueError("base and head need the same ops, one or more")
-    b_log, b_se2 = (np.array([x]) for x in zip(*(one_log_median_se2(x) for x in base),
-                                                strict=True))
-    h_log, h_se2 = (np.array([x]) for x in zip(*(one_log_median_se2(x) for x in head),
-                                                strict=True))
-    fastest = (np.log([[_fastest(x) for x in base]]), np.log([[_fastest(x) for x in head]]))
-    return judge_assumed((b_log, b_se2), (h_log, h_se2), tolerance, alpha, spreads, fastest)
-
-
-def _fastest(samples: np.ndarray) -> float:
-    x = positive(samples)
-    return float(x.min()) if x.size else math.nan
-
-
 def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, np.ndarray],
-                  tolerance: float = config.TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                  tolerance: float = config.TOLERANCE, alpha: float = COMPARE_ALPHA,
                   spreads: np.ndarray | None = None,
                   fastest: tuple[np.ndarray, np.ndarray] | None = None,
                   names: Sequence[str] | None = None) -> PairedResult:
-    """Judge every op from fewer than :data:`MIN_PAIRS` pairs, each op credited the
-    spread between processes it may have (module docstring). ``base`` and ``head`` are
-    each (log medians, their squared standard errors), of shape (pairs, ops);
-    ``spreads``: each op's known spread between processes (relative sd of a median, NaN
-    where unknown: a stored baseline's), which widens the assumed one, never narrows.
+    """Judge every op from fewer than :data:`MIN_PAIRS` pairs: each op credited
+    :data:`ASSUMED_SPREAD` or what its ``spreads``, its pairs or the test's ops show
+    where more, the drift's error added, normal quantiles. ``base`` and ``head`` are each
+    (log medians, their squared standard errors), of shape (pairs, ops); ``spreads``:
+    each op's known spread between processes (relative sd of a median, NaN where
+    unknown: a stored baseline's), which widens the assumed one, never narrows.
 
     ``fastest``: each process's log fastest sample of each op, base and head, (pairs,
     ops). A change of the code moves every iteration of an op, its fastest too; a busy
@@ -195,15 +156,13 @@ def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, n
     if pairs > 1:  # what the pairs show, where it is more
         var = np.maximum(var, d.var(axis=0, ddof=1))
     if n_ops >= MIN_OPS_FOR_PRIOR:  # how far the ops scattered, where the machine is worse
-        scatter = float(np.median([robust_var(row) for row in d]))
-        var = np.maximum(var, scatter)
+        var = np.maximum(var, float(np.median([robust_var(row) for row in d])))
     if n_ops >= MIN_OPS_FOR_DRIFT:  # the error of the drift, a median over the ops
         var = var + MEDIAN_VAR * float(np.median(var)) / n_ops
     q = normal_quantile(1 - alpha / (2 * n_ops))
-    se = np.sqrt(var / pairs)
     what = "one run per side" if pairs == 1 else f"{pairs} pairs"
-    changes = _changes(_geo_mean(b), _geo_mean(h), d.mean(axis=0), se, np.sqrt(var), q,
-                       tolerance)
+    changes = _changes(_geo_mean(b), _geo_mean(h), d.mean(axis=0), np.sqrt(var / pairs),
+                       np.sqrt(var), q, tolerance)
     if fastest is not None:
         fast, _, _ = _drift_corrected(np.asarray(fastest[1], dtype=float)
                                       - np.asarray(fastest[0], dtype=float))
@@ -238,16 +197,13 @@ def _fastest_agrees(changes: tuple[OpChange, ...], fast: np.ndarray,
     iteration's drift-corrected log change ``fast``, given the same interval, is no
     change beyond the tolerance; and which ops (indices) that was."""
     bound = math.log1p(tolerance)
-    kept, held = [], []
+    kept, held = list(changes), []
     for i, c in enumerate(changes):
         half = (math.log(c.high) - math.log(c.low)) / 2
-        f = float(fast[i])
-        if (c.verdict == OpStatus.REGRESSED and f - half <= bound) or \
-                (c.verdict == OpStatus.IMPROVED and f + half >= -bound):
-            kept.append(replace(c, verdict=OpStatus.OK))
+        if (c.verdict == OpStatus.REGRESSED and fast[i] - half <= bound) or \
+                (c.verdict == OpStatus.IMPROVED and fast[i] + half >= -bound):
+            kept[i] = replace(c, verdict=OpStatus.OK)
             held.append(i)
-        else:
-            kept.append(c)
     return tuple(kept), held
 
 
@@ -273,8 +229,9 @@ def _drift_corrected(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 def _changes(base: np.ndarray, head: np.ndarray, mean: np.ndarray, se: np.ndarray,
              sd: np.ndarray, q: float, tolerance: float) -> tuple[OpChange, ...]:
-    """Each op's change: its medians ``base`` and ``head`` (ns) and their ratio, and its
-    corrected change ``exp(mean)`` with its interval (``q`` standard errors ``se``)."""
+    """Each op's change: what its medians ``base`` and ``head`` (ns) show, exactly, and
+    its corrected change ``exp(mean)`` (less the drift) with its interval (``q``
+    standard errors ``se``), from which the verdict is read."""
     bound = math.log1p(tolerance)
     changes = []
     for i in range(len(mean)):
@@ -292,7 +249,8 @@ def pairs_needed(result: PairedResult, detect: float,
                  tolerance: float = config.TOLERANCE) -> int:
     """The pairs at which nine in ten of the result's ops (``config.SIZING_QUANTILE``)
     would see a slowdown of ``detect`` (a fraction above ``tolerance``) with
-    probability :data:`POWER`, at the result's spreads and quantile. Sizing on the
+    probability :data:`POWER`, at the result's spreads and quantile (``opprof compare``
+    sizes its run with it). Sizing on the
     spreads alone, never on the changes, keeps the intervals' level (an internal pilot,
     Wittes and Brittain 1990)."""
     if not result.ops:
@@ -312,8 +270,6 @@ def _geo_mean(x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class StateAdjusted:
-    """What :func:`state_adjusted` found."""
-
     #: Each process's log times at the common state (as given: too few ops).
     logs: list[np.ndarray]
     #: Each op's elasticity to the machine's state.
@@ -344,15 +300,16 @@ def state_adjusted(processes: list[np.ndarray]) -> StateAdjusted:
     beta = np.clip((sxy + prior) / np.maximum(sxx + prior, _VAR_FLOOR), 0.0, MAX_ELASTICITY)
     adjusted, level = [], []
     for x, g in zip(processes, states, strict=True):
+        known = np.isfinite(g)
         # a cell with too few other ops to tell its state: the process's usual state
-        usual = float(np.median(g[np.isfinite(g)])) if np.isfinite(g).any() else 0.0
-        adjusted.append(x - beta * np.where(np.isfinite(g), g, usual))
-        level.append(float(np.mean(g[np.isfinite(g)])) if np.isfinite(g).any() else 0.0)
+        usual = float(np.median(g[known])) if known.any() else 0.0
+        adjusted.append(x - beta * np.where(known, g, usual))
+        level.append(float(np.mean(g[known])) if known.any() else 0.0)
     return StateAdjusted(adjusted, beta, np.array(level))
 
 
 def shared_change(base_level: np.ndarray, head_level: np.ndarray,
-                  alpha: float = DEFAULT_ALPHA) -> float | None:
+                  alpha: float = COMPARE_ALPHA) -> float | None:
     """The change every op shares between the sides, when the machine's swings between
     processes cannot explain it: None when they can. The state adjustment reads the
     sides' mean state difference as the machine's, each op moving by its elasticity;
@@ -377,13 +334,6 @@ def _centred(a: np.ndarray, where: np.ndarray) -> np.ndarray:
     return np.where(where, a - mean, 0.0)
 
 
-def _moderated(var: np.ndarray, dof: int) -> tuple[np.ndarray, float]:
-    """Each op's variance shrunk towards the test's typical variance by the paired
-    model's shrinker (:func:`pytest_opprof.stats.shrink.moderated`), and the degrees of
-    freedom of the result."""
-    return moderated(var, dof, min_ops=MIN_OPS_FOR_PRIOR, max_prior_weight=MAX_PRIOR_WEIGHT)
-
-
 # -- instruction counts -------------------------------------------------------------------
 
 #: The least spread credited to an op's count between processes: counts of one op agree
@@ -393,7 +343,7 @@ COUNT_SPREAD_FLOOR = 0.001
 
 
 def judge_counts(base: np.ndarray, head: np.ndarray, tolerance: float,
-                 alpha: float = DEFAULT_ALPHA) -> PairedResult:
+                 alpha: float = COMPARE_ALPHA) -> PairedResult:
     """Judge every op from its instruction counts: ``base`` and ``head`` are (pairs, ops)
     median counts. No drift correction (no machine speed moves a count: a change every
     op shares is the code's), no state adjustment; the change is the mean log ratio
@@ -402,14 +352,13 @@ def judge_counts(base: np.ndarray, head: np.ndarray, tolerance: float,
     base, head = _checked(base, head)
     r = np.log(head) - np.log(base)
     pairs, n_ops = r.shape
-    sd = r.std(axis=0, ddof=1) if pairs > 1 else np.zeros(n_ops)
-    sd = np.maximum(sd, COUNT_SPREAD_FLOOR)
+    sd = np.maximum(r.std(axis=0, ddof=1) if pairs > 1 else np.zeros(n_ops),
+                    COUNT_SPREAD_FLOOR)
     q = normal_quantile(1 - alpha / (2 * n_ops))
-    se = sd / math.sqrt(pairs)
     note = ("instruction counts: not drift-corrected (no machine speed moves a count; a "
             "change every op shares is the code's), each op credited a spread of "
             f"{COUNT_SPREAD_FLOOR:.1%} or what its pairs show")
     return PairedResult(ops=_changes(np.median(base, axis=0), np.median(head, axis=0),
-                                     r.mean(axis=0), se, sd, q, tolerance),
+                                     r.mean(axis=0), sd / math.sqrt(pairs), sd, q, tolerance),
                         pairs=pairs, drift=(1.0,) * pairs, drift_corrected=False,
                         dof=math.inf, quantile=q, notes=(note,))

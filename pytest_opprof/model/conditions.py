@@ -42,15 +42,13 @@ Conditions = dict[str, "str | int | None"]
 
 
 def current(workerinput: Any, *, backend: str, device: str, measure: str) -> Conditions:
-    """This process's conditions; ``workerinput`` is ``config.workerinput`` on an xdist
-    worker (absent: None)."""
+    """This process's conditions; ``workerinput``: ``config.workerinput`` or None."""
     return {"workers": worker_count(workerinput), "backend": backend, "device": device,
             "measure": measure, **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
 def worker_count(workerinput: Any) -> int:
-    """How many xdist workers share this run: the count xdist gives its workers (in
-    their environment and their ``workerinput``), 1 in a serial run."""
+    """How many xdist workers share this run (xdist tells its workers), 1 if serial."""
     given = os.environ.get(WORKER_COUNT_VARIABLE)
     if given is None and isinstance(workerinput, dict):
         given = str(workerinput.get("workercount", ""))
@@ -61,11 +59,8 @@ def pinned(values: Mapping[str, Any] = os.environ) -> bool:
     """Whether any variable that pins numpy's BLAS threads is set to something: in this
     process's environment, or in a run's recorded conditions. An empty value pins
     nothing (the libraries read it as unset)."""
-    return any(_set(values.get(name)) for name in BLAS_PINNING)
-
-
-def _set(value: Any) -> bool:
-    return value is not None and str(value).strip() != ""
+    return any(str(value).strip() for name in BLAS_PINNING
+               if (value := values.get(name)) is not None)
 
 
 def remedies(conditions: Mapping[str, Any] | None) -> list[str]:
@@ -98,13 +93,10 @@ def normal(name: str, value: Any) -> Any:
 
 def _workers_of(value: Any) -> int | None:
     """A worker count a run can have (a whole number, at least 1), or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 1 else None
-    if isinstance(value, str) and value.strip().isdecimal() and int(value) >= 1:
-        return int(value)
-    return None
+    if isinstance(value, str) and value.strip().isdecimal():
+        value = int(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    return value if whole and value >= 1 else None
 
 
 def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:
@@ -152,7 +144,7 @@ def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
             else:
                 return ""  # a value the shell cannot be told in one line
         elif name == "workers" and (workers := _workers_of(value)) is not None:
-            run = _as_run(workers)
+            run = "serially (-n 0)" if workers == 1 else f"with -n {workers}"
         else:
             return ""
     fixes = ([f"export {' '.join(exports)}"] if exports else []) + \
@@ -168,7 +160,8 @@ def _retake_flags(differing: list[str], now: Mapping[str, Any]) -> str:
     """The flags that make ``opprof baseline update`` take its runs under ``now``: this
     run's xdist workers, and the backend or measure where they differ (the environment
     is the shell's, as this run's was)."""
-    flags = _flag(now.get("workers"))
+    workers = _workers_of(now.get("workers"))
+    flags = f" -n {workers}" if workers is not None and workers > 1 else ""
     for name in differing:
         value = now.get(name)
         if name in FLAGGED and isinstance(value, str) and value.isidentifier():
@@ -181,15 +174,6 @@ def _workers(count: Any) -> str:
     if workers == 1:
         return "1 worker (serial)"
     return f"{workers} xdist workers" if workers else f"workers {_shown(count)}"
-
-
-def _as_run(count: int) -> str:
-    return "serially (-n 0)" if count == 1 else f"with -n {count}"
-
-
-def _flag(count: Any) -> str:
-    workers = _workers_of(count)
-    return f" -n {workers}" if workers is not None and workers > 1 else ""
 
 
 def _value(value: Any) -> str:
@@ -229,8 +213,7 @@ def _plain(value: Any) -> str:
 
 
 def check(data: Any) -> Conditions:
-    """A stored conditions mapping, validated (raises TypeError or ValueError, which
-    the baseline loader turns into one line naming the file)."""
+    """A stored conditions mapping, validated (raises as the one parse path expects)."""
     if not isinstance(data, dict):
         raise TypeError("meta conditions is not an object")
     for key, value in data.items():

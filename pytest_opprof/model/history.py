@@ -70,7 +70,6 @@ class History:
         commit = self.commit_id(run)
         return display_name(commit[:7]) if commit else f"run {run + 1}"
 
-    def where(self, run: int) -> str:
-        """``a1b2c3d (2026-11-30)``."""
+    def where(self, run: int) -> str:  # a1b2c3d (2026-11-30)
         date = self.date(run)
         return self.label(run) + (f" ({display_name(date[:10])})" if date else "")

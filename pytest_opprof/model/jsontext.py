@@ -1,15 +1,13 @@
 """The one parse path: how every file pytest-opprof reads, and every answer a child
-gives it, becomes data (a baseline, a results file, a child's or a worker's records, an
-instruction child's share, another interpreter's answer).
+gives it, becomes data.
 
 The threat model (docs/reliability.md): what is read was written by this package, git
 or the user, and is trusted; what happens to it is damage (cut short, merge-conflicted,
 another version's, flipped bytes, two writers). So there is one path and one error
-path: :meth:`Reader.parse` turns the text into JSON data and hands it to the reader's own
-``check``, which builds the typed object or raises; whatever stops either (not UTF-8,
-not JSON, a field missing, a number out of range, a shape that does not add up) is one
-line, ``WHERE: what is wrong; what to do``, never a traceback. Files are read with one
-bound on their size (:data:`MAX_BYTES`, ``store.files.read_json``) and the same path.
+path: whatever stops :meth:`Reader.parse` or the reader's own ``check`` (not UTF-8, not
+JSON, a field missing, a number out of range) is one line, ``WHERE: what is wrong; what
+to do``, never a traceback. Files are read with one bound on their size
+(:data:`MAX_BYTES`, ``store.files.read_json``).
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ class Unreadable(OpprofError):
 @dataclass(frozen=True)
 class Reader(Generic[T]):
     """How one kind of data is read: ``check`` builds it from JSON data (or raises),
-    ``what`` names it, ``fix`` says what to do when it cannot be read, ``error`` is
-    the class of that one line."""
+    ``what`` names it, ``fix`` says what to do when it cannot be read."""
 
     check: Callable[[Any], T]
     what: str = "data"
@@ -44,8 +41,7 @@ class Reader(Generic[T]):
     error: type[OpprofError] = Unreadable
 
     def parse(self, text: str | bytes, where: str) -> T:
-        """``check(data)`` of the JSON ``text`` (UTF-8 when bytes), or the one line
-        naming ``where``, what is wrong and what to do."""
+        """``check(data)`` of the JSON ``text`` (UTF-8 when bytes), or the one line."""
         try:
             data = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
         except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, too long
@@ -62,5 +58,4 @@ class Reader(Generic[T]):
                                       f"{exc})") from None
 
     def refusal(self, where: str, problem: str) -> OpprofError:
-        """The one line: ``WHERE: what is wrong; what to do``."""
         return self.error(f"{where}: {problem}" + (f"; {self.fix}" if self.fix else ""))

@@ -1,13 +1,9 @@
 """One profiled test's outcome as plain typed data: what every report is made from.
 
-A :class:`TestRecord` holds the test's Profile and the gate's :class:`TestResult` (None
-when the gate did not look at the test). Every surface (the terminal report,
-``--opprof-json``, ``--opprof-markdown``, ``--opprof-trace``, the HTML report) reads
-records only, so that under xdist a worker sends its records to the controller
-(``config.workeroutput``) and the controller reports every test exactly once, from the
-same typed objects, and a child process that pytest-opprof starts writes its records to
-its launcher's folder (:mod:`pytest_opprof.run.launcher`). Nothing here renders:
-renderers read records, not the reverse.
+Every surface reads records only, so that an xdist worker sends its records to the
+controller (``config.workeroutput``), which reports every test exactly once from the
+same typed objects, and a child process writes its records to its launcher's folder
+(:mod:`pytest_opprof.run.launcher`).
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ from . import jsontext
 from .profile import Profile
 from .verdict import TestResult
 
-#: The key of a worker's records in ``config.workeroutput``.
-WORKER_KEY = "opprof_records"
+WORKER_KEY = "opprof_records"  # in config.workeroutput
 #: The key of a record's pytest outcome (the test's call passed): not a verdict.
 PASSED_KEY = "call_passed"
 
@@ -47,7 +42,6 @@ class TestRecord:
 
     @classmethod
     def from_dict(cls, data: Any) -> TestRecord:
-        """A record as :meth:`to_dict` wrote it (the check of the one parse path)."""
         profile = Profile.from_dict(data["profile"])
         result, passed = data["result"], data.get(PASSED_KEY, True)
         if not isinstance(passed, bool):
@@ -61,9 +55,7 @@ def dumps(records: list[TestRecord]) -> str:
 
 
 def loads(text: str | bytes, where: str = "a worker's records") -> list[TestRecord]:
-    """Records as :func:`dumps` wrote them (an xdist worker's, or a child process's
-    records file), through the one parse path: one OpprofError line
-    naming ``where`` when they cannot be read."""
+    """Records as :func:`dumps` wrote them, or one OpprofError line naming ``where``."""
     return READER.parse(text, where)
 
 
@@ -73,5 +65,4 @@ def _from_list(data: Any) -> list[TestRecord]:
     return [TestRecord.from_dict(d) for d in data]
 
 
-#: How records are read (the one parse path), from a text or a file.
 READER = jsontext.Reader(_from_list, "records", "run the tests again")

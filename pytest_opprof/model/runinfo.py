@@ -1,9 +1,8 @@
 """Where and when a run happened: made once per session, read by every renderer.
 
-A :class:`RunInfo` is plain data (no pytest, no session), so that a renderer is a pure
-function of the records and this, and ``opprof report`` can rebuild one from a results
-file. Building it asks git for the commit, which takes a moment: the session builds it
-only when a file or a baseline needs it.
+Plain data (no pytest, no session), so that a renderer is a pure function of the
+records and this, and ``opprof report`` can rebuild one from a results file. Building it
+asks git for the commit, which takes a moment: the session builds it only when needed.
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ class RunInfo:
                    commit=commit, date=now)
 
     def with_machine_info(self) -> RunInfo:
-        """The same, with pytest-benchmark's machine info (what the results file holds)."""
         from pytest_benchmark.plugin import pytest_benchmark_generate_machine_info
 
         if self.benchmark_machine_info:
@@ -80,7 +78,6 @@ class RunInfo:
 
 
 def versions() -> dict[str, str]:
-    """The versions a baseline or a results file records."""
     import numpy as np
 
     found = {"python": platform.python_version(), "numpy": np.__version__,

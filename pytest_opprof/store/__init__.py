@@ -1,5 +1,2 @@
-"""Files on disk: the one parse path for files, atomic writes, baselines, the store's
-folders and policy, the results reader.
-
-Imports the layers below it (model, measure, stats, judge).
-"""
+"""Files on disk: bounded reads, atomic writes, baselines, the store's policy, the
+results reader. Imports the layers below it (model, measure, stats, judge)."""

@@ -1,24 +1,18 @@
-"""Per-op baselines on disk, one JSON file per test, namespaced by machine.
+"""Per-op baselines on disk: ``<baseline dir>/<machine key>/<test>.json``.
 
-Layout: ``<baseline dir>/<machine key>/<test>.json``. File and folder names are
-made from the machine key and the node id by keeping letters, digits, ``.``,
-``_`` and ``-`` and adding a hash of the original, so every name stays inside
-the baseline directory and distinct tests never share a file.
-
-Writes go to a temporary file that replaces the old one, under an exclusive lock on
-the machine folder, so that a reader sees the old file or the new one and concurrent
-writers lose nothing.
-
-Every file is read by one loader, :func:`load_file` (the one parse path), for the gate,
-update mode and the ``opprof`` commands alike. The data types are re-exported here.
+Names are made safe with a hash of the original (:func:`.files.safe_name`), so every
+name stays inside the baseline directory and distinct tests never share a file. Writes
+replace a file atomically under an exclusive lock on the machine folder, so that a
+reader sees the old file or the new one and concurrent writers lose nothing. Every file
+is read by :func:`load_file` (the one parse path), for the gate, update mode and the
+``opprof`` commands alike, so what one accepts, all accept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 try:  # POSIX: lock the machine folder while a file is read, changed and replaced
@@ -60,15 +54,7 @@ class BaselineStore:
 
     @classmethod
     def every_machine(cls, root: Path) -> list[BaselineStore]:
-        """A store for each machine folder under ``root`` (named after its folder)."""
         return [cls(Path(root), p.name, folder=p) for p in machine_folders(Path(root))]
-
-    @staticmethod
-    def stale_staging_folders(root: Path, older_than_s: float = 3600) -> list[Path]:
-        """Staging folders of ``opprof baseline update`` commands that were killed
-        (SIGKILL, power loss): never read as baselines; prune removes them."""
-        return [p for p in _older(Path(root).glob(STAGING_PREFIX + "*"), older_than_s)
-                if p.is_dir()]
 
     def path_for(self, nodeid: str) -> Path:
         return self.folder / (safe_name(nodeid, always_hash=True) + ".json")
@@ -101,14 +87,17 @@ class BaselineStore:
             except BaselineError as exc:
                 if append:  # a history it cannot read (a newer schema, a merge conflict)
                     # is the user's: appending would replace it by this one run
-                    raise BaselineError(f"this run is not appended, and the file is kept "
-                                        f"as it was: {str(exc).replace(f'; {FIX}', '')}; "
-                                        "resolve it "
-                                        "(a git merge conflict?), or delete it to start "
-                                        "a new history") from None
+                    raise BaselineError("this run is not appended, and the file is kept as "
+                                        f"it was: {str(exc).replace(f'; {FIX}', '')}; resolve "
+                                        "it (a git merge conflict?), or delete it to start a "
+                                        "new history") from None
                 old = None  # an update is asked for: a broken file is replaced
-            if old is not None and append:
-                _check_append(nodeid, old, run)
+            if old is not None and append:  # a history of mixed conditions judges no run fairly
+                now = run.meta.get("conditions")
+                problem = run_conditions.difference(old.conditions(), now) if now else None
+                if problem:
+                    raise BaselineError(f"{nodeid}: this run is not appended to its baseline: "
+                                        f"{problem}")
             if old is not None and (append or (batch and old.batch == batch)):
                 runs = [*old.runs, run][-MAX_RUNS:]
                 batch = old.batch if append else batch
@@ -117,40 +106,10 @@ class BaselineStore:
             write_all([(path, baseline.dumps(fit=True))])
         return path
 
-    @staticmethod
-    def commit(pairs: Sequence[tuple[BaselineStore, BaselineStore]]
-               ) -> list[tuple[BaselineStore, Baseline]]:
-        """Copy every baseline of each staged store into its store (``pairs`` of (store,
-        staging store of the same machine)): all files or none (:func:`write_all`),
-        under every store's lock, so that two commands committing at once each leave
-        whole batches. A machine folder made for it and left empty by a failure is
-        removed again. Returns what was copied, each with its store."""
-        found = [(store, path, entry) for store, staged in pairs
-                 for path, entry in staged.entries()]
-        broken = [entry for *_, entry in found if isinstance(entry, BaselineError)]
-        if broken:
-            raise broken[0]
-        copied = [(store, path.name, entry) for store, path, entry in found
-                  if isinstance(entry, Baseline)]
-        files = [(store.folder / name, entry) for store, name, entry in copied]
-        stores = sorted({store.folder: store for store, _ in pairs}.items())
-        made = [folder for folder, _ in stores if not folder.exists()]
-        try:
-            with contextlib.ExitStack() as locks:
-                for _, store in stores:  # in one order: two commits cannot deadlock
-                    locks.enter_context(store.locked())
-                write_all(files)
-        except BaseException:
-            for folder in made:
-                with contextlib.suppress(OSError):
-                    folder.rmdir()  # only when empty
-            raise
-        return [(store, entry) for store, _, entry in copied]
-
     def save(self, baseline: Baseline) -> None:
         """Write ``baseline`` as its test's file here, replacing what was there."""
         with self.locked():
-            write_all([(self.path_for(baseline.nodeid), baseline)])
+            write_all([(self.path_for(baseline.nodeid), baseline.dumps())])
 
     def entries(self) -> Iterator[tuple[Path, Baseline | BaselineError]]:
         """Every stored file of this machine, loaded or with the error that stops it."""
@@ -161,11 +120,6 @@ class BaselineStore:
                 yield path, load_file(path)
             except BaselineError as exc:
                 yield path, exc
-
-    def stale_temporary_files(self, older_than_s: float = 3600) -> list[Path]:
-        """Temporary files of writers that were killed mid-write (SIGKILL, power loss):
-        never read as baselines; ``opprof baseline prune --apply`` removes them."""
-        return _older(self.folder.glob(".*.json.*.tmp"), older_than_s)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -186,37 +140,16 @@ class BaselineStore:
             os.close(fd)  # closing releases the lock
 
 
-def write_all(files: Sequence[tuple[Path, Baseline | str]]) -> None:
-    """Every baseline written to its path, or none (:func:`replace_all`): a full disk or
-    a folder in the way leaves each file as it was; one BaselineError line naming the file
-    and the fix that fits the error (free space, permissions, what is in the way)."""
+def write_all(files: Sequence[tuple[Path, str]]) -> None:
+    """Every baseline's text written to its path, or none (:func:`.files.replace_all`);
+    one BaselineError line naming the file and the fix that fits the error."""
     try:
-        replace_all([(path, baseline if isinstance(baseline, str) else baseline.dumps())
-                     for path, baseline in files])
+        replace_all(files)
     except OSError as exc:
         path = exc.filename or (files[0][0] if files else "?")
         raise BaselineError(f"{path}: cannot write the baseline {write_problem(exc)} (or "
                             "choose another folder with --opprof-baseline-dir)"
                             + ("; no baseline was changed" if len(files) > 1 else "")) from None
-
-
-def _older(paths: Iterable[Path], seconds: float) -> list[Path]:
-    """Those of ``paths`` last changed more than ``seconds`` ago, in order."""
-    found = []
-    for path in sorted(paths):
-        with contextlib.suppress(OSError):
-            if time.time() - path.stat().st_mtime > seconds:
-                found.append(path)
-    return found
-
-
-def _check_append(nodeid: str, old: Baseline, run: BaselineRun) -> None:
-    """``--opprof-update-baseline=append`` adds a run to a history only under the conditions of
-    the runs already there: a history of mixed conditions judges no run fairly."""
-    now = run.meta.get("conditions")
-    problem = run_conditions.difference(old.conditions(), now) if now else None
-    if problem:
-        raise BaselineError(f"{nodeid}: this run is not appended to its baseline: {problem}")
 
 
 def obstacle(path: Path) -> str | None:
@@ -232,10 +165,6 @@ def obstacle(path: Path) -> str | None:
 
 
 def load_file(path: Path) -> Baseline:
-    """The one loader: the stored file at ``path`` through the one parse path, or one
-    :class:`BaselineError` line naming the file, what is wrong and what to do.
-
-    The gate, update mode and every ``opprof baseline`` command read through it, so
-    what one accepts, all accept.
-    """
+    """The stored file at ``path``, or one :class:`BaselineError` line naming the file,
+    what is wrong and what to do."""
     return read_json(path, READER)

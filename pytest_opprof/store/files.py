@@ -56,8 +56,8 @@ class NotRegularFile(OSError):
     """A path names a FIFO, a device, a socket or a folder where a file was expected;
     its message says what to do (its ``filename``, when set, which path it was)."""
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not a regular file"
+    def __str__(self) -> str:  # not OSError's "[Errno None] None: 'path'" once named
+        return str(self.args[0])
 
 
 def _kind(mode: int) -> str:
@@ -87,10 +87,7 @@ def read_bounded(path: Path, limit: int) -> bytes:
         # what it claims in one read (one buffer: joining one chunk copies nothing), then
         # whatever more it holds, up to one byte past the limit
         chunks, size, step = [], 0, max(claimed + 1, 1 << 20)
-        while size <= limit:
-            chunk = os.read(fd, min(step, limit + 1 - size))
-            if not chunk:
-                break
+        while size <= limit and (chunk := os.read(fd, min(step, limit + 1 - size))):
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
@@ -104,21 +101,14 @@ T = TypeVar("T")
 
 
 def read_json(path: Path, reader: jsontext.Reader[T]) -> T:
-    """The file at ``path`` through the one parse path (:meth:`jsontext.Reader.parse`),
-    at most :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the
-    file, what is wrong (missing, a FIFO, too large, not JSON, malformed) and the fix."""
+    """The file at ``path`` through the one parse path, at most
+    :data:`jsontext.MAX_BYTES` of it read, or the reader's one line naming the file."""
     try:
         data = read_bounded(path, jsontext.MAX_BYTES)
     except OSError as exc:
         why = exc if isinstance(exc, (FileTooLarge, NotRegularFile)) else exc.strerror or exc
         raise reader.refusal(str(path), f"cannot be read ({why})") from None
     return reader.parse(data, str(path))
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _target(path: Path) -> Path:
@@ -140,7 +130,9 @@ def _mode_for(target: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
-        return 0o666 & ~_umask()
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _stage(target: Path, data: bytes) -> Path:
@@ -195,10 +187,9 @@ def replace_all(files: Sequence[tuple[Path, str]]) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         raise
-    for old in kept:
-        if old is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(old)
+    for old in filter(None, kept):
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 def _keep(target: Path) -> Path | None:

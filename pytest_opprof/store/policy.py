@@ -1,13 +1,11 @@
-"""The store's policy for the commands that change it: which run replaces which, what a
-staged update commits, and what pruning may remove.
+"""The store's policy for the commands that change it.
 
-``opprof baseline update`` takes its runs into a staging folder (:func:`open_staging`,
-never read as baselines), replaces the runs that disagree with their test's others by
-runs taken again (:func:`replace_runs`), then commits every staged baseline at once
-(:func:`commit`, under :func:`pytest_opprof.signals.held`): the command completes or changes
-nothing. ``opprof baseline prune`` removes what is provably stale (:func:`gone`,
-:func:`stale`, :func:`remove`). Every error is one :class:`~pytest_opprof.errors.OpprofError`
-line that says what to do.
+``opprof baseline update`` takes its runs into a staging folder (never read as
+baselines), replaces the runs that disagree with their test's others by runs taken
+again, then commits every staged baseline at once (under
+:func:`pytest_opprof.signals.held`): the command completes or changes nothing.
+``opprof baseline prune`` removes only what is provably stale. Every error is one
+:class:`~pytest_opprof.errors.OpprofError` line that says what to do.
 """
 
 from __future__ import annotations
@@ -15,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import OpprofError
@@ -28,24 +27,14 @@ from .baseline import (
     BaselineRun,
     BaselineStore,
     obstacle,
+    write_all,
 )
-
-#: Where the runs taken again go, inside the staging folder: a dot folder, so neither
-#: a machine folder nor ever committed.
-AGAIN = ".again"
-
 
 # -- update: staging, replacing runs, committing ----------------------------------------
 
-def staging_folder(root: Path, batch: str) -> Path:
-    """The staging folder of the update ``batch`` under the store ``root``."""
-    return Path(root) / f"{STAGING_PREFIX}{batch}"
-
-
 def open_staging(root: Path, batch: str) -> Path:
-    """The staging folder of ``batch``, made (with the store's folders); OpprofError
-    when it cannot be."""
-    folder = staging_folder(root, batch)
+    """The staging folder of ``batch``, made (with the store's folders)."""
+    folder = Path(root) / f"{STAGING_PREFIX}{batch}"
     try:
         folder.mkdir(parents=True)
     except OSError as exc:
@@ -62,16 +51,17 @@ def staged(staging: Path) -> list[tuple[BaselineStore, Baseline]]:
 
 
 def again_folder(staging: Path) -> Path:
-    """Where the runs taken again are stored, inside the staging folder."""
-    return staging / AGAIN
+    """Where the runs taken again are stored: a dot folder, so neither a machine folder
+    nor ever committed."""
+    return staging / ".again"
 
 
 def runs_taken_again(folder: Path, store: BaselineStore, nodeid: str) -> list[BaselineRun]:
     """The runs of ``nodeid`` that the extra runs into ``folder`` stored for ``store``'s
     machine (none when it did not run again: skipped, or deselected by chance)."""
-    again = BaselineStore(folder, store.machine, folder=folder / store.folder.name)
     try:
-        found = again.load(nodeid)
+        found = BaselineStore(folder, store.machine, folder=folder / store.folder.name
+                              ).load(nodeid)
     except BaselineError:
         return []
     return found.runs if found is not None else []
@@ -94,12 +84,33 @@ def mark_outlying(baseline: Baseline, outlying: Mapping[int, Sequence[tuple[str,
 
 def commit(staging: Path, root: Path, batch: str) -> int:
     """Every staged machine folder copied into the store, every file or none (a full
-    disk or a folder in the way partway leaves each file as it was); the number of tests
-    whose stored baseline now holds this batch (read back, not assumed)."""
-    pairs = [(BaselineStore(root, staged_store.machine, folder=root / staged_store.folder.name),
-              staged_store) for staged_store in BaselineStore.every_machine(staging)]
+    disk or a folder in the way partway leaves each file as it was: :func:`write_all`),
+    under every store's lock, so that two commands committing at once each leave whole
+    batches; a machine folder made for it and left empty by a failure is removed again.
+    Returns the number of tests whose stored baseline now holds this batch (read back,
+    not assumed)."""
+    pairs = [(BaselineStore(root, staged.machine, folder=root / staged.folder.name), staged)
+             for staged in BaselineStore.every_machine(staging)]
+    found = [(store, path, entry) for store, staged in pairs for path, entry in staged.entries()]
+    broken = [entry for *_, entry in found if isinstance(entry, BaselineError)]
+    if broken:
+        raise broken[0]
+    copied = [(store, path.name, entry) for store, path, entry in found
+              if isinstance(entry, Baseline)]
+    stores = sorted({store.folder: store for store, _ in pairs}.items())
+    made = [folder for folder, _ in stores if not folder.exists()]
+    try:
+        with contextlib.ExitStack() as locks:
+            for _, store in stores:  # in one order: two commits cannot deadlock
+                locks.enter_context(store.locked())
+            write_all([(store.folder / name, entry.dumps()) for store, name, entry in copied])
+    except BaseException:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+        raise
     stored = 0
-    for store, baseline in BaselineStore.commit(pairs):  # every machine's files, or none
+    for store, _, baseline in copied:
         with contextlib.suppress(BaselineError):
             kept = store.load(baseline.nodeid)
             stored += kept is not None and kept.batch == batch
@@ -107,7 +118,6 @@ def commit(staging: Path, root: Path, batch: str) -> int:
 
 
 def discard(staging: Path) -> None:
-    """The staging folder removed, whatever it holds."""
     shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -142,14 +152,24 @@ def gone(nodeid: str, rootdir: Path, collected: set[str], files: set[str],
 
 def stale(stores: Sequence[BaselineStore], root: Path,
           is_gone: Callable[[str], bool]) -> list[tuple[Path, str]]:
-    """What prune removes, each with what it is: the baselines of tests gone, the
-    temporary files of interrupted writes, the staging folders of interrupted updates."""
+    """What prune removes, each with what it is: the baselines of tests gone, and an
+    hour on, the temporary files of writers and the staging folders of updates that
+    were killed (SIGKILL, power loss), which are never read as baselines."""
     found = [(path, entry.nodeid) for store in stores for path, entry in store.entries()
              if isinstance(entry, Baseline) and is_gone(entry.nodeid)]
     found += [(path, "temporary file of an interrupted write")
-              for store in stores for path in store.stale_temporary_files()]
+              for store in stores for path in _older(store.folder.glob(".*.json.*.tmp"))]
     found += [(path, "staging folder of an interrupted update")
-              for path in BaselineStore.stale_staging_folders(root)]
+              for path in _older(Path(root).glob(STAGING_PREFIX + "*")) if path.is_dir()]
+    return found
+
+
+def _older(paths: Iterable[Path], seconds: float = 3600) -> list[Path]:
+    found = []
+    for path in sorted(paths):
+        with contextlib.suppress(OSError):
+            if time.time() - path.stat().st_mtime > seconds:
+                found.append(path)
     return found
 
 

@@ -23,15 +23,14 @@ SCHEMA = RESULTS_SCHEMA
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
-    """A results file's run info and its tests as the reports render them; OpprofError
-    naming the file when it cannot be read (see :func:`load_records`)."""
+    """A results file's run info and its tests as the reports render them."""
     run_info, records = load_records(path)
     return run_info, [report_of(record) for record in records]
 
 
 def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
-    """A results file's run info and its tests' typed records, through the one parse
-    path: one OpprofError line naming the file when it cannot be read."""
+    """A results file's run info and its tests' typed records, or one OpprofError line
+    naming the file."""
     return read_json(Path(path), READER)
 
 
@@ -49,8 +48,7 @@ READER = jsontext.Reader(_results, "results", "write it again with pytest --oppr
 
 
 def _record(test: dict[str, Any]) -> TestRecord:
-    """One test of a results file as its typed record: its profile and the gate's
-    ``result`` (validated); a test without one was not gated."""
+    """A test of a results file; one without a ``result`` was not gated."""
     profile = Profile.from_dict(test["profile"])
     result = test.get("result")
     return TestRecord(profile, None if result is None else TestResult.from_dict(result, profile))
