@@ -35,8 +35,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     results, output = args.results, args.output
     why = problem(Output("-o", output))
-    clashing = clash([Output("-o", output)], inputs=[results])
-    if why is None and clashing is not None:
+    if why is None and (clashing := clash([Output("-o", output)], inputs=[results])):
         why = clashing[1]
     if why is not None:
         raise CommandError(f"-o {output}: {why}")

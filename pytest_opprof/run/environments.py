@@ -35,10 +35,9 @@ PROBE_TIMEOUT_S = 120.0
 PROBE = r"""
 import importlib.util, json, platform, re, sys
 from importlib import metadata
-found = {"executable": sys.executable, "version": platform.python_version(),
-         "packages": {}, "pytest": importlib.util.find_spec("pytest") is not None,
-         "blas": "", "cuda": "", "venv": sys.prefix if sys.prefix != sys.base_prefix else ""}
-found["editable"] = []
+found = {"version": platform.python_version(), "packages": {}, "editable": [],
+         "pytest": importlib.util.find_spec("pytest") is not None, "blas": "", "cuda": "",
+         "venv": sys.prefix if sys.prefix != sys.base_prefix else ""}
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
     if not name:
@@ -116,12 +115,10 @@ def probe(flag: str, python: str, cwd: Path) -> Probed:
     data = _answer(output)
     if data is None:
         raise Refused(f"{flag} {python}: {_why_no_answer(python, code, output, started)}")
-    packages = data.get("packages")
     editable = data.get("editable")
     return Probed(
         Environment(python, str(data.get("version", "")),
-                    {str(k): str(v) for k, v in packages.items()}
-                    if isinstance(packages, dict) else {},
+                    {str(k): str(v) for k, v in data["packages"].items()},  # a dict: _answer
                     str(data.get("blas") or ""), str(data.get("cuda") or ""),
                     str(data.get("venv") or "")),
         bool(data.get("pytest")),

@@ -175,6 +175,7 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
     A child whose output is kept reads no input (``--pdb`` cannot stop it for a person
     who does not see it)."""
     proc: subprocess.Popen[str] | None = None
+    timed_out = False
     with sigterm_as_ctrl_c():
         try:
             with deferred():  # the pid, the group's id, known before Ctrl-C can act
@@ -182,7 +183,20 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
                                         errors="replace", stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True,
                                         stdin=None if echo else subprocess.DEVNULL)
-            output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
+            if echo:  # passed on as it comes; the last lines kept for last_line
+                tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+                for line in proc.stdout or ():
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    tail.append(line)
+                output = "".join(tail)
+                proc.wait()
+            else:
+                try:
+                    output = proc.communicate(timeout=timeout)[0]
+                except subprocess.TimeoutExpired:
+                    end_group(proc)
+                    output, timed_out = proc.communicate()[0], True
         except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
             if proc is not None:
                 end_group(proc)
@@ -191,28 +205,6 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
             if proc is not None and proc.stdout is not None:
                 proc.stdout.close()
     return proc.returncode, output, timed_out
-
-
-def _passed_on(proc: subprocess.Popen[str]) -> tuple[str, bool]:
-    """The output written on line by line; its last lines returned."""
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        tail.append(line)
-    proc.wait()
-    return "".join(tail), False
-
-
-def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool]:
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return output, False
-    except subprocess.TimeoutExpired:
-        end_group(proc)
-        output, _ = proc.communicate()
-        return output, True
 
 
 def end_group(proc: subprocess.Popen[str]) -> None:
@@ -227,14 +219,12 @@ def end_group(proc: subprocess.Popen[str]) -> None:
             proc.wait()
             return
         groups = [proc.pid, *_strays(proc.pid)]
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
+        _signal(groups, signal.SIGTERM)
         deadline = time.monotonic() + GRACE_S
         while proc.returncode is None and not _exited(proc.pid) \
                 and time.monotonic() < deadline:
             time.sleep(0.02)
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGKILL)
+        _signal(groups, signal.SIGKILL)
         proc.wait()
 
 
@@ -275,7 +265,8 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def _signal(groups: list[int], sig: signal.Signals) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
 

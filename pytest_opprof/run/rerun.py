@@ -1,15 +1,13 @@
 """The confirmation re-run: one test profiled again in a new pytest process.
 
 The new process must measure the same workload as the first, so it gets the user's own
-arguments (a conftest option that sizes the workload, ``-p``, ``-o``, ``--count``) from
-``config.invocation_params.args``, less the test paths pytest took from them (the node
-id replaces them) and the ``--opprof-*`` flags (the re-run gives its own). The ini
-file's ``addopts`` and ``PYTEST_ADDOPTS``, which the child reads again, lose their test
-paths and the flags of the output registry (:data:`.outputs.RUN_OUTPUTS`). Other
-plugins' flags are kept, as they change how the workload runs: the child's cache and
-temporary folders are its own (:mod:`.child`) and it reads no input, so that ``--lf``,
-``--basetemp`` or ``--pdb`` cannot read, empty or wait on the user's; what a plugin
-writes at the end of a session, this run writes again after the re-run.
+arguments (a conftest option that sizes the workload, ``-p``, ``-o``, ``--count``) less the
+test paths pytest took from them (the node id replaces them) and the ``--opprof-*`` flags
+(the re-run gives its own); ``addopts`` and ``PYTEST_ADDOPTS``, which the child reads
+again, lose their test paths and the output registry's flags. Other plugins' flags are
+kept, as they change how the workload runs (:mod:`.child` keeps ``--lf`` and
+``--basetemp`` off the user's cache and folders; the child reads no input for ``--pdb``
+to wait on); what a plugin writes at the end of a session, this run writes again.
 """
 
 from __future__ import annotations
