@@ -31,8 +31,7 @@ RUN_IDS = pytest.StashKey[set[str]]()
 WORKER_PREFIX = "opprof"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+pytest_addoption = add_options
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -166,15 +166,12 @@ def check(settings: Settings) -> None:
     asked = wanted(settings)
     if not asked:  # the common gated run: no baseline folder listed at start-up
         return
-    for kind, output in asked:
-        why = kind.missing() or problem(output)
-        if why is not None:
-            raise OpprofError(f"{output.flag}={output.path}: {why}")
-    clashing = clash([output for _, output in asked],
-                     folders=machine_folders(settings.baseline_dir))
-    if clashing is not None:
-        output, why = clashing
-        raise OpprofError(f"{output.flag}={output.path}: {why}")
+    failing = next(((output, why) for kind, output in asked
+                    if (why := kind.missing() or problem(output)) is not None), None)
+    failing = failing or clash([output for _, output in asked],
+                               folders=machine_folders(settings.baseline_dir))
+    if failing is not None:
+        raise OpprofError(f"{failing[0].flag}={failing[0].path}: {failing[1]}")
 
 
 def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
