@@ -1,13 +1,5 @@
 """The ``opprof`` command: baselines, reports, comparisons and histories from the shell.
 
-    opprof baseline update [--runs N] [PYTEST ARGS...]
-    opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
-    opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
-    opprof report RESULTS.json [-o report.html]
-    opprof compare REF [--pairs N] [...] [PYTEST ARGS...]
-    opprof compare BASE.json HEAD.json [...]
-    opprof history [TEST] [--dir DIR] [--machine-key KEY] [--json PATH] [--html PATH]
-
 Each command is a module of :mod:`pytest_opprof.commands` (``add_parser``, ``run``);
 this module builds the parser, dispatches, and prints each error as one line. Exit
 status: 0 done, 1 failed, 2 a usage error, 130 Ctrl-C or SIGTERM.
@@ -22,15 +14,13 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ._version import __version__
 from .commands import baseline, compare, history, report
 from .commands.common import CommandError, UsageProblem
 from .errors import OpprofError
-from .run.launcher import Terminated, sigterm_as_ctrl_c
-
-__all__ = ["Terminated", "build_parser", "main"]
+from .run.launcher import sigterm_as_ctrl_c
 
 #: The commands, in the order ``opprof --help`` lists them.
 COMMANDS = (baseline, report, history, compare)
@@ -53,9 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _any_encoding() -> None:
-    """What the commands print survives a stream that cannot encode it (``LANG=C``,
-    ``PYTHONIOENCODING=ascii``): an op named ``注意力`` prints as ``\\u6ce8...``, not
-    a UnicodeEncodeError."""
+    """An op named ``注意力`` prints as ``\\u6ce8...`` on a stream that cannot encode it
+    (``LANG=C``, ``PYTHONIOENCODING=ascii``), not a UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -69,28 +58,21 @@ BROKEN_PIPE = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command; its output closed early (``| head``) ends it quietly with
-    :data:`BROKEN_PIPE`, whatever command was writing (its children ended, its temporary
-    files removed on the way out, as on any error)."""
+    """The command; its output closed early (``| head``) ends it quietly (its children
+    ended, its temporary files removed on the way out, as on any error)."""
     _any_encoding()
     try:
         code = _main(argv)
         sys.stdout.flush()  # what is still buffered meets the closed pipe here, not at exit
         return code
     except BrokenPipeError:
-        _quiet_stdout()
+        # stdout to the null device: Python's flush at exit would otherwise meet the
+        # closed pipe again and print "Exception ignored ... BrokenPipeError"
+        with contextlib.suppress(OSError, ValueError):  # ValueError: a captured stdout
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
         return BROKEN_PIPE
-
-
-def _quiet_stdout() -> None:
-    """stdout pointed at the null device: Python's flush at exit would otherwise meet
-    the closed pipe again and print "Exception ignored ... BrokenPipeError"."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # no real stdout (a captured one in tests)
-        pass
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -101,14 +83,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None or (args.command == "baseline" and args.action is None):
         args.help_parser.print_help(sys.stderr)  # a usage error, as argparse's own
         return 2
-    return _guarded(lambda: int(args.run(args, extra)))
-
-
-def _guarded(run: Callable[[], int]) -> int:
-    """Runs a command; its errors are one line on stderr: exit status 1, 2 for a usage
-    error, 130 on Ctrl-C or SIGTERM (the store left as it was). Warnings of the
-    libraries it uses (numpy's on an empty slice, matplotlib's) are not the user's to
-    act on and are not shown, unless asked for (``python -W``, ``PYTHONWARNINGS``)."""
+    # Warnings of the libraries a command uses (numpy's on an empty slice, matplotlib's)
+    # are not the user's to act on: not shown, unless asked for (python -W, PYTHONWARNINGS).
     with sigterm_as_ctrl_c(), warnings.catch_warnings():
         if not sys.warnoptions:
             warnings.simplefilter("ignore")
@@ -116,13 +92,10 @@ def _guarded(run: Callable[[], int]) -> int:
             # come through logging, not warnings
             logging.getLogger("matplotlib").setLevel(logging.ERROR)
         try:
-            return run()
-        except UsageProblem as exc:
-            print(f"opprof: {exc}", file=sys.stderr)
-            return 2
+            return int(args.run(args, extra))
         except (CommandError, OpprofError) as exc:
             print(f"opprof: {exc}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(exc, UsageProblem) else 1
         except KeyboardInterrupt:
             print("opprof: interrupted; nothing was stored or removed", file=sys.stderr)
             return 130

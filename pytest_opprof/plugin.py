@@ -31,8 +31,7 @@ RUN_IDS = pytest.StashKey[set[str]]()
 WORKER_PREFIX = "opprof"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+pytest_addoption = add_options
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def session(config: pytest.Config) -> OpprofSession:
-    """The run's session, made on first need (an option given, or the fixture used)."""
+    """Made on first need: an option given, or the fixture used."""
     found = config.stash.get(SESSION, None)
     if found is None:
         from .run.session import OpprofSession
@@ -55,7 +54,7 @@ def session(config: pytest.Config) -> OpprofSession:
 
 
 def existing(config: pytest.Config) -> OpprofSession | None:
-    """The session if this run made one: hooks of an unused plugin do nothing."""
+    """Hooks of an unused plugin do nothing."""
     return config.stash.get(SESSION, None)
 
 
@@ -154,8 +153,8 @@ def _judge_strictly(session: pytest.Session, opprof: OpprofSession) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """On the controller: a worker finished; its records join the report (a worker
-    that profiled something made the session here, see ``records``)."""
+    """On the controller: a worker's records join the report (a worker that profiled
+    something makes the session here)."""
     workeroutput = getattr(node, "workeroutput", None) or {}
     workerinput = getattr(node, "workerinput", None) or {}
     opprof = existing(node.config)

@@ -1,11 +1,8 @@
 """What every ``opprof`` command shares: its two ways to end, argument types, the
 arguments that find the store (``--dir``, ``--machine-key``) and the pytest view.
 
-A command ends with :class:`CommandError` (its message, exit status 1) or
-:class:`UsageProblem` (the arguments are wrong: exit status 2); :mod:`pytest_opprof.cli`
-prints either as one line. Each command is a module of this folder with an
-``add_parser(commands)`` that adds its sub-parser (its ``run(args, extra)`` set as the
-parser's ``run`` default).
+Each command is a module of this folder with an ``add_parser(commands)`` that adds its
+sub-parser, its ``run(args, extra)`` set as the parser's ``run`` default.
 """
 
 from __future__ import annotations
@@ -28,15 +25,14 @@ __all__ = ["CommandError", "PytestView", "Resolver", "UsageProblem", "add_store_
            "in_process", "pytest_view", "stores", "whole_number"]
 
 class CommandError(Exception):
-    """Ends the command with its message and exit status 1."""
+    """Ends the command with its message on one line, exit status 1."""
 
 
 class UsageProblem(CommandError):
-    """Ends the command with its message and exit status 2: the arguments are wrong."""
+    """The arguments are wrong: exit status 2."""
 
 
 def add_store_arguments(sub: argparse.ArgumentParser) -> None:
-    """``--dir`` and ``--machine-key``: which stored baselines a command reads."""
     sub.add_argument("--dir", type=Path, default=None,
                      help="the baseline directory (default: pytest's, as the plugin "
                           f"finds it: opprof_baseline_dir, else {DEFAULT_BASELINE_DIR}/ "
@@ -47,8 +43,7 @@ def add_store_arguments(sub: argparse.ArgumentParser) -> None:
 
 
 def stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
-    """The stores under ``root`` (one machine's, with ``machine_key``); CommandError
-    when there are none."""
+    """CommandError when there are none."""
     if not root.exists():
         raise CommandError(f"{root}: no baseline directory here (use --dir, or create "
                            "baselines with opprof baseline update)")
@@ -80,12 +75,9 @@ class PytestView:
 
     settings: Settings
     rootdir: Path
-    #: The ``--opprof-*`` options among the arguments (and addopts) that update sets itself.
-    own_options: tuple[str, ...]
-    #: Test files the arguments narrow to some of their tests (``file.py::test``).
-    narrowed: frozenset[str]
-    #: The test paths given (the command line's, ``@FILE``'s, PYTEST_ADDOPTS', addopts'),
-    #: as given.
+    own_options: tuple[str, ...]  # given, from :data:`OWN_OPTIONS`
+    narrowed: frozenset[str]  # :func:`_narrowed`
+    #: The test paths given (the command line's, ``@FILE``'s, PYTEST_ADDOPTS', addopts').
     positional: tuple[str, ...] = ()
 
 
@@ -94,8 +86,7 @@ class Resolver:
 
     def __init__(self, collect: bool, machine: bool = False) -> None:
         self.collect = collect
-        #: Whether to find this machine's key after collection (``machine``).
-        self.find_machine = machine
+        self.find_machine = machine  # this machine's key, after collection
         self.machine: str | None = None
         self.machine_problem = ""
         self.view: PytestView | None = None
@@ -104,11 +95,11 @@ class Resolver:
         self.items: set[str] = set()
         self.files: set[str] = set()
         self.errors: list[str] = []
-        #: Whether pytest stopped on Ctrl-C or SIGTERM (it catches them itself).
         self.interrupted = False
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        # pytest's own "Interrupted: 1 error during collection" is a KeyboardInterrupt too
+        # pytest catches Ctrl-C and SIGTERM itself; its "Interrupted: 1 error during
+        # collection" is a KeyboardInterrupt too
         self.interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
 
     @pytest.hookimpl(tryfirst=True)
@@ -141,7 +132,7 @@ class Resolver:
 
 
 def _narrowed(config: pytest.Config) -> frozenset[str]:
-    """The files (as node ids) that ``file.py::test`` arguments collect only in part."""
+    """The test files (as node ids) that ``file.py::test`` arguments narrow."""
     found = set()
     for arg in config.args:
         if "::" not in arg:

@@ -30,16 +30,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    return report(args.results, args.output)
-
-
-def report(results: Path, output: Path) -> int:
     from ..render.html import render_tests
     from ..store.results import load
 
+    results, output = args.results, args.output
     why = problem(Output("-o", output))
-    clashing = clash([Output("-o", output)], inputs=[results])
-    if why is None and clashing is not None:
+    if why is None and (clashing := clash([Output("-o", output)], inputs=[results])):
         why = clashing[1]
     if why is not None:
         raise CommandError(f"-o {output}: {why}")

@@ -32,14 +32,13 @@ _failed: dict[str, str] = {}
 
 
 def folder(config: pytest.Config) -> Path | None:
-    """The child's folder, when ``config`` is a child's."""
     found = os.environ.get(CHILD_VARIABLE)
     return Path(found) if found and config.pluginmanager.has_plugin(PLUGIN) else None
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """The child's cache and temporary folders in its folder (the last word: after the
-    user's, before a ``--``)."""
+    """The child's cache and temporary folders in its folder: after the user's flags
+    (the last word), before a ``--``."""
     found = folder(early_config)
     if found is None:
         return
@@ -50,24 +49,19 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
     args[end:end] = scratch
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """A test failed in its setup, call or teardown: kept with pytest's one line."""
-    if report.failed and report.nodeid not in _failed:
-        _failed[report.nodeid] = _reason(report)
-
-
-def pytest_collectreport(report: pytest.CollectReport) -> None:
-    if report.failed and report.nodeid not in _failed:
-        _failed[report.nodeid] = _reason(report)
-
-
-def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
-    """The failure's last "E   ..." line (the exception), else its last line."""
+def pytest_runtest_logreport(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """The first failure of each test (its collection, setup, call or teardown): its
+    last "E   ..." line (the exception), else its last line."""
+    if not report.failed or report.nodeid in _failed:
+        return
     lines = [line.strip() for line in str(report.longrepr or "").splitlines() if line.strip()]
     errors = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")]
     when = getattr(report, "when", "collect")
     what = errors[-1] if errors else (lines[-1] if lines else "failed")
-    return what if when == "call" else f"in its {when}: {what}"
+    _failed[report.nodeid] = what if when == "call" else f"in its {when}: {what}"
+
+
+pytest_collectreport = pytest_runtest_logreport
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -77,9 +71,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def read(path: Path) -> tuple[tuple[TestRecord, ...] | None, str, dict[str, str]]:
-    """What a child wrote into its folder ``path``, through the one parse path: its
-    records (None when it wrote none, or they cannot be read, then with the one line)
-    and its failed tests (node id -> one line; none when it wrote none)."""
+    """(records, why they cannot be read, failed tests: node id -> one line); records
+    None when it wrote none or they cannot be read."""
     from ..model.jsontext import Reader
     from ..model.records import READER
     from ..store.files import read_json

@@ -2,10 +2,8 @@
 sides in: each interpreter asked, once, what it has (:func:`probe`), and refused in one
 line when it cannot run a side (:func:`refusal`).
 
-The probe is a short script run by the other interpreter itself, in a process group of
-its own (:func:`pytest_opprof.run.launcher.run_command`), that imports nothing of
-pytest-opprof (it may not be there): its Python, every installed distribution with its
-version, numpy's BLAS from numpy's build configuration, and the CUDA runtime CuPy loads.
+The probe is a script the other interpreter runs, importing nothing of pytest-opprof
+(which it may not have).
 """
 
 from __future__ import annotations
@@ -32,14 +30,14 @@ from .launcher import last_line, run_command
 #: How long an interpreter has to answer the probe (importing CuPy can take seconds).
 PROBE_TIMEOUT_S = 120.0
 
-#: Run by the other interpreter: one JSON line on stdout, whatever it has installed.
+#: One JSON line on stdout: its Python, every distribution (names normalized as packaging
+#: does) with its version, numpy's BLAS from its build configuration, CuPy's CUDA runtime.
 PROBE = r"""
 import importlib.util, json, platform, re, sys
 from importlib import metadata
-found = {"executable": sys.executable, "version": platform.python_version(),
-         "packages": {}, "pytest": importlib.util.find_spec("pytest") is not None,
-         "blas": "", "cuda": "", "venv": sys.prefix if sys.prefix != sys.base_prefix else ""}
-found["editable"] = []
+found = {"version": platform.python_version(), "packages": {}, "editable": [],
+         "pytest": importlib.util.find_spec("pytest") is not None, "blas": "", "cuda": "",
+         "venv": sys.prefix if sys.prefix != sys.base_prefix else ""}
 for dist in metadata.distributions():
     name = dist.metadata["Name"]
     if not name:
@@ -82,23 +80,14 @@ class Probed:
     """What an interpreter said of itself."""
 
     environment: Environment
-    #: Whether it can import pytest.
     has_pytest: bool
-    #: Its distributions installed in editable mode: (name, source folder).
-    editable: tuple[tuple[str, str], ...] = ()
-
-
-def normalized(name: str) -> str:
-    """A distribution's name as packaging normalizes it (``Pytest_Opprof`` ->
-    ``pytest-opprof``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    editable: tuple[tuple[str, str], ...] = ()  # (name, source folder)
 
 
 def resolve(flag: str, given: str) -> str:
-    """The interpreter ``given`` names: a path, or a command found on PATH
-    (``python3.12``); one line naming ``flag`` when it is neither. A venv's
-    ``bin/python`` is kept as given, never resolved through its symlink: the venv is
-    chosen by the path it is started by."""
+    """A path, or a command found on PATH (``python3.12``). A venv's ``bin/python`` is
+    kept as given, never resolved through its symlink: the venv is chosen by the path
+    it is started by."""
     if os.sep not in given and shutil.which(given) is not None:
         return str(shutil.which(given))
     path = Path(given).expanduser()
@@ -116,8 +105,8 @@ def resolve(flag: str, given: str) -> str:
 
 
 def probe(flag: str, python: str, cwd: Path) -> Probed:
-    """``python`` asked what it has; one line naming ``flag`` when it does not answer
-    as a Python does (or crashes, or hangs, while it looks at its packages)."""
+    """What ``python`` has; :class:`Refused` when it does not answer as a Python does
+    (or crashes, or hangs, while it looks at its packages)."""
     started = time.monotonic()
     try:
         code, output = run_command([python, "-c", PROBE], cwd=cwd, timeout=PROBE_TIMEOUT_S)
@@ -126,12 +115,10 @@ def probe(flag: str, python: str, cwd: Path) -> Probed:
     data = _answer(output)
     if data is None:
         raise Refused(f"{flag} {python}: {_why_no_answer(python, code, output, started)}")
-    packages = data.get("packages")
     editable = data.get("editable")
     return Probed(
         Environment(python, str(data.get("version", "")),
-                    {normalized(str(k)): str(v) for k, v in packages.items()}
-                    if isinstance(packages, dict) else {},
+                    {str(k): str(v) for k, v in data["packages"].items()},  # a dict: _answer
                     str(data.get("blas") or ""), str(data.get("cuda") or ""),
                     str(data.get("venv") or "")),
         bool(data.get("pytest")),
@@ -140,7 +127,6 @@ def probe(flag: str, python: str, cwd: Path) -> Probed:
 
 
 def _answer(output: str) -> dict[str, Any] | None:
-    """The probe's answer among the interpreter's output; None when there is none."""
     for line in reversed(output.splitlines()):
         if line.startswith(MARK):
             try:
@@ -152,7 +138,6 @@ def _answer(output: str) -> dict[str, Any] | None:
 
 
 def _why_no_answer(python: str, code: int, output: str, started: float) -> str:
-    """Why an interpreter gave no answer, in words (what it said escaped)."""
     said = display_name(last_line(output)) if last_line(output) else ""
     if time.monotonic() - started >= PROBE_TIMEOUT_S:
         return (f"did not answer in {PROBE_TIMEOUT_S:.0f} s (it was ended); an "
@@ -174,8 +159,8 @@ def major(version: str) -> str:
 
 
 def local_source(dist: metadata.Distribution) -> tuple[str, bool] | None:
-    """The folder a distribution was installed from and whether in editable mode, as
-    its ``direct_url.json`` says; None when it came from elsewhere (an index, a file)."""
+    """(folder, editable) from its ``direct_url.json``; None when it came from
+    elsewhere (an index, a file)."""
     try:
         data = jsontext.Reader(dict).parse(dist.read_text("direct_url.json") or "null",
                                            "direct_url.json")
@@ -190,20 +175,14 @@ def local_source(dist: metadata.Distribution) -> tuple[str, bool] | None:
 
 
 def editable_here() -> list[tuple[str, str]]:
-    """This interpreter's distributions installed in editable mode: (name, folder), as
-    the probe finds them in another."""
-    found = []
-    for dist in metadata.distributions():
-        source = local_source(dist)
-        if source is not None and source[1]:
-            found.append((str(dist.metadata["Name"]), source[0]))
-    return found
+    """(name, folder) of this interpreter's editable installs, as the probe finds them."""
+    return [(str(dist.metadata["Name"]), source[0]) for dist in metadata.distributions()
+            if (source := local_source(dist)) is not None and source[1]]
 
 
 def install_source() -> str:
-    """What this pytest-opprof was installed from, as ``pip install`` takes it: its
-    source folder for a local (or editable) install, else ``pytest-opprof==VERSION``
-    with the ``--find-links`` folder it came from left to the user (docs/ci.md)."""
+    """What this pytest-opprof was installed from, as ``pip install`` takes it; the
+    ``--find-links`` folder of an sdist is left to the user (docs/ci.md)."""
     try:
         source = local_source(metadata.distribution("pytest-opprof"))
     except metadata.PackageNotFoundError:
@@ -214,9 +193,8 @@ def install_source() -> str:
 
 
 def refusal(flag: str, found: Probed) -> str | None:
-    """Why the interpreter ``found`` cannot run a side, one line; None when it can.
-    It needs pytest, and pytest-opprof of this one's major version (this process reads
-    what its children write)."""
+    """Why ``found`` cannot run a side: it needs pytest, and pytest-opprof of this one's
+    major version (this process reads what its children write)."""
     env = found.environment
     pip = f"{shlex.quote(env.python)} -m pip install"
     if not found.has_pytest:

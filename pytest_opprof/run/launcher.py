@@ -1,13 +1,9 @@
 """The one way pytest-opprof runs pytest in a child process, and the one way back.
 
-:func:`run_pytest` starts ``python -m pytest ARGS`` in a process group of its own, its
-output passed on (``opprof baseline update``) or kept (the re-run, ``opprof compare``),
-and returns a :class:`ChildResult`: the exit code, what went wrong (:func:`last_line`)
-and, with ``records=True``, the typed records and failed tests the child wrote into a
-folder named here (:mod:`.child`). Ctrl-C and SIGTERM here end the child's whole group
-(pytest and what it started: xdist workers), wait for it, then raise KeyboardInterrupt
-(:class:`Terminated` for SIGTERM); a signal meant for this process is not also delivered
-to the child half way through its write.
+Each child runs in a process group of its own: Ctrl-C and SIGTERM here end the whole
+group (pytest and what it started: xdist workers), wait for it, then raise
+KeyboardInterrupt (:class:`Terminated` for SIGTERM), and a signal meant for this process
+is not also delivered to the child half way through its write.
 """
 
 from __future__ import annotations
@@ -49,10 +45,10 @@ _SUMMARY = ("FAILED ", "ERROR ")
 
 
 def last_line(text: str) -> str:
-    """What pytest said was wrong, on one line: its argparse ``error:`` line; else its
-    ``ERROR:`` line (a path not found, a usage error); else the first test its short
-    summary names as failed, with the final count (``FAILED t.py::a - assert 0 ...; 1
-    failed in 0.12s``); else its last line, a banner's text without its ``=`` signs."""
+    """What pytest said was wrong, on one line, best first: its argparse ``error:``
+    line, its ``ERROR:`` line (a path not found), the first test its short summary names
+    as failed with the final count (``FAILED t.py::a - assert 0 ...; 1 failed in
+    0.12s``), its last line (a banner without its ``=`` signs)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line.split("error: ", 1)[1] for line in lines if "error: " in line]
     if errors:
@@ -72,11 +68,10 @@ def last_line(text: str) -> str:
 
 
 def startup_error(output: str) -> str | None:
-    """What stopped pytest before it ran a test, as one line, when its output says: a
-    conftest that could not be imported (pytest's exit status 4, which is also its
-    usage error's), or a test file that could not be collected (exit status 2):
-    ``ImportError while loading conftest '/p/conftest.py': ModuleNotFoundError: No
-    module named 'x'``; None when it says neither."""
+    """A conftest that could not be imported or a test file that could not be
+    collected, as one line, when the output says so (exit status 4 is also a usage
+    error's, so only the output can tell): ``ImportError while loading conftest
+    '/p/conftest.py': ModuleNotFoundError: No module named 'x'``."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     for i, line in enumerate(lines):
         conftest = "while loading conftest" in line
@@ -96,10 +91,9 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM is handled as Ctrl-C (raises :class:`Terminated`, a KeyboardInterrupt)
-    while the block runs, so that child processes are stopped and temporary folders
-    removed (by default SIGTERM ends Python at once, cleaning nothing). Off the main
-    thread, or where a handler other than the default is set, nothing changes."""
+    """SIGTERM raises :class:`Terminated` while the block runs, so that children are
+    stopped and temporary folders removed (by default it ends Python at once, cleaning
+    nothing). Off the main thread, or under a handler of someone else's, nothing changes."""
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         yield
@@ -120,35 +114,25 @@ class ChildResult:
     """What a child pytest process did."""
 
     code: int  # pytest's ExitCode; negative: ended by that signal
-    last: str  # what it said last (:func:`last_line`)
+    last: str  # :func:`last_line`
     output: str = ""  # stdout and stderr together; empty when it was passed on
-    #: With ``records``: its records (None: it wrote none), why they could not be read,
-    #: and the tests that failed (node id -> pytest's one line).
+    #: With ``records``: None when it wrote none, then maybe why they could not be read.
     records: tuple[TestRecord, ...] | None = None
     records_problem: str = ""
-    timed_out: bool = False  # it ran past its timeout, and was ended
-    failed: Mapping[str, str] = field(default_factory=dict)
-    #: What stopped pytest before any test ran (:func:`startup_error`), if its output says.
-    startup: str | None = None
-
-
-def pytest_command(args: Sequence[str], python: str | None = None) -> list[str]:
-    """``python -m pytest -p opprof ARGS`` (:data:`PLUGIN_ARGS`) with ``python``, this
-    interpreter by default."""
-    return [python or sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
+    timed_out: bool = False
+    failed: Mapping[str, str] = field(default_factory=dict)  # node id -> pytest's one line
+    startup: str | None = None  # :func:`startup_error`
 
 
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                env: Mapping[str, str] | None = None, echo: bool = False,
                records: bool = False, timeout: float | None = None,
                wrapper: Sequence[str] = (), python: str | None = None) -> ChildResult:
-    """``python -m pytest ARGS`` in ``cwd``, the environment changed by ``env``, in a
-    process group of its own; its output passed on as it comes (``echo``) or kept.
-    With ``records``, the child plugin is loaded and given a temporary folder, and the
-    child's records and failed tests are read back from it. ``timeout`` (seconds;
-    output kept only) ends the child's group when it runs longer. ``python``: the
-    interpreter (another environment's, ``opprof compare --base-python``); this one by
-    default. OSError when it cannot be started."""
+    """``python -m pytest -p opprof ARGS``, its output passed on as it comes (``echo``)
+    or kept. With ``records``, the child plugin (:mod:`.child`) is given a temporary
+    folder and what it wrote there is read back. ``timeout`` applies to kept output
+    only; ``python`` is another environment's (``opprof compare --base-python``).
+    OSError when it cannot be started."""
     from .child import read as read_child
     from .options import CHILD_PLUGIN, CHILD_VARIABLE
 
@@ -158,8 +142,8 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         if records:
             args, environment[CHILD_VARIABLE] = ["-p", CHILD_PLUGIN, *args], str(tmp)
-        code, output, timed_out = run_group([*wrapper, *pytest_command(args, python)],
-                                            cwd=cwd, env=environment, echo=echo,
+        command = [*wrapper, python or sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
+        code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
                                             timeout=timeout)
         last, startup = last_line(output), startup_error(output)
         output = "" if echo else output
@@ -175,10 +159,9 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
 def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
                 env: Mapping[str, str] | None = None,
                 timeout: float | None = None) -> tuple[int, str]:
-    """Any other child (git, a ``--setup`` command): run as pytest is, in a process
-    group of its own that Ctrl-C, SIGTERM or an error ends as a whole (a git that
-    started another git, a shell's children); its exit status and output (stdout and
-    stderr together). OSError when it cannot be started."""
+    """Any other child (git, a ``--setup`` command), in a group of its own as pytest
+    is (a git that started another git, a shell's children): its exit status and
+    output. OSError when it cannot be started."""
     environment = None if env is None else {**os.environ, **env}
     code, output, _ = run_group(list(command), cwd=cwd, env=environment, echo=False,
                                 timeout=timeout)
@@ -187,11 +170,12 @@ def run_command(command: Sequence[str], *, cwd: Path | str | None = None,
 
 def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, str] | None,
               echo: bool, timeout: float | None) -> tuple[int, str, bool]:
-    """``command`` in a new process group: (exit status, output, whether it timed out).
-    A signal that arrives while it starts is held until its pid is known, so that the
-    group is always ended: nothing it started is left running. A child whose output is
-    kept reads no input (``--pdb`` cannot stop it for a person who does not see it)."""
+    """(exit status, output, whether it timed out). A signal that arrives while it
+    starts is held until its pid is known, so that nothing it started is left running.
+    A child whose output is kept reads no input (``--pdb`` cannot stop it for a person
+    who does not see it)."""
     proc: subprocess.Popen[str] | None = None
+    timed_out = False
     with sigterm_as_ctrl_c():
         try:
             with deferred():  # the pid, the group's id, known before Ctrl-C can act
@@ -199,7 +183,20 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
                                         errors="replace", stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, start_new_session=True,
                                         stdin=None if echo else subprocess.DEVNULL)
-            output, timed_out = _passed_on(proc) if echo else _kept(proc, timeout)
+            if echo:  # passed on as it comes; the last lines kept for last_line
+                tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+                for line in proc.stdout or ():
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    tail.append(line)
+                output = "".join(tail)
+                proc.wait()
+            else:
+                try:
+                    output = proc.communicate(timeout=timeout)[0]
+                except subprocess.TimeoutExpired:
+                    end_group(proc)
+                    output, timed_out = proc.communicate()[0], True
         except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: the whole group
             if proc is not None:
                 end_group(proc)
@@ -210,60 +207,29 @@ def run_group(command: list[str], *, cwd: Path | str | None, env: Mapping[str, s
     return proc.returncode, output, timed_out
 
 
-def _passed_on(proc: subprocess.Popen[str]) -> tuple[str, bool]:
-    """The child's output written to this process's stdout line by line; its last
-    lines returned."""
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-        tail.append(line)
-    proc.wait()
-    return "".join(tail), False
-
-
-def _kept(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, bool]:
-    """The child's whole output, and whether it ran past ``timeout`` (then its group
-    is ended)."""
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return output, False
-    except subprocess.TimeoutExpired:
-        end_group(proc)
-        output, _ = proc.communicate()
-        return output, True
-
-
 def end_group(proc: subprocess.Popen[str]) -> None:
-    """The child's process group ended: SIGTERM, then SIGKILL to what is left (workers,
-    a hang) once the child has exited or after :data:`GRACE_S`; waited for. Processes
-    the child started that left its group (a session of their own) are found first,
-    while they are still its descendants, and ended with it. The child is reaped only
-    after the SIGKILL, so that its pid, the group's id, cannot meanwhile name another
-    process. Ctrl-C and SIGTERM are ignored until it is done."""
+    """SIGTERM to the child's group, then SIGKILL to what is left (workers, a hang) once
+    the child has exited or after :data:`GRACE_S`. Groups its descendants made of their
+    own (setsid) are found first, while they are still its descendants, and ended with
+    it. The child is reaped only after the SIGKILL, so that its pid, the group's id,
+    cannot meanwhile name another process. Ctrl-C and SIGTERM wait until it is done."""
     with held():
         if not hasattr(os, "killpg"):  # no process groups (Windows): the child alone
             proc.kill()
             proc.wait()
             return
-        strays = _strays(proc.pid)
-        _signal_group(proc.pid, signal.SIGTERM)
-        for pgid in strays:
-            _signal_group(pgid, signal.SIGTERM)
+        groups = [proc.pid, *_strays(proc.pid)]
+        _signal(groups, signal.SIGTERM)
         deadline = time.monotonic() + GRACE_S
         while proc.returncode is None and not _exited(proc.pid) \
                 and time.monotonic() < deadline:
             time.sleep(0.02)
-        _signal_group(proc.pid, signal.SIGKILL)
-        for pgid in strays:
-            _signal_group(pgid, signal.SIGKILL)
+        _signal(groups, signal.SIGKILL)
         proc.wait()
 
 
 def _strays(pid: int) -> list[int]:
-    """The process groups of ``pid``'s descendants that are not in its group (they
-    called setsid), read from /proc; none where there is no /proc."""
+    """The process groups of ``pid``'s descendants outside its own, from /proc."""
     parents: dict[int, list[int]] = {}
     groups: dict[int, int] = {}
     try:
@@ -299,7 +265,8 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def _signal(groups: list[int], sig: signal.Signals) -> None:
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
 

@@ -12,7 +12,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,7 @@ def shown(value: Any) -> str:
 
 
 def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callable[[str], int]:
-    """An argparse type: a whole number from ``lowest`` to ``highest``, else one line
-    naming ``what`` (``why`` says where the bound comes from)."""
+    """An argparse type; ``why`` says where the bounds come from."""
     expected = (f"a whole number from {lowest} to {highest}" if highest - lowest > 3 else
                 ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}") + why
 
@@ -141,12 +140,11 @@ def parse_fraction(value: Any, what: str = "the tolerance") -> float:
 
 
 def fraction(what: str) -> Callable[[str], float]:
-    """An argparse type: :func:`parse_fraction`, its errors naming ``what``."""
     return lambda text: parse_fraction(text, what)
 
 
 def _is_number(value: Any) -> bool:
-    """A real number (numpy's too), not a bool: what a marker may give as a number."""
+    """What a marker may give as a number: numpy's too, not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
@@ -155,7 +153,7 @@ _DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(ns|us
 
 
 def parse_duration_ns(value: Any, what: str) -> float:
-    """``"2ms"``, ``"300us"``, ``"1.5s"``, ``"500ns"`` or a number of seconds -> ns (> 0)."""
+    """``"2ms"``, ``"300us"``, ``"1.5s"``, ``"500ns"`` or a number of seconds -> ns."""
     match = _DURATION.match(value) if isinstance(value, str) else None
     try:
         if match:
@@ -179,9 +177,7 @@ _tolerance = fraction("the tolerance")
 
 @dataclass(frozen=True)
 class Strictness:
-    """``--opprof-strict``: new or missing ops fail their test (``ops``); a gated test
-    that could not be judged fails the session (``unjudged``), and so does one whose gate
-    could see only slowdowns beyond ``effect``."""
+    """``--opprof-strict`` (:data:`HELP_STRICT`)."""
 
     ops: bool = False
     unjudged: bool = False
@@ -189,8 +185,6 @@ class Strictness:
 
 
 def parse_strict(text: str) -> Strictness:
-    """``ops``, ``unjudged`` and an effect such as ``25%`` (implying ``unjudged``),
-    separated by commas."""
     words = [word.strip() for word in str(text).split(",")]
     effects = [parse_fraction(w, "the strict effect") for w in words if w[:1] in _DIGITS]
     for word in words:
@@ -295,17 +289,18 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
         raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
 
-def _backend(text: str) -> str:
-    if text not in BACKENDS:
-        raise argparse.ArgumentTypeError(f"the backend must be one of {', '.join(BACKENDS)}")
-    return text
+def _choice(what: str, choices: Sequence[str]) -> Callable[[str], str]:
+    """An ini value's check; a flag's is argparse's ``choices``."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"{what} must be one of {', '.join(choices)}")
+        return text
+
+    return parse
 
 
-def _measure(text: str) -> str:
-    if text not in MEASURE_CHOICES:
-        raise argparse.ArgumentTypeError(
-            f"the measure must be one of {', '.join(MEASURE_CHOICES)}")
-    return text
+_backend = _choice("the backend", BACKENDS)
+_measure = _choice("the measure", MEASURE_CHOICES)
 
 
 def _baseline_dir(config: pytest.Config) -> Path:
@@ -321,8 +316,6 @@ def _baseline_dir(config: pytest.Config) -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    """The session-wide settings, resolved once."""
-
     verbosity: int = DEFAULT_VERBOSITY
     skip: int = DEFAULT_SKIP
     iterations: int = DEFAULT_ITERATIONS
@@ -331,11 +324,9 @@ class Settings:
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
     #: None: derived from the backend and device once the backend is resolved.
     machine_key: str | None = None
-    #: ``--opprof-update-baseline``; ``append_baseline``: its append mode.
     update_baseline: bool = False
     append_baseline: bool = False
-    #: The runs of one ``opprof baseline update`` share it (:data:`BATCH_VARIABLE`).
-    baseline_batch: str = ""
+    baseline_batch: str = ""  # shared by the runs of one opprof baseline update
     tolerance: float = TOLERANCE
     #: The tolerance the flag or the ini file gave; None: each measure's default.
     given_tolerance: float | None = None
@@ -343,23 +334,21 @@ class Settings:
     strict_ops: bool = False
     strict: bool = False
     strict_effect: float | None = None
-    #: The outputs asked for: flag (an entry of ``outputs.RUN_OUTPUTS``) -> path.
+    #: flag (of ``outputs.RUN_OUTPUTS``) -> path
     outputs: Mapping[str, Path] = field(default_factory=dict)
     confirm: bool = True
     gate: bool = True
-    #: Where a child started by pytest-opprof writes its records (:data:`CHILD_VARIABLE`);
-    #: such a child only profiles (its gate is off).
+    #: Where a child started by pytest-opprof, which only profiles, writes its records.
     profile_out: Path | None = None
 
     @property
     def strict_applies(self) -> bool:
-        """Whether strict mode judges this run: it is asked for, the gate is on and the
-        run gates (an update judges nothing; a child that only profiles is not gated)."""
+        """An update judges nothing; a child that only profiles is not gated."""
         return self.strict and self.gate and not self.update_baseline
 
     def tolerance_of_measure(self, measure: str | None) -> float:
-        """The tolerance figures of ``measure`` are judged at: the one given, else the
-        measure's default (a command reading stored counts under a time session)."""
+        """The one given, else the measure's default (for a command reading stored
+        counts under a time session)."""
         given = self.given_tolerance
         return default_tolerance(measure) if given is None else given
 
@@ -399,16 +388,15 @@ class Settings:
 
 @dataclass(frozen=True)
 class TestSettings:
-    """What applies to one test: the session's settings under its marker."""
+    """The session's settings under one test's marker."""
 
     __test__ = False  # not a pytest test class
 
     skip: int
     iterations: int
-    #: The default tolerance and per-op-name exceptions.
     tolerance: float = TOLERANCE
     tolerances: Mapping[str, float] = field(default_factory=dict)
-    #: Absolute budgets: op name -> the most its median may take, in ns.
+    #: op name -> the most its median may take, in ns
     budgets: Mapping[str, float] = field(default_factory=dict)
 
 
@@ -439,7 +427,7 @@ def _op_mapping(where: str, key: str, value: Any,
 
 
 def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
-    """The settings for ``item``; a bad ``opprof`` marker raises :class:`OpprofError`."""
+    """OpprofError for a bad ``opprof`` marker."""
     values: dict[str, Any] = {}
     for mark in reversed(list(item.iter_markers("opprof"))):  # the closest marker wins
         where = f"@pytest.mark.opprof on {item.nodeid}"

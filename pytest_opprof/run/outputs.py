@@ -1,11 +1,8 @@
 """The output registry, and the one writer of the files a run asks for.
 
-:data:`RUN_OUTPUTS` is the table of a pytest run's outputs: each entry's flag (its option
-and its key in ``Settings.outputs``), help, renderer, one file or a folder, and what it
-needs. Option registration (:mod:`.options`), this writer and the confirmation re-run
-(:mod:`.rerun`, which drops every entry's flag) read it: an output is one entry and its
-renderer. :func:`check` refuses a bad path in one line before any test runs;
-:func:`write_all` renders every output and writes them all or none.
+Option registration (:mod:`.options`), this writer and the confirmation re-run
+(:mod:`.rerun`, which drops every entry's flag) read :data:`RUN_OUTPUTS`: an output is
+one entry and its renderer.
 """
 
 from __future__ import annotations
@@ -36,7 +33,7 @@ BASELINE_MARK = b'"pytest-opprof/baseline/'
 
 @dataclass
 class Results:
-    """What every renderer is given (strict mode's verdict: where it applies)."""
+    """What every renderer is given."""
 
     records: Sequence[TestRecord]
     run_info: RunInfo
@@ -45,7 +42,6 @@ class Results:
 
     @cached_property
     def reports(self) -> list[TestReport]:
-        """The one view of each test every report renders, built once for all."""
         from ..stats.reports import report_of
 
         return [report_of(r) for r in self.records]
@@ -53,15 +49,13 @@ class Results:
 
 @dataclass(frozen=True)
 class RunOutput:
-    """One output a pytest run can ask for: an entry of :data:`RUN_OUTPUTS`."""
-
-    flag: str
+    flag: str  # the option, and the key in ``Settings.outputs``
     metavar: str
     help: str
     #: The text of the file, or of a folder's files (file name -> text).
     render: Callable[[Results], str | Mapping[str, str]]
     folder: bool = False
-    #: Why it cannot be rendered here (a missing library), or None; asked at start-up.
+    #: Why it cannot be rendered here (a missing library); asked at start-up.
     missing: Callable[[], str | None] = lambda: None
 
 
@@ -131,22 +125,20 @@ class Settings(Protocol):
 
 
 def dest(flag: str) -> str:
-    """The option's name in pytest's namespace: ``--opprof-json`` -> ``opprof_json``."""
+    """``--opprof-json`` -> ``opprof_json``."""
     return flag[2:].replace("-", "_")
 
 
 @dataclass(frozen=True)
 class Output:
-    """A file (or folder) to write, and the flag that named it."""
+    """A file, or a folder of files, to write, and the flag that named it."""
 
     flag: str
     path: Path
-    #: A folder of files (one per test) rather than one file.
     folder: bool = False
 
 
 def wanted(settings: Settings) -> list[tuple[RunOutput, Output]]:
-    """The outputs the run asks for, in the order they are written."""
     return [(kind, Output(kind.flag, settings.outputs[kind.flag], kind.folder))
             for kind in RUN_OUTPUTS if kind.flag in settings.outputs]
 
@@ -167,23 +159,19 @@ def problem(output: Output) -> str | None:
 
 
 def check(settings: Settings) -> None:
-    """Every output the run asks for, checked before any test runs: OpprofError, one
-    line naming the flag, for the first that cannot be written, or that would write
-    over a stored baseline or another output's file."""
+    """Before any test runs: OpprofError, one line naming the flag, for the first
+    output that cannot be written, or would write over a baseline or another output."""
     from ..store.files import machine_folders
 
     asked = wanted(settings)
     if not asked:  # the common gated run: no baseline folder listed at start-up
         return
-    for kind, output in asked:
-        why = kind.missing() or problem(output)
-        if why is not None:
-            raise OpprofError(f"{output.flag}={output.path}: {why}")
-    clashing = clash([output for _, output in asked],
-                     folders=machine_folders(settings.baseline_dir))
-    if clashing is not None:
-        output, why = clashing
-        raise OpprofError(f"{output.flag}={output.path}: {why}")
+    failing = next(((output, why) for kind, output in asked
+                    if (why := kind.missing() or problem(output)) is not None), None)
+    failing = failing or clash([output for _, output in asked],
+                               folders=machine_folders(settings.baseline_dir))
+    if failing is not None:
+        raise OpprofError(f"{failing[0].flag}={failing[0].path}: {failing[1]}")
 
 
 def clash(outputs: Sequence[Output], inputs: Sequence[Path] = (),
@@ -230,14 +218,12 @@ def is_baseline(path: Path) -> bool:
 
 
 def write(flag: str, path: Path, text: str) -> None:
-    """``text`` into the file ``path``, its folders made; OpprofError naming ``flag``."""
     write_files([(flag, Path(path), text)])
 
 
 def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
-    """Every (flag, path, text) written, or none (:func:`replace_all`: a full disk at the
-    second file leaves the first as it was), their folders made; OpprofError naming the
-    flag and the file it stopped at."""
+    """Every (flag, path, text) written, or none (a full disk at the second file leaves
+    the first as it was); OpprofError naming the flag and the file it stopped at."""
     from ..store.files import replace_all, write_problem
 
     flags = {str(Path(path)): flag for flag, path, _ in files}
@@ -257,8 +243,8 @@ def write_files(files: Sequence[tuple[str, Path, str]]) -> None:
 
 def write_all(settings: Settings, records: Sequence[TestRecord], run_info: RunInfo,
               strict: list[Unjudged] | None = None) -> None:
-    """Render and write every output the run asks for, all or none. ``strict``: strict
-    mode's verdict (the tests it fails the session for), when it applies."""
+    """Every output the run asks for, all or none. ``strict``: strict mode's verdict
+    (the tests it fails the session for), where it applies."""
     results = Results(records, run_info, strict, settings.strict_effect)
     files: list[tuple[str, Path, str]] = []
     for kind, output in wanted(settings):

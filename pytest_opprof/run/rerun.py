@@ -1,15 +1,13 @@
 """The confirmation re-run: one test profiled again in a new pytest process.
 
 The new process must measure the same workload as the first, so it gets the user's own
-arguments (a conftest option that sizes the workload, ``-p``, ``-o``, ``--count``) from
-``config.invocation_params.args``, less the test paths pytest took from them (the node
-id replaces them) and the ``--opprof-*`` flags (the re-run gives its own). The ini
-file's ``addopts`` and ``PYTEST_ADDOPTS``, which the child reads again, lose their test
-paths and the flags of the output registry (:data:`.outputs.RUN_OUTPUTS`). Other
-plugins' flags are kept, as they change how the workload runs: the child's cache and
-temporary folders are its own (:mod:`.child`) and it reads no input, so that ``--lf``,
-``--basetemp`` or ``--pdb`` cannot read, empty or wait on the user's; what a plugin
-writes at the end of a session, this run writes again after the re-run.
+arguments (a conftest option that sizes the workload, ``-p``, ``-o``, ``--count``) less the
+test paths pytest took from them (the node id replaces them) and the ``--opprof-*`` flags
+(the re-run gives its own); ``addopts`` and ``PYTEST_ADDOPTS``, which the child reads
+again, lose their test paths and the output registry's flags. Other plugins' flags are
+kept, as they change how the workload runs (:mod:`.child` keeps ``--lf`` and
+``--basetemp`` off the user's cache and folders; the child reads no input for ``--pdb``
+to wait on); what a plugin writes at the end of a session, this run writes again.
 """
 
 from __future__ import annotations
@@ -30,27 +28,23 @@ if TYPE_CHECKING:
     from ..model.verdict import OpVerdict
 
 
-def _ours(flag: str) -> bool:
-    return flag.startswith("--opprof-")
-
-
 def _an_output(flag: str) -> bool:
     return flag.split("=", 1)[0] in {output.flag for output in outputs.RUN_OUTPUTS}
 
 
 def user_args(config: pytest.Config) -> list[str]:
     """The command line the user gave (``@FILE`` arguments read), less the test paths
-    and the ``--opprof-*`` flags (each with its value)."""
+    and the ``--opprof-*`` flags."""
     args = _expanded([str(a) for a in config.invocation_params.args],
                      Path(config.invocation_params.dir))
-    return _kept(config, args, _ours)
+    return _kept(config, args, lambda flag: flag.startswith("--opprof-"))
 
 
 def _kept(config: pytest.Config, args: Sequence[str],
           dropped: Callable[[str], bool]) -> list[str]:
     """``args`` less the test paths pytest took from them and the flags ``dropped``
     names, each with its value: the word after a flag written without ``=``, unless
-    that word is a test path (pytest's own reading: it took it as one) or a flag."""
+    pytest took that word as a test path, or it is a flag."""
     positional = {str(p) for p in config.option.file_or_dir or ()}
     kept: list[str] = []
     i = 0
@@ -84,37 +78,26 @@ def _expanded(args: list[str], folder: Path) -> list[str]:
 
 
 def selection_free(config: pytest.Config) -> tuple[list[str], dict[str, str]]:
-    """What keeps the child's selection to the node ids it is given: ``-o addopts=``
-    and ``PYTEST_ADDOPTS`` without the test paths (and the output flags) that the ini
-    file's addopts and the environment would add again; nothing where they add none."""
-    args: list[str] = []
-    env: dict[str, str] = {}
+    """``-o addopts=`` and ``PYTEST_ADDOPTS`` for a child, where the ini file's addopts
+    and the environment's would add test paths or output flags to its node ids."""
     addopts = [str(a) for a in config.getini("addopts") or ()]
     kept = _kept(config, addopts, _an_output)
-    if kept != addopts:
-        args = ["-o", f"addopts={shlex.join(kept)}"]
-    environment = os.environ.get("PYTEST_ADDOPTS", "")
-    if environment.strip():
-        words = shlex.split(environment)
-        kept = _kept(config, words, _an_output)
-        if kept != words:
-            env["PYTEST_ADDOPTS"] = shlex.join(kept)
-    return args, env
+    args = ["-o", f"addopts={shlex.join(kept)}"] if kept != addopts else []
+    words = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    kept = _kept(config, words, _an_output)
+    return args, {"PYTEST_ADDOPTS": shlex.join(kept)} if kept != words else {}
 
 
 def node_arg(config: pytest.Config, nodeid: str) -> str:
-    """The node id as a command-line argument from the invocation folder (node ids
-    are relative to the rootdir; the re-run starts where the user started)."""
+    """Node ids are relative to the rootdir; the re-run starts where the user started."""
     path, sep, rest = nodeid.partition("::")
     return f"{Path(config.rootpath, path)}{sep}{rest}"
 
 
 def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, skip: int,
               measure: str | None = None) -> list[str]:
-    """The arguments of a child that only profiles ``nodeids`` as this run would (the
-    re-run, the instructions measure's callgrind child): the user's, the node ids, and
-    the flags that make it profile as this run does, serially (a child of
-    :func:`run_pytest` with ``records`` gates nothing)."""
+    """The arguments of a child that profiles ``nodeids`` as this run does, serially
+    (the re-run, the callgrind child; with ``records`` it gates nothing)."""
     args = [*user_args(config), *(node_arg(config, n) for n in nodeids),
             "-q", f"--rootdir={config.rootpath}", f"--opprof-backend={backend}",
             f"--opprof-skip={skip}", "--opprof-verbosity=0"]
@@ -127,28 +110,22 @@ def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, sk
     return args + selection_free(config)[0]
 
 
-def reason(suspects: Sequence[OpVerdict]) -> str:
-    """``relu (OP_ID 3) +40.0%, conv2d (OP_ID 0) +12.5%``: what looks regressed."""
+def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) -> None:
+    """``opprof: re-running ... to confirm: relu (OP_ID 3) +40.0%``."""
     from ..render import percent
     from ..render.verdicts import op_name
 
-    return ", ".join(f"{op_name(v)} {percent(v.corrected_ratio)}" for v in suspects)
-
-
-def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) -> None:
-    """The line that says a test is being run again, and why, in the normal output."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return  # an xdist worker: its terminal is not the user's
     reporter.ensure_newline()
-    reporter.write_line(f"opprof: re-running {nodeid} in a new process to confirm: "
-                        f"{reason(suspects)}")
+    why = ", ".join(f"{op_name(v)} {percent(v.corrected_ratio)}" for v in suspects)
+    reporter.write_line(f"opprof: re-running {nodeid} in a new process to confirm: {why}")
 
 
 def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
                   timeout: float, measure: str | None = None) -> Profile | None:
-    """The test's profile from a new process (its last profile from a call that
-    passed, checked to be this node id's), or None when it gave none (the first run's
+    """The test's last passing profile from a new process, or None (the first run's
     verdict then stands)."""
     args = profiling(config, [nodeid], backend=backend, skip=skip, measure=measure)
     try:
