@@ -25,7 +25,7 @@ from pytest_opprof.stats import distributions, drift
 
 from .fakes import committed, git
 
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-2.schema.json"
 
 
 # -- the paired model ------------------------------------------------------------------

@@ -187,7 +187,7 @@ def test_the_results_json_validates_against_its_schema(regressed):
     result = run(regressed, "--opprof-json=out/r.json", "--opprof-no-confirm")
     result.assert_outcomes(failed=4)
     data = json.loads((regressed.path / "out/r.json").read_text())
-    schema_path = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
+    schema_path = Path(pytest_opprof.__file__).parent / "schemas" / "results-2.schema.json"
     schema = json.loads(schema_path.read_text())
     jsonschema.validate(data, schema)
     assert data["run"]["commit"] is not None and "benchmark_machine_info" in data["machine"]
@@ -436,7 +436,7 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
                                        "file, not a file to write; name a regular file\n")
     broken = tmp_path / "broken.json"
     test = {"nodeid": "t", "ops": [{"name": "x"}], "profile": None}
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken)]) == 1
     assert "'t': not a profile" in capsys.readouterr().err
@@ -447,14 +447,14 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     test["result"] = {"nodeid": "test_x.py::test_x", "verdict": "slower", "machine": "m",
                       "comparison": None, "over_budget": [], "at_fault": [],
                       "baseline_path": None}
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
     err = capsys.readouterr().err
     assert "'verdict' is 'slower', not one of 'passed'" in err and "\n" not in err.strip()
     test["result"] = None  # no typed result: not gated, drawn from its profile alone
     test["ops"] = [{"name": "x", "current": {"median_ns": 5.0}}]  # the entry is not read
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 0
     page = (tmp_path / "x.html").read_text(encoding="utf-8")

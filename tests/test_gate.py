@@ -316,7 +316,7 @@ def test_json_results(suite, monkeypatch):
     result = suite.runpytest("--opprof-json=out/results.json", "--opprof-no-confirm")
     result.assert_outcomes(passed=1, failed=1)
     data = json.loads((suite.path / "out" / "results.json").read_text())
-    assert data["schema"] == "pytest-opprof/results/1"
+    assert data["schema"] == "pytest-opprof/results/2"
     assert data["machine"]["key"] == "fake-fake CUDA device" and "numpy" in data["machine"]
     tests = {t["nodeid"]: t for t in data["tests"]}
     net = tests["test_net.py::test_net"]

@@ -29,7 +29,7 @@ from .fakes import train_profile
 
 GEMM = ("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float, "
         "cutlass::layout::RowMajor, cutlass::arch::Sm90 & OpClassTensorOp>>(Params&)")
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-2.schema.json"
 
 
 def kernel_profiler(skip: int = 1) -> tuple[Profiler, FakeDevice]:

@@ -277,7 +277,7 @@ def test_results_json_has_each_tests_unit():
     assert (counts["unit"], counts["measure"]) == ("instructions", "instructions")
     assert (ns["unit"], ns["measure"]) == ("ns", "events")
     assert counts["profile"]["op_functions"][0][0] == ["DOUBLE_add", 1_200_000]
-    schema = Path(__file__).resolve().parent.parent / "pytest_opprof/schemas/results-1.schema.json"
+    schema = Path(__file__).resolve().parent.parent / "pytest_opprof/schemas/results-2.schema.json"
     jsonschema.validate(data, json.loads(schema.read_text()))
 
 
@@ -336,7 +336,7 @@ def test_compare_outputs_take_the_unit():
     assert "1.2 ms" in compare.text(report) and "instr" not in compare.text(report)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parent.parent
-                         / "pytest_opprof/schemas/compare-1.schema.json").read_text())
+                         / "pytest_opprof/schemas/compare-2.schema.json").read_text())
     for unit in ("ns", "instructions"):
         data = json.loads(compare.to_json(report, unit))
         assert data["unit"] == unit

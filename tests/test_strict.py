@@ -74,7 +74,7 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
     import pytest_opprof
 
     schema = json.loads((Path(pytest_opprof.__file__).parent / "schemas"
-                         / "results-1.schema.json").read_text())
+                         / "results-2.schema.json").read_text())
     suite.runpytest("--opprof-strict", "--opprof-strict-effect=30%", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())
     jsonschema.validate(data, schema)

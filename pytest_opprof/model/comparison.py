@@ -2,7 +2,7 @@
 
 Made by :mod:`pytest_opprof.judge.comparison` from the processes of ``opprof compare``
 (:mod:`pytest_opprof.judge.paired` judges each op), rendered by
-:mod:`pytest_opprof.render.compare` (text, Markdown, JSON schema ``pytest-opprof/compare/1``).
+:mod:`pytest_opprof.render.compare` (text, Markdown, JSON schema ``pytest-opprof/compare/2``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .verdict import OpStatus
+from .words import Unit
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,10 @@ class Report:
     head_only_tests: tuple[str, ...]
     #: The slowdown the run was sized to see (--detect).
     detect: float
-    #: What the ops' figures count: ``ns``, or ``instructions`` (every profile of the
-    #: comparison counted them).
-    unit: str = "ns"
+    #: The measure every profile of the comparison was taken with ("": not one), and
+    #: what its figures count.
+    measure: str = ""
+    unit: Unit = Unit.NANOSECONDS
     #: The sides' Python environments (base, head), when ``--base-python`` or
     #: ``--head-python`` chose them; None when both ran under this interpreter.
     environments: tuple[Environment, Environment] | None = None

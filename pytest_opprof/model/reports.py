@@ -19,8 +19,9 @@ from .records import TestRecord
 from .verdict import OpStatus, OpVerdict, TestResult, Verdict
 from .words import word
 
-#: The results file's schema (pytest_opprof/schemas/results-1.schema.json).
-RESULTS_SCHEMA = "pytest-opprof/results/1"
+#: The results file's schema (pytest_opprof/schemas/results-2.schema.json; schema 1,
+#: written before measures were objects, is read through ``store.results``).
+RESULTS_SCHEMA = "pytest-opprof/results/2"
 #: The largest results file: its reader refuses a larger one unread, and the writer
 #: (``--opprof-json``) refuses to write one (a profile of 1,000 ops over 1,000
 #: iterations is about 20 MB).

@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from .._extras import install
 from ..errors import OpprofError
-from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE, default_tolerance
-from ..measure.timers import BACKENDS, MEASURE_CHOICES
+from ..judge.config import TOLERANCE
+from ..measure import measures
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
 DEFAULT_SKIP = 1
 DEFAULT_ITERATIONS = 20
-DEFAULT_BACKEND = "auto"
-DEFAULT_MEASURE = "auto"
+DEFAULT_MEASURE = measures.AUTO
+#: The ini value the measure replaced (the device follows from the measure): refused.
+GONE_INI = "opprof_backend"
 #: The smallest drift-corrected slowdown that may fail a test; see benchmarks/RESULTS.md.
 DEFAULT_TOLERANCE = TOLERANCE
 DEFAULT_BASELINE_DIR = ".opprof"
@@ -45,19 +45,14 @@ HELP_SKIP = ("leave the first N iterations of each profiled test out of every fi
              f"(default {DEFAULT_SKIP})")
 HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the call nor "
                    f"the marker gives a number (default {DEFAULT_ITERATIONS})")
-HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
-                "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
-                f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
-HELP_MEASURE = ("what an op's figure is: on CUDA kernel (the summed GPU time of the kernels, "
-                f"copies and memsets it launched, from CUPTI: {install('cupti')}), events "
-                "(its CUDA event span), auto (kernel when "
-                "cupti-python loads and CUPTI starts, else events); on the CPU instructions "
-                "(the instructions it executed, counted by valgrind's callgrind in a child "
-                "process: steady on a shared runner; default tolerance "
-                f"{INSTRUCTION_TOLERANCE:.0%}%) (default {DEFAULT_MEASURE})")
+HELP_MEASURE = ("what an op's figure is: " + ", ".join(
+    [f"{measures.AUTO} (kernel where CUPTI starts on a GPU, else events on a GPU, else "
+     "time on the CPU)",
+     *(f"{m.name} ({m.help})" for m in measures.listed())]).replace("%", "%%")
+    + f" (default {DEFAULT_MEASURE})")
 HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELINE_DIR}/ at the "
                      "rootdir); one folder per machine key")
-HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
+HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: measure and device, "
                     "e.g. 'cpu-AMD EPYC (2 cores)'); set one name for a fleet of identical runners")
 HELP_UPDATE = "write the baselines of the profiled tests that ran and passed, instead of gating"
 HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored runs (the last "
@@ -66,8 +61,11 @@ HELP_APPEND = ("like --opprof-update-baseline, but add this run to the stored ru
 HELP_BATCH = ("runs of one baseline update share this id and are kept together "
               "(set by opprof baseline update --runs N)")
 HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
-                  f"fraction or percentage (default {DEFAULT_TOLERANCE:.0%}%, "
-                  f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
+                  "fraction or percentage (default " + ", ".join(
+                      [f"{DEFAULT_TOLERANCE:.0%}", *(
+                          f"{m.gate.tolerance:.0%} under --opprof-measure={m.name}"
+                          for m in measures.listed() if m.gate.tolerance != DEFAULT_TOLERANCE)])
+                  + ")").replace("%", "%%")
 HELP_STRICT = "fail tests whose ops are new or missing against the baseline"
 HELP_STRICT_RUN = ("fail the session (exit code 1) when a gated test could not be judged: no "
                    "baseline on this machine, other run conditions than its baseline's, an "
@@ -205,9 +203,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--opprof-verbosity", type=_verbosity, default=None, metavar="N",
                     help=HELP_VERBOSITY)
     group.addoption("--opprof-skip", type=_skip, default=None, metavar="N", help=HELP_SKIP)
-    group.addoption("--opprof-backend", choices=BACKENDS, default=None, help=HELP_BACKEND)
-    group.addoption("--opprof-measure", choices=MEASURE_CHOICES, default=None,
-                    help=HELP_MEASURE)
+    # no choices here: a conftest.py may register a measure (checked in Settings)
+    group.addoption("--opprof-measure", default=None, metavar="NAME", help=HELP_MEASURE)
     group.addoption("--opprof-baseline-dir", default=None, metavar="DIR", help=HELP_BASELINE_DIR)
     group.addoption("--opprof-machine-key", default=None, metavar="NAME", help=HELP_MACHINE_KEY)
     group.addoption("--opprof-update-baseline", action="store_true", default=False,
@@ -235,6 +232,7 @@ def add_options(parser: pytest.Parser) -> None:
     for name, text in INI_VALUES.items():
         # argparse %-formats a flag's help ("5%%" prints "5%"); an ini value's is printed raw
         parser.addini(name, text.replace("%%", "%"), default="")
+    parser.addini(GONE_INI, "removed: set opprof_measure instead", default="")
 
 
 #: The ini values, each the twin of a flag: name -> help.
@@ -242,7 +240,6 @@ INI_VALUES = {
     "opprof_verbosity": HELP_VERBOSITY,
     "opprof_skip": HELP_SKIP,
     "opprof_iterations": HELP_ITERATIONS,
-    "opprof_backend": HELP_BACKEND,
     "opprof_measure": HELP_MEASURE,
     "opprof_baseline_dir": HELP_BASELINE_DIR,
     "opprof_machine_key": HELP_MACHINE_KEY,
@@ -260,7 +257,7 @@ def requested(config: pytest.Config) -> bool:
     if any(name.startswith("opprof_") and value not in (None, False, "")
            for name, value in flags.items()):
         return True
-    return any(str(config.getini(name) or "").strip() for name in INI_VALUES)
+    return any(str(config.getini(name) or "").strip() for name in (*INI_VALUES, GONE_INI))
 
 
 #: Flags that contradict each other: (flag, flag, why). Only flags: an ini value is a
@@ -316,17 +313,31 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
         raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
 
-def _backend(text: str) -> str:
-    if text not in BACKENDS:
-        raise argparse.ArgumentTypeError(f"the backend must be one of {', '.join(BACKENDS)}")
-    return text
-
-
 def _measure(text: str) -> str:
-    if text not in MEASURE_CHOICES:
-        raise argparse.ArgumentTypeError(
-            f"the measure must be one of {', '.join(MEASURE_CHOICES)}")
+    """A registered measure's name, or ``auto`` (after the conftest files have loaded:
+    one of them may register a measure)."""
+    if text != measures.AUTO:
+        try:
+            measures.named(text)
+        except OpprofError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _measure_of(config: pytest.Config) -> str:
+    """``--opprof-measure``, else ``opprof_measure``, checked; the ini value it replaced
+    is refused in one line."""
+    if str(config.getini(GONE_INI) or "").strip():
+        choices = ", ".join(measures.choices())
+        raise pytest.UsageError(f"ini option {GONE_INI} is gone: set opprof_measure instead "
+                                f"({choices}; time for cpu, events or kernel for cuda)")
+    flag = config.getoption("opprof_measure", None)
+    if flag is None:
+        return str(_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE))
+    try:
+        return _measure(flag)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"--opprof-measure: {exc}") from None
 
 
 def _baseline_dir(config: pytest.Config) -> Path:
@@ -349,10 +360,10 @@ class Settings:
     verbosity: int = DEFAULT_VERBOSITY
     skip: int = DEFAULT_SKIP
     iterations: int = DEFAULT_ITERATIONS
-    backend: str = DEFAULT_BACKEND
+    #: The measure's name, or ``auto`` (resolved when the session starts it).
     measure: str = DEFAULT_MEASURE
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
-    #: None: derived from the backend and device once the backend is resolved.
+    #: None: derived from the measure and device once the measure has started.
     machine_key: str | None = None
     update_baseline: bool = False
     append_baseline: bool = False
@@ -379,10 +390,10 @@ class Settings:
         run gates (an update judges nothing; a child that only profiles is not gated)."""
         return self.strict and self.gate and not self.update_baseline
 
-    def tolerance_for(self, measure: str | None) -> float:
+    def tolerance_for(self, measure: type[measures.Measure]) -> float:
         """The tolerance figures of ``measure`` are judged at: the one given, else the
         measure's default (a command reading stored counts under a time session)."""
-        return default_tolerance(measure) if self.given_tolerance is None \
+        return measure.gate.tolerance if self.given_tolerance is None \
             else self.given_tolerance
 
     @classmethod
@@ -393,14 +404,13 @@ class Settings:
 
 
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
-        measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
+        measure = _measure_of(config)
         given = _resolve(config, "opprof_tolerance", _tolerance, None)
         strict_effect = _resolve(config, "opprof_strict_effect", _strict_effect, None)
         return cls(
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
             iterations=_resolve(config, "opprof_iterations", _iterations, DEFAULT_ITERATIONS),
-            backend=_resolve(config, "opprof_backend", _backend, DEFAULT_BACKEND),
             measure=measure,
             baseline_dir=_baseline_dir(config),
             machine_key=machine_key,
@@ -408,7 +418,7 @@ class Settings:
                                  or config.getoption("opprof_append_baseline", False)),
             append_baseline=bool(config.getoption("opprof_append_baseline", False)),
             baseline_batch=str(config.getoption("opprof_baseline_batch", "") or ""),
-            tolerance=default_tolerance(measure) if given is None else given,
+            tolerance=measures.defaults_of(measure).gate.tolerance if given is None else given,
             given_tolerance=given,
             strict_ops=_resolve(config, "opprof_strict_ops", _yes_no, False),
             strict=bool(_resolve(config, "opprof_strict", _yes_no, False)

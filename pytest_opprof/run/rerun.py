@@ -43,7 +43,7 @@ DROPPED = frozenset({
 DROPPED_PREFIXES = ("--opprof-",)
 #: The ``--opprof-*`` flags dropped from addopts and PYTEST_ADDOPTS (which the re-run
 #: reads again, as it reads the ini file): those that write the user's files or the
-#: store. The others (the iterations, the backend) keep measuring as the first run did.
+#: store. The others (the iterations, the measure) keep measuring as the first run did.
 DROPPED_FROM_ADDOPTS = frozenset({
     "--opprof-json", "--opprof-markdown", "--opprof-trace", "--opprof-html",
     "--opprof-update-baseline", "--opprof-append-baseline", "--opprof-baseline-batch",
@@ -142,29 +142,26 @@ def node_arg(config: pytest.Config, nodeid: str) -> str:
     return f"{Path(config.rootpath, path)}{sep}{rest}"
 
 
-def command(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-            profile_out: Path | None = None, measure: str | None = None) -> list[str]:
+def command(config: pytest.Config, nodeid: str, *, measure: str, skip: int,
+            profile_out: Path | None = None) -> list[str]:
     """The re-run's pytest arguments: the user's, then the node id and the flags that
     make it profile the one test (and write its records to ``profile_out``; the
     launcher names that file itself)."""
-    return profiling(config, [nodeid], backend=backend, skip=skip, profile_out=profile_out,
-                     measure=measure)
+    return profiling(config, [nodeid], measure=measure, skip=skip, profile_out=profile_out)
 
 
-def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, skip: int,
-              profile_out: Path | None = None, measure: str | None = None) -> list[str]:
+def profiling(config: pytest.Config, nodeids: Sequence[str], *, measure: str, skip: int,
+              profile_out: Path | None = None) -> list[str]:
     """The arguments of a child that only profiles ``nodeids`` as this run would (the
-    re-run, the instructions measure's callgrind child): the user's, the node ids, and
-    the flags that make it profile, serially, without gating or writing the user's
-    files."""
+    re-run, the child of a measure taken in one): the user's, the node ids, and the flags
+    that make it profile with ``measure`` (the first run's, not auto's choice of the
+    moment), serially, without gating or writing the user's files."""
     args = [*user_args(config), *(node_arg(config, n) for n in nodeids),
             "-q", "-p", "no:cacheprovider", f"--rootdir={config.rootpath}",
-            f"--opprof-backend={backend}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
+            f"--opprof-measure={measure}", f"--opprof-skip={skip}", "--opprof-verbosity=0",
             "--opprof-no-gate"]
     if profile_out is not None:
         args.append(f"--opprof-profile-out={profile_out}")
-    if measure is not None:  # the first run's measure, not auto's choice of the moment
-        args.append(f"--opprof-measure={measure}")
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
@@ -190,12 +187,12 @@ def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) 
                         f"{reason(suspects)}")
 
 
-def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-                  timeout: float, measure: str | None = None) -> Profile | None:
+def profile_again(config: pytest.Config, nodeid: str, *, measure: str, skip: int,
+                  timeout: float) -> Profile | None:
     """The test's profile from a new process (its last profile from a call that
     passed, checked to be this node id's), or None when it gave none (the first run's
     verdict then stands)."""
-    args = command(config, nodeid, backend=backend, skip=skip, measure=measure)
+    args = command(config, nodeid, measure=measure, skip=skip)
     try:
         child = run_pytest(args, cwd=config.invocation_params.dir, records=True,
                            timeout=timeout, env=selection_free(config)[1])

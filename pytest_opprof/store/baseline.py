@@ -28,6 +28,7 @@ try:  # POSIX: lock the machine folder while a file is read, changed and replace
 except ImportError:  # pragma: no cover - Windows: atomic replace only
     fcntl = None  # type: ignore[assignment]
 
+from ..measure.measures import former
 from ..model import conditions as run_conditions
 from ..model.baseline import (
     FIX,
@@ -287,6 +288,6 @@ def load_file(path: Path) -> Baseline:
     what one accepts, all accept. FileNotFoundError when there is no file, else
     :class:`BaselineError` with one line naming the file and what to do.
     """
-    return parse(read_text(path), path)
+    return parse(read_text(path), path, former)  # schema 2 too
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...model.words import Unit
+
 if TYPE_CHECKING:
     from .cupti import RawActivities
 
@@ -28,15 +30,18 @@ class Timer(ABC):
     straight to :func:`time.perf_counter_ns` and the hot path pays for one call.
     """
 
-    #: "cpu", "cuda" or "fake".
-    kind: str
+    #: The measure whose figures it takes (``pytest_opprof.measure.measures``), as a
+    #: profile of it records, and their unit; "": the session's measure, whatever it is.
+    measure: str = ""
+    unit: Unit = Unit.NANOSECONDS
     #: What the timeline is measured on, for reports: e.g. "AMD EPYC (2 cores)".
     device: str
     #: Takes a mark now and returns its token.
     mark: Callable[[], Any]
-    #: What an op's figure is: "events" (marks), "kernel" (CUPTI activity records) or
-    #: "instructions" (callgrind's counts between marks).
-    measure: str = "events"
+    #: Whether it traces the GPU activities each op launched (:meth:`activities`), and
+    #: names each interval's costliest functions (:meth:`mark_functions`).
+    traces_kernels: bool = False
+    names_functions: bool = False
 
     @property
     @abstractmethod

@@ -1,4 +1,5 @@
-"""The fake backend: the CUDA timing logic on a virtual device and clock.
+"""The fake device: the CUDA timing logic on a virtual device and clock (the ``fake``
+and ``fake-kernel`` measures of the tests).
 
 :class:`FakeDevice` models one stream the way CUDA does: kernels are queued
 and run back to back on the device timeline while the host goes on; an event
@@ -112,9 +113,10 @@ class FakeDevice:
 
 
 class FakeTimer(CudaTimer):
-    """:class:`CudaTimer` on a :class:`FakeDevice` (``--opprof-backend=fake``)."""
+    """:class:`CudaTimer` on a :class:`FakeDevice` (``--opprof-measure=fake``)."""
 
-    kind = "fake"
+    measure = "fake"
+    traced_measure = "fake-kernel"
 
     def __init__(self, device: FakeDevice | None = None,
                  tracer: KernelTracer | None = None, *,
