@@ -112,7 +112,7 @@ def test_b(gpu_profiler):
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.chdir(pytester.path)
     return pytester
@@ -182,7 +182,7 @@ def test_update_with_wrong_pytest_arguments_is_a_usage_error(project, capsys, ar
 @pytest.mark.parametrize("where", ["argument", "addopts"])
 def test_update_refuses_the_options_it_sets_itself(project, capsys, flag, where):
     if where == "addopts":
-        project.makeini(f"[pytest]\nopprof_backend = fake\naddopts = {flag}\n")
+        project.makeini(f"[pytest]\nopprof_measure = fake\naddopts = {flag}\n")
     args = [flag] if where == "argument" else []
     assert main(["baseline", "update", "--runs", "2", "-q", *args]) == 2
     captured = capsys.readouterr()
@@ -240,7 +240,7 @@ def test_show_reports_unreadable_files_and_exits_non_zero(project, capsys):
 def test_the_cli_finds_the_baseline_folder_and_machine_key_of_the_ini_file(project):
     """update, show and prune all use opprof_baseline_dir and opprof_machine_key from
     the ini file, as the plugin does (the ini value relative to the ini file)."""
-    project.makeini("[pytest]\nopprof_backend = fake\nopprof_baseline_dir = ci/base\n"
+    project.makeini("[pytest]\nopprof_measure = fake\nopprof_baseline_dir = ci/base\n"
                     "opprof_machine_key = runner-1\n")
     sub = project.mkdir("sub")
     assert opprof("baseline", "update", "--runs", "1", "-q", cwd=project.path).returncode == 0

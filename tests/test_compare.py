@@ -187,7 +187,7 @@ def repo(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     path = tmp_path / "project"
     path.mkdir()
-    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (path / "costs.py").write_text(COSTS)
     (path / "test_model.py").write_text(MODEL_TEST)
     committed(path)
@@ -272,7 +272,7 @@ def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, caps
 
 
 def results_file(pytester, mul_ns: int, name: str) -> Path:
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", COSTS)
                         .replace('"mul": 30_000', f'"mul": {mul_ns}'))
     pytester.runpytest_inprocess(f"--opprof-json={name}", "--opprof-no-gate")
@@ -299,7 +299,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
     monkeypatch.chdir(pytester.path)
     base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 60_000,
                                                                         "b.json")
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 30%\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\nopprof_tolerance = 30%\n")
     assert main(["compare", str(base), str(head), "--json", "c.json", "--detect", "40%"]) == 0
     assert json.loads((pytester.path / "c.json").read_text())["tolerance"] == 0.3
     assert "mul" not in [op["name"] for op in json.loads((pytester.path / "c.json")
@@ -313,7 +313,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
 
 
 def test_a_refs_tolerance_is_the_ini_files_too(repo, capsys):
-    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\nopprof_tolerance = 0.2\n")
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\nopprof_tolerance = 0.2\n")
     assert main(["compare", "HEAD", "--detect", "10%"]) == 2
     assert "--detect 10% must exceed --tolerance 20%" in one_line(capsys)
     assert_clean(repo)

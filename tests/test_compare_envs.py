@@ -74,7 +74,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     path = tmp_path / "project"
     path.mkdir()
-    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (path / "costs.py").write_text(COSTS)
     (path / "test_model.py").write_text(MODEL_TEST)
     monkeypatch.chdir(path)

@@ -209,12 +209,12 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
     looked 1000x faster and the test passed silently, or 1000x slower and it failed.
     Now it is unjudged, in one line with the figure and the fix, and not re-run."""
     pytester.makepyfile(test_one=ONE_OP)
-    pytester.runpytest("--opprof-backend=cpu", "--opprof-update-baseline").assert_outcomes(
+    pytester.runpytest("--opprof-measure=time", "--opprof-update-baseline").assert_outcomes(
         passed=1)
     data, path = stored(pytester, "test_one.py::test_one")
     data["runs"][0]["meta"]["probe_ns"] *= scale
     path.write_text(json.dumps(data))
-    result = pytester.runpytest("--opprof-backend=cpu", "--opprof-json=r.json",
+    result = pytester.runpytest("--opprof-measure=time", "--opprof-json=r.json",
                                 "--opprof-markdown=r.md", "--opprof-html=r.html")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()

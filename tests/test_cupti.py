@@ -426,7 +426,7 @@ def suite(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     monkeypatch.delenv(ENV, raising=False)
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake-kernel\n")
     return pytester
 
 
@@ -477,7 +477,7 @@ def test_an_untouched_loop_is_gated_per_kernel(suite, monkeypatch):
 
 @pytest.mark.parametrize("failure", [f for f in FAILURES])
 def test_auto_falls_back_to_events_with_one_line_saying_why(suite, monkeypatch, failure):
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\n")
     monkeypatch.setenv(ENV, failure)
     result = suite.runpytest()
     result.assert_outcomes(passed=2)
@@ -502,7 +502,7 @@ def test_kernel_asked_for_where_cupti_cannot_start_is_one_usage_error(suite, mon
 
 
 def test_auto_with_a_working_fake_cupti_measures_kernel_time(suite, monkeypatch):
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\n")
     monkeypatch.setenv(ENV, "ok")
     result = suite.runpytest()
     result.stdout.fnmatch_lines(["opprof: measure kernel *"])
@@ -514,13 +514,13 @@ def test_events_and_cpu_are_as_before(suite):
     result.stdout.fnmatch_lines(["opprof: measure events (fake device event spans; "
                                  "--opprof-measure=events)"])
     assert "fake-fake CUDA device" in result.stdout.str()
-    result = suite.runpytest("--opprof-backend=cpu", "--opprof-measure=auto", "-k", "nothing")
+    result = suite.runpytest("--opprof-measure=time", "--opprof-measure=auto", "-k", "nothing")
     assert "opprof: measure" not in result.stdout.str()
 
 
 def test_without_the_fake_cupti_auto_is_as_before(suite):
     """No cupti-python (the fake backend without OPPROF_FAKE_CUPTI): spans, as today."""
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\n")
     result = suite.runpytest("--opprof-json=out.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["opprof: machine 'fake-fake CUDA device'*",
@@ -541,7 +541,7 @@ def test_host(gpu_profiler):
         with gpu_profiler.op("host_only"):
             dev.cpu(5000 + 1000 * (i % 3))
 """)
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake-kernel\n")
     for _ in range(3):
         assert pytester.runpytest("--opprof-update-baseline",
                                   "--opprof-baseline-batch=b").ret == 0
@@ -551,7 +551,7 @@ def test_host(gpu_profiler):
 
 
 def test_kernel_on_the_cpu_backend_is_one_usage_error(suite):
-    result = suite.runpytest("--opprof-backend=cpu")
+    result = suite.runpytest("--opprof-measure=time")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --opprof-measure=kernel: kernel time needs the CUDA "
                                  "backend; use --opprof-measure=auto or events on the CPU"])
@@ -564,7 +564,7 @@ def test_kernel_on_the_cpu_backend_is_one_usage_error(suite):
      "events, instructions"),
 ])
 def test_a_wrong_measure_is_one_line(suite, args, ini, message):
-    suite.makeini(f"[pytest]\nopprof_backend = fake\n{ini}\n")
+    suite.makeini(f"[pytest]\nopprof_measure = fake\n{ini}\n")
     result = suite.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
@@ -576,7 +576,7 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     """A re-run must not fall back to events where the first run had kernel time."""
     from pytest_opprof.run import rerun
 
-    config = suite.parseconfig("--opprof-backend=fake")
+    config = suite.parseconfig("--opprof-measure=fake")
     args = rerun.command(config, "test_suite.py::test_net", backend="fake", skip=1,
                          profile_out=suite.path / "p.json", measure="kernel")
     assert "--opprof-measure=kernel" in args

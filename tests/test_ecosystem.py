@@ -40,7 +40,7 @@ NODEIDS = [f"test_suite.py::test_step[{k}]" for k in range(4)]
 def suite(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -107,14 +107,14 @@ def test_workers_never_rewrite_cuda_visible_devices(pytester, monkeypatch):
                 pass
             assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
     """)
-    pytester.runpytest_subprocess("-n", "2", "--opprof-backend=fake").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-n", "2", "--opprof-measure=fake").assert_outcomes(passed=2)
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)
 
 
 # ---- pytest-benchmark ---------------------------------------------------------------
 
 def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         def step(dev):
             return sum(range(100))
@@ -149,7 +149,7 @@ def test_with_pytest_benchmark_turned_off_the_plugin_gates_and_writes_alike(pyte
     """The README's claim: ``-p no:benchmark`` drops pytest-benchmark's header line and its
     ``.benchmarks/`` folder, and pytest-opprof takes a baseline, gates a 3x slowdown and
     writes its results file as with it on."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import os
 
@@ -338,7 +338,7 @@ def test_cpu_trace_has_one_track(pytester):
                 with gpu_profiler.op("sum"):
                     sum(range(1000))
     """)
-    result = run(pytester, "--opprof-backend=cpu", "--opprof-trace=t", "--opprof-no-gate")
+    result = run(pytester, "--opprof-measure=time", "--opprof-trace=t", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     (path,) = (pytester.path / "t").iterdir()
     events = json.loads(path.read_text())["traceEvents"]

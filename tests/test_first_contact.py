@@ -61,7 +61,7 @@ def test_help_through_the_installed_entry_point(tmp_path):
 
 def test_the_hidden_internal_flags_still_work(pytester):
     pytester.makepyfile(test_profiled=PROFILED)
-    result = pytester.runpytest("--opprof-backend=fake", "--opprof-profile-out=records.json",
+    result = pytester.runpytest("--opprof-measure=fake", "--opprof-profile-out=records.json",
                                 "--opprof-update-baseline", "--opprof-baseline-batch=b1")
     result.assert_outcomes(passed=1)
     assert "test_profiled.py::test_profiled" in (pytester.path / "records.json").read_text()
@@ -137,12 +137,12 @@ def test_collect_only_prints_no_header_without_options(pytester):
 
 def test_an_option_brings_the_header(pytester):
     pytester.makepyfile(test_plain=PLAIN)
-    result = pytester.runpytest("--opprof-backend=fake")
+    result = pytester.runpytest("--opprof-measure=fake")
     result.stdout.fnmatch_lines(["opprof: backend fake *", "opprof: machine *"])
 
 
 def test_an_ini_value_brings_the_header(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_plain=PLAIN)
     pytester.runpytest().stdout.fnmatch_lines(["opprof: backend fake *"])
 
@@ -170,7 +170,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
     """With an option given, a test that does not use the fixture still costs nothing."""
     pytester.makeconftest(MODULES_CONFTEST)
     pytester.makepyfile(test_plain=PLAIN)
-    pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-backend=fake") \
+    pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-measure=fake") \
         .assert_outcomes(passed=1)
     modules = (pytester.path / "modules.txt").read_text().split()
     assert not {"pytest_opprof.judge.gate", "pytest_opprof.render.verdicts"} & set(modules)
@@ -184,7 +184,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
 def test_contradictory_flags_are_one_usage_error(pytester, first, second, second_value):
     pytester.makepyfile(test_plain=PLAIN)
     flag = "--" + second.replace("_", "-")
-    args = ["--opprof-backend=fake", "--" + first.replace("_", "-"),
+    args = ["--opprof-measure=fake", "--" + first.replace("_", "-"),
             f"{flag}={second_value}" if second_value else flag]
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -195,7 +195,7 @@ def test_contradictory_flags_are_one_usage_error(pytester, first, second, second
 
 def test_a_batch_without_an_update_is_refused(pytester):
     pytester.makepyfile(test_plain=PLAIN)
-    result = pytester.runpytest("--opprof-backend=fake", "--opprof-baseline-batch=b1")
+    result = pytester.runpytest("--opprof-measure=fake", "--opprof-baseline-batch=b1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --opprof-baseline-batch names the runs *"])
 
@@ -243,7 +243,7 @@ def test_huge_marker_values_are_one_line_in_the_run(pytester, marker, message):
     pytester.makepyfile(PROFILED.replace("def test_profiled",
                                          f"import pytest\n@pytest.mark.opprof({marker})\n"
                                          "def test_profiled"))
-    result = pytester.runpytest("--opprof-backend=fake")
+    result = pytester.runpytest("--opprof-measure=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"opprof: @pytest.mark.opprof on *{message}"])
     assert "Traceback" not in result.stdout.str()

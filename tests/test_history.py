@@ -264,7 +264,7 @@ def test_net(gpu_profiler):
 def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
         pytester, monkeypatch, capsys):
     pytester.makepyfile(test_net=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     monkeypatch.chdir(pytester.path)
     git(pytester.path, "init", "-q")
     commits = []

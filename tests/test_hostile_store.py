@@ -44,7 +44,7 @@ def test_every_reader_parses_json_one_way(text, says):
 def one_test_project(pytester) -> None:
     """The project most tests here start from: one profiled test (test_one.py::test_a,
     one op) on the fake backend."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_one="""
         def test_a(gpu_profiler):
             dev = gpu_profiler.timer.device_model
@@ -257,7 +257,7 @@ def test_a_folder_where_one_file_goes_changes_no_file(tmp_path):
 def test_update_whose_commit_fails_exits_1_with_every_baseline_as_it_was(pytester, monkeypatch):
     """opprof baseline update, a folder standing where the second test's file goes: exit
     1, one line naming it, and the first test keeps its old batch (it held the new)."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_two="""
         def test_a(gpu_profiler):
             dev = gpu_profiler.timer.device_model
@@ -453,7 +453,7 @@ def test_x(gpu_profiler):
 
 @pytest.fixture
 def prune_project(pytester, monkeypatch):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_s=PROFILED)
     monkeypatch.chdir(pytester.path)
     return pytester
@@ -523,7 +523,7 @@ def test_a_test_of_more_ops_than_a_profile_holds_fails_in_one_line(pytester, wor
     the controller refused the worker's records in 61 INTERNALERROR lines."""
     from pytest_opprof.model.profile import MAX_OPS
 
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_many=f"""
         def test_many(gpu_profiler):
             for _ in gpu_profiler.iterations(2):
@@ -581,7 +581,7 @@ def test_a_thread_variable_longer_than_a_baseline_reads_is_recorded_bounded(pyte
     from pytest_opprof.store.baseline import load_file
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1" * 300)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_one="""
         def test_a(gpu_profiler):
             dev = gpu_profiler.timer.device_model

@@ -299,7 +299,7 @@ def test_step(gpu_profiler):
 def user(pytester, monkeypatch):
     monkeypatch.delenv("OPPROF_FAKE_CUPTI", raising=False)
     pytester.makepyfile(test_user=USER_TEST)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -309,7 +309,7 @@ def run(pytester, *args):
 
 def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
     jsonschema = pytest.importorskip("jsonschema")
-    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2", "--opprof-skip=2",
+    result = run(user, "--opprof-measure=fake-kernel", "--opprof-verbosity=2", "--opprof-skip=2",
                  "--opprof-json=out/r.json", "--opprof-markdown=out/s.md",
                  "--opprof-trace=out/traces", "--opprof-html=out/r.html", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
@@ -374,7 +374,7 @@ def test_untouched(gpu_profiler):
 def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
     jsonschema = pytest.importorskip("jsonschema")
     user.makepyfile(test_user=ZERO_TEST)
-    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2",
+    result = run(user, "--opprof-measure=fake-kernel", "--opprof-verbosity=2",
                  "--opprof-json=r.json", "--opprof-trace=traces", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([

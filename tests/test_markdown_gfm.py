@@ -294,7 +294,7 @@ def test_plugin_markdown_of_a_real_run_renders(pytester):
                     with gpu_profiler.op(f"op{k}<b>"):
                         gpu_profiler.timer.device_model.kernel(10_000)
     """)
-    flags = ["--opprof-backend=fake", "--opprof-no-confirm", "-p", "no:randomly"]
+    flags = ["--opprof-measure=fake", "--opprof-no-confirm", "-p", "no:randomly"]
     assert pytester.runpytest(*flags, "--opprof-update-baseline").ret == 0
     os.environ["SLOW"] = "2"
     try:

@@ -35,7 +35,7 @@ def train(pytester):
 
 
 def run(pytester, *args):
-    return pytester.runpytest("--opprof-backend=fake", *args)
+    return pytester.runpytest("--opprof-measure=fake", *args)
 
 
 def test_verbosity_0_prints_no_profile(train):
@@ -94,7 +94,7 @@ def test_skip_changes_the_counted_iterations_and_the_figures(train):
 
 
 def test_ini_twins(train):
-    train.makeini("[pytest]\nopprof_verbosity = 2\nopprof_skip = 2\nopprof_backend = fake\n")
+    train.makeini("[pytest]\nopprof_verbosity = 2\nopprof_skip = 2\nopprof_measure = fake\n")
     result = train.runpytest()
     result.stdout.fnmatch_lines(["*: 2 of 4 iterations counted (first 2 skipped)", "OP_ID0.*"])
 
@@ -274,7 +274,7 @@ def test_cpu_backend_end_to_end(pytester):
                 with gpu_profiler.op("matmul"):
                     a @ a
     """)
-    result = pytester.runpytest("--opprof-backend=cpu", "--opprof-verbosity=2")
+    result = pytester.runpytest("--opprof-measure=time", "--opprof-verbosity=2")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["backend cpu (*; perf_counter_ns): 4 of 5 iterations counted*",
                                  "OP_ID0. matmul : * sec", "Stat=matmul   total=*count=4"])
@@ -294,7 +294,7 @@ GATED = SIX_OP_NET
 def gated(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=GATED)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 

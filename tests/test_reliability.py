@@ -139,7 +139,7 @@ def test_op(gpu_profiler, k):
 @pytest.mark.e2e
 def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytester):
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     procs = [pytester.popen([*pytester._getpytestargs(), "-p", "no:cacheprovider",
                              "--opprof-append-baseline", "-q"],
                             stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
@@ -157,7 +157,7 @@ def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytes
 def test_xdist_workers_update_every_baseline(pytester):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     result = pytester.runpytest_subprocess("-n", "4", "--opprof-update-baseline",
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
@@ -228,7 +228,7 @@ def test_parse_refuses_a_file_holding_bytes_that_are_not_utf8(tmp_path):
 
 def test_an_exception_in_a_phase_keeps_the_profile_consistent_and_the_next_test_clean(
         pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import pytest_opprof
 
@@ -251,7 +251,7 @@ def test_an_exception_in_a_phase_keeps_the_profile_consistent_and_the_next_test_
 
 
 def test_a_skipped_test_gets_no_verdict_and_no_baseline(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import pytest
 
@@ -378,7 +378,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def cli_project(pytester):
     pytester.makepyfile(test_suite=CLI_SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester.path
 
 

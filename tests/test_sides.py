@@ -31,7 +31,7 @@ def two_files(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     pytester.makepyfile(test_net=SIX_OP_NET, test_other=OTHER)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -45,7 +45,7 @@ def test_the_rerun_confirms_on_its_own_test_whatever_adds_test_paths(two_files, 
     if where == "PYTEST_ADDOPTS":
         monkeypatch.setenv("PYTEST_ADDOPTS", "test_net.py test_other.py")
     elif where == "addopts":
-        two_files.makeini("[pytest]\nopprof_backend = fake\naddopts = test_net.py "
+        two_files.makeini("[pytest]\nopprof_measure = fake\naddopts = test_net.py "
                           "test_other.py\n")
     else:
         (two_files.path / "args.txt").write_text("test_net.py\ntest_other.py\n")
@@ -180,7 +180,7 @@ def test_sides_measured_on_different_backends_are_refused(repo, capsys):
         "dev.kernel(ns)", "sum(range(ns // 1000))")
     (repo / "test_model.py").write_text(either)
     git(repo, "commit", "-qam", "runs on any backend")
-    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
     assert main(["compare", "HEAD", "--pairs", "1"]) == 1
     err = one_line(capsys)
     assert "measured with backend fake" in err and "backend cpu" in err

@@ -77,8 +77,8 @@ def scaled(values: Any, measure: type[Measure]) -> Any:
 
 
 def what(measure: type[Measure]) -> str:
-    """What a chart's figures are: ``time``, or what is counted (``instructions``)."""
-    return "time" if measure.unit is Unit.NANOSECONDS else measure.counts[0] or "counts"
+    """What a chart's figures are: ``host time``, ``kernel time``, ``instructions``."""
+    return measure.figure if measure.unit is Unit.NANOSECONDS else measure.counts[0] or "counts"
 
 
 def ops_chart(record: TestReport) -> str:

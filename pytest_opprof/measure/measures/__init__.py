@@ -214,6 +214,11 @@ def register(measure: M) -> M:
     return measure
 
 
+def names() -> tuple[str, ...]:
+    """Every registered measure's name, those not offered to users too."""
+    return tuple(_REGISTRY)
+
+
 def listed() -> tuple[type[Measure], ...]:
     """The measures offered to a user (those with help), in the order registered."""
     return tuple(m for m in _REGISTRY.values() if m.help)
@@ -308,5 +313,5 @@ for _module in ("host", "events", "kernel", "instructions", "fake"):
     importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = ["AUTO", "AUTO_ORDER", "BASELINE_RUNS", "TOLERANCE", "GateSettings", "Measure",
-           "Unavailable", "choices", "defaults_of", "former", "listed", "named", "of",
+           "Unavailable", "choices", "defaults_of", "former", "listed", "named", "names", "of",
            "register", "start"]
