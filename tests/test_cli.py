@@ -314,7 +314,7 @@ def stored_runs(root) -> list[dict]:
 
 
 def relu_medians(runs: list[dict]) -> list[float]:
-    return [r["ops"]["median_ns"][r["ops"]["name"].index("relu")] for r in runs]
+    return [r["ops"]["median"][r["ops"]["name"].index("relu")] for r in runs]
 
 
 @pytest.mark.e2e
@@ -440,9 +440,9 @@ def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
         times.append([10_000_000 if r == 1 else 1_000_000] * 10)
         ops = {"op_id": list(range(9)), "name": [f"op{i}" for i in range(9)],
                "occurrence": [0] * 9, "depth": [0] * 9, "phase": [None] * 9, "n": [10] * 9,
-               "median_ns": [float(t[0]) for t in times], "samples_ns": times}
-        return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
-                           meta={"backend": "cpu", "date": "d"})
+               "median": [float(t[0]) for t in times], "samples": times}
+        return BaselineRun(ops=ops, wall=[], op_time=[], phases=[],
+                           meta={"measure": "time", "unit": "ns", "date": "d"})
 
     BaselineStore(tmp_path, "m").save(Baseline("t.py::test_x", "m", [run(r) for r in range(5)]))
     assert main(["baseline", "show", "test_x", "--dir", str(tmp_path)]) == 0

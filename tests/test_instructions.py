@@ -25,6 +25,7 @@ from pytest_opprof.measure.profiler import Profiler
 from pytest_opprof.measure.timers import callgrind as timer_module
 from pytest_opprof.model.baseline import Baseline, BaselineRun, parse
 from pytest_opprof.model.profile import Profile
+from pytest_opprof.model.words import Unit
 from pytest_opprof.run import instructions
 from tests.fakes import ctrl_c_as_from_a_terminal
 
@@ -261,11 +262,12 @@ def counted_profile(counts_per_op: list[float], functions=None, names=None) -> P
 
     names = names or [f"op{k}" for k in range(len(counts_per_op))]
     samples = np.tile(np.array(counts_per_op, dtype=float), (4, 1))
-    return Profile(nodeid="t.py::t", backend="cpu", device="callgrind (x86_64)", skip=1,
+    return Profile(nodeid="t.py::t", measure="instructions", unit=Unit.COUNT,
+                   device="callgrind (x86_64)", skip=1,
                    ops=[OpInfo(k, n, 0, 0, None) for k, n in enumerate(names)],
                    samples=samples, phase_samples=np.zeros((4, 0)), phases=[],
                    wall=samples.sum(axis=1), op_time=samples.sum(axis=1),
-                   measure="instructions", op_functions=functions)
+                   op_functions=functions)
 
 
 def baseline_of(*profiles: Profile) -> Baseline:

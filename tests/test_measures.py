@@ -80,8 +80,8 @@ def test_register_takes_a_class_once_and_refuses_another_of_its_name():
     assert register(Ticks) is Ticks  # a conftest.py imported again: the same class
     assert measures.named("ticks-of-this-test") is Ticks
     other = type("Ticks", (Ticks,), {"__module__": "elsewhere"})
-    with pytest.raises(OpprofError, match="is registered by .*Ticks already; give Ticks "
-                                          "another name"):
+    with pytest.raises(OpprofError, match=r"is registered by .*Ticks already; give Ticks "
+                                         r"another name"):
         register(other)
 
 

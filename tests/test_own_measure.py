@@ -126,7 +126,7 @@ def test_baselines_the_gate_and_every_report(project, capsys, monkeypatch):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*opprof: 1 op(s) regressed in steps taken against the baseline of machine "
-        "'steps-a step counter' (2 runs; steps taken, not drift-corrected)*",
+        "'steps-a step counter' (2 runs; steps are not drift-corrected)*",
         "*OP_ID1. solve: 50k steps -> 55k steps (+10.0% beyond its margin*",
         "*To accept: opprof baseline update test_work.py::test_work --opprof-measure=steps",
         "gate: 2 baseline runs; steps taken, not drift-corrected",
@@ -147,7 +147,7 @@ def test_baselines_the_gate_and_every_report(project, capsys, monkeypatch):
         "OP_ID1. ", "")
 
     html = (project.path / "out.html").read_text()
-    assert "current median (steps taken)" in html and "55k steps" in html
+    assert "current median (steps)" in html and "55k steps" in html
     assert "millions of steps" in html  # the charts' axis
 
     trace = json.loads(next((project.path / "traces").iterdir()).read_text())

@@ -401,7 +401,7 @@ def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
         "--lf", "test_a.py::test_a")
     assert rerun.user_args(config) == ["-k", "test_a", "--size", "3", "-p", "no:randomly",
                                        "-o", "x=y"]
-    command = rerun.command(config, "test_a.py::test_a", backend="fake", skip=1,
+    command = rerun.command(config, "test_a.py::test_a", measure="fake", skip=1,
                             profile_out=pytester.path / "p.json")
     assert str(pytester.path / "test_a.py") + "::test_a" in command
     assert "--opprof-no-gate" in command and "--opprof-json=r.json" not in command

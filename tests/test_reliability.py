@@ -468,13 +468,14 @@ def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed)
 
 def _run_dict(n_ops: int, n_samples: int, n_wall: int, meta: dict) -> dict:
     sample = [1000 + k for k in range(n_samples)]
-    return {"meta": meta, "wall_ns": sample[:1] * n_wall, "op_time_ns": sample[:1] * n_wall,
+    return {"meta": {"measure": "time", "unit": "ns", **meta},
+            "wall": sample[:1] * n_wall, "op_time": sample[:1] * n_wall,
             "phases": ["forward"],
             "ops": {"op_id": list(range(n_ops)), "name": [f"op{k}" for k in range(n_ops)],
                     "occurrence": [0] * n_ops, "depth": [0] * n_ops,
                     "phase": ["forward", None][: 1] * n_ops, "n": [n_samples] * n_ops,
-                    "median_ns": [None if not n_samples else 1000.0] * n_ops,
-                    "samples_ns": [sample] * n_ops}}
+                    "median": [None if not n_samples else 1000.0] * n_ops,
+                    "samples": [sample] * n_ops}}
 
 
 def _stored_file():
@@ -489,13 +490,13 @@ def _stored_file():
         "skip": st.integers(-1, 3), "counted": st.integers(0, 5),
         "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5)),
         "conditions": st.none() | st.dictionaries(
-            st.sampled_from(["workers", "backend", "OMP_NUM_THREADS"]),
+            st.sampled_from(["workers", "measure", "OMP_NUM_THREADS"]),
             st.none() | st.integers(-2, 3) | st.text(max_size=5) | st.floats()) | st.integers()})
     run = st.builds(_run_dict, st.integers(0, 4), st.integers(0, 6), st.integers(0, 6), meta)
     odd = st.none() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(
         st.integers(), max_size=3)
     return st.tuples(st.lists(run, min_size=0, max_size=4), st.none() | st.tuples(
-        st.integers(0, 3), st.sampled_from(["wall_ns", "phases", "meta", "ops"]), odd))
+        st.integers(0, 3), st.sampled_from(["wall", "phases", "meta", "ops"]), odd))
 
 
 @pytest.mark.e2e
@@ -551,7 +552,7 @@ def test_a_broken_baseline_is_one_line_in_the_gate_and_update_mode_replaces_it(c
     assert pytester.runpytest("--opprof-update-baseline", "-p", "no:randomly").ret == 0
     paths = sorted((cli_project / ".opprof").rglob("*.json"))
     text = paths[0].read_text()
-    paths[0].write_text(text.replace('"samples_ns":[[', '"samples_ns":[[' + "9" * 5000, 1))
+    paths[0].write_text(text.replace('"samples":[[', '"samples":[[' + "9" * 5000, 1))
     data = json.loads(paths[1].read_text())
     data["runs"][0]["meta"]["probe_ns"] = 1e308
     paths[1].write_text(json.dumps(data))

@@ -81,7 +81,7 @@ def test_the_rerun_takes_only_its_own_tests_profile(pytester, monkeypatch):
         return launcher.ChildResult(0, "", records=(TestRecord(other),))
 
     monkeypatch.setattr(rerun, "run_pytest", child)
-    assert rerun.profile_again(config, "test_a.py::test_a", backend="fake", skip=1,
+    assert rerun.profile_again(config, "test_a.py::test_a", measure="fake", skip=1,
                                timeout=10) is None
 
 

@@ -81,7 +81,8 @@ def op_table(test: TestReport) -> str:
     kernel = has_kernel_time(test.profile)
     measure = measure_of(test.profile)
     extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
-    what = f" ({_h(measure.figure)})" if kernel or measure.unit is Unit.COUNT else ""
+    what = (f" ({_h(measure.counts[0])})" if measure.unit is Unit.COUNT
+            else f" ({_h(measure.figure)})" if kernel else "")
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
             f"<th>current median{what}</th>{extra}"
             "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]

@@ -148,7 +148,8 @@ def failure_text(result: TestResult) -> str:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
         measure = measure_of(result.profile)
         drift = (f"this run's drift {percent(c.drift)}, from {c.drift_source}"
-                 if measure.gate.drift else f"{measure.figure}, not drift-corrected")
+                 if measure.gate.drift
+                 else f"{measure.counts[0] or measure.figure} are not drift-corrected")
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
                  f"{drift}{confirmed})")
         kernel = has_kernel_time(result.profile)

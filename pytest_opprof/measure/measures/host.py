@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 class Time(Measure):
     name = "time"
     help = "the host's perf_counter_ns around each op"
-    figure = "host time, perf_counter_ns around each op"
+    figure = "host time"
+    source = "perf_counter_ns"
     #: perf_counter_ns plus Python's dispatch jitter.
     gate = GateSettings(tolerance=TOLERANCE, floor=500.0, tau_prior=0.025, tau_floor=0.005,
                         jitter=300.0)
