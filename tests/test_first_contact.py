@@ -49,7 +49,8 @@ def test_help_through_the_installed_entry_point(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "--opprof-backend" in done.stdout and "Traceback" not in done.stderr
+    assert "--opprof-measure=NAME" in done.stdout and "Traceback" not in done.stderr
+    assert "--opprof-backend" not in done.stdout
     # an ini value's help is printed raw, a flag's %-formatted: "(default 5%%)" showed
     assert "%%" not in done.stdout
     assert "(default 5%, 1% under --opprof-measure=instructions)" in " ".join(
@@ -107,14 +108,20 @@ def pytest_unconfigure(config):
         f.write("\\n".join(names))
 """
 #: What pytest imports of ours in a session that profiles nothing: the plugin, its
-#: options, the error type and the backend names. No numpy, no profiler, gate or renderer.
+#: options, the error type and the measures' registry (the names the help offers, and the
+#: units and conditions of the model they name). No numpy, no profiler, gate or renderer.
 #: judge.config: the shared defaults the options take (the tolerance), no imports of its own;
 #: _extras: what each extra installs, which the options' help names, no imports of its own.
 INERT_MODULES = ["pytest_opprof", "pytest_opprof._extras", "pytest_opprof._version",
                  "pytest_opprof.errors",
                  "pytest_opprof.judge", "pytest_opprof.judge.config",
-                 "pytest_opprof.measure", "pytest_opprof.measure.timers", "pytest_opprof.plugin",
-                 "pytest_opprof.run", "pytest_opprof.run.options"]
+                 "pytest_opprof.measure", "pytest_opprof.measure.measures",
+                 "pytest_opprof.measure.measures.events", "pytest_opprof.measure.measures.fake",
+                 "pytest_opprof.measure.measures.host",
+                 "pytest_opprof.measure.measures.instructions",
+                 "pytest_opprof.measure.measures.kernel", "pytest_opprof.model",
+                 "pytest_opprof.model.conditions", "pytest_opprof.model.words",
+                 "pytest_opprof.plugin", "pytest_opprof.run", "pytest_opprof.run.options"]
 
 
 @pytest.mark.no_opprof_flags
@@ -138,13 +145,13 @@ def test_collect_only_prints_no_header_without_options(pytester):
 def test_an_option_brings_the_header(pytester):
     pytester.makepyfile(test_plain=PLAIN)
     result = pytester.runpytest("--opprof-measure=fake")
-    result.stdout.fnmatch_lines(["opprof: backend fake *", "opprof: machine *"])
+    result.stdout.fnmatch_lines(["opprof: device fake CUDA device, *", "opprof: machine *"])
 
 
 def test_an_ini_value_brings_the_header(pytester):
     pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_plain=PLAIN)
-    pytester.runpytest().stdout.fnmatch_lines(["opprof: backend fake *"])
+    pytester.runpytest().stdout.fnmatch_lines(["opprof: device fake CUDA device, *"])
 
 
 @pytest.mark.no_opprof_flags
@@ -154,7 +161,7 @@ def test_the_fixture_alone_wakes_the_plugin_at_first_use(pytester):
     result = pytester.runpytest("-p", "no:randomly", "-rA")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "opprof: backend" not in out
+    assert "opprof: device" not in out
     assert "no baseline" in out or "opprof gate" in out
 
 
@@ -255,7 +262,7 @@ ini_values = st.text(max_size=40) | st.sampled_from(
 
 @settings(max_examples=200, deadline=None)
 @given(name=st.sampled_from(["opprof_verbosity", "opprof_skip", "opprof_iterations",
-                             "opprof_tolerance", "opprof_strict_ops", "opprof_backend"]),
+                             "opprof_tolerance", "opprof_strict_ops", "opprof_measure"]),
        raw=ini_values)
 def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
     ini = {name: raw}
@@ -263,7 +270,7 @@ def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
                              getini=lambda name: ini.get(name, ""))
     parse = {"opprof_verbosity": options._verbosity, "opprof_skip": options._skip,
              "opprof_iterations": options._iterations, "opprof_tolerance": options._tolerance,
-             "opprof_strict_ops": options._yes_no, "opprof_backend": options._backend}[name]
+             "opprof_strict_ops": options._yes_no, "opprof_measure": options._measure}[name]
     try:
         options._resolve(config, name, parse, None)  # type: ignore[arg-type]
     except pytest.UsageError as exc:

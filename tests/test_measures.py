@@ -171,3 +171,10 @@ def test_a_measure_asked_for_that_cannot_start_is_unavailable_with_advice(monkey
     monkeypatch.setenv(ENV, "bogus")
     with pytest.raises(Unavailable, match=f"^{ENV}='bogus': use ok or one of"):
         measures.start("fake-kernel")
+
+
+def test_the_help_offers_no_fake():
+    from pytest_opprof.run import options
+
+    assert "fake" not in options.HELP_MEASURE
+    assert options.HELP_MEASURE.startswith("what an op's figure is: auto (kernel where CUPTI")

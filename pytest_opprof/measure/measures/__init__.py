@@ -233,7 +233,8 @@ def named(name: str) -> type[Measure]:
     """The measure registered as ``name``; OpprofError (one line) for another name."""
     found = _REGISTRY.get(name)
     if found is None:
-        raise OpprofError(f"unknown measure {name!r}; choose one of {', '.join(choices())} "
+        shown = repr(name if len(name) <= 40 else name[:37] + "...")
+        raise OpprofError(f"unknown measure {shown}; choose one of {', '.join(choices())} "
                           "(or register it in a conftest.py)")
     return found
 
