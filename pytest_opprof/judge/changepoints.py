@@ -160,7 +160,7 @@ def history_of(baseline: Baseline, tolerance: float) -> History:
     for index, run in enumerate(runs):
         columns = run.ops
         for name, occurrence, median in zip(columns["name"], columns["occurrence"],
-                                            columns["median_ns"], strict=True):
+                                            columns["median"], strict=True):
             if median is not None:
                 where, values = series.setdefault((name, occurrence), ([], []))
                 where.append(index)
