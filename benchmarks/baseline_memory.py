@@ -28,9 +28,10 @@ def worst_valid() -> str:
     sample = [999_999_999_999_999 - k for k in range(MAX_SAMPLES)]
     ops = {"op_id": list(range(n_ops)), "name": [f"op_{k:025d}" for k in range(n_ops)],
            "occurrence": [0] * n_ops, "depth": [0] * n_ops, "phase": [None] * n_ops,
-           "n": [MAX_SAMPLES] * n_ops, "median_ns": [1e14] * n_ops,
-           "samples_ns": [sample] * n_ops}
-    run = {"meta": {}, "ops": ops, "wall_ns": sample, "op_time_ns": sample, "phases": []}
+           "n": [MAX_SAMPLES] * n_ops, "median": [1e14] * n_ops,
+           "samples": [sample] * n_ops}
+    run = {"meta": {"measure": "time", "unit": "ns"}, "ops": ops, "wall": sample,
+           "op_time": sample, "phases": []}
     return json.dumps({"schema": SCHEMA, "nodeid": "t.py::t", "machine": "m", "batch": "b",
                        "runs": [run] * MAX_RUNS})
 
@@ -39,7 +40,7 @@ def hostile(size: int = 250 * 2**20) -> str:
     """One op whose samples fill the file: the 250 MB file of issue 10."""
     head = ('{"schema": "SCHEMA", "nodeid": "t.py::t", "machine": "m", "runs": [{"ops": '
             '{"op_id": [0], "name": ["x"], "occurrence": [0], "depth": [0], "phase": [null], '
-            '"n": [1], "median_ns": [1], "samples_ns": [[').replace("SCHEMA", SCHEMA)
+            '"n": [1], "median": [1], "samples": [[').replace("SCHEMA", SCHEMA)
     count = (size - len(head) - 10) // 2
     return head + ",".join(["1"] * count) + "]]}}]}"
 

@@ -12,6 +12,7 @@ from pytest_opprof import __version__
 from pytest_opprof.cli import main
 from pytest_opprof.judge import rule
 from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.measure.measures import named
 from pytest_opprof.store.baseline import load_file
 
 
@@ -395,7 +396,7 @@ def noise_columns(detail: str) -> dict[tuple[str, int], tuple[float, float, int]
 def rule_noise(root, test: str) -> dict[tuple[str, int], rule.OpNoise]:
     """What rule.noise says of the stored baseline of ``test``, fake backend."""
     path = next(p for p in root.rglob("*.json") if test in p.name)
-    return rule.noise(load_file(path).samples(), gate_config("fake", 0.05, {}))
+    return rule.noise(load_file(path).samples(), gate_config(named("fake").gate, 0.05, {}))
 
 
 @pytest.mark.e2e

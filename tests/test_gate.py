@@ -361,6 +361,7 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     import datetime
 
     from pytest_opprof.judge.gate import gate_config, judge
+    from pytest_opprof.measure.measures import named
     from pytest_opprof.store.baseline import Baseline, BaselineRun
 
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -371,7 +372,7 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     baseline = Baseline("test_x.py::test_x", "m", runs)
     assert baseline.span_seconds() == hours * 3600
     current = _profile(lambda k: 1.26 if k == 3 else 1.0, ops=10)
-    result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
+    result = judge(current, baseline, machine="m", config=gate_config(named("fake").gate, 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
 

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_opprof.judge.gate import gate_config, grown, judge
 from pytest_opprof.measure import callgrind as reader
+from pytest_opprof.measure.measures import named
 from pytest_opprof.measure.profiler import Profiler
 from pytest_opprof.measure.timers import callgrind as timer_module
 from pytest_opprof.model.baseline import Baseline, BaselineRun, parse
@@ -277,7 +278,7 @@ def baseline_of(*profiles: Profile) -> Baseline:
 
 def judged(current: Profile, base: Baseline, tolerance: float = 0.01):
     return judge(current, base, machine="callgrind-x86_64",
-                 config=gate_config("cpu", tolerance, {}, "instructions"), budgets={},
+                 config=gate_config(named("instructions").gate, tolerance, {}), budgets={},
                  strict_ops=False)
 
 

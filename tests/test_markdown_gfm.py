@@ -152,7 +152,7 @@ def compare_markdown(names, tests, *, pairs, spread, slow=None, base_only=(), se
         base[0][nodeid] = next(iter(base[0].values()))
     mode = "pairs" if pairs > 1 else "files"
     report = compare_runs(base, head, mode=mode, labels=("origin/main|`x`", "<head>"))
-    return report, rendered(compare.markdown(report, report.unit))
+    return report, rendered(compare.markdown(report))
 
 
 def test_compare_markdown_with_notes_renders_every_table():

@@ -72,7 +72,8 @@ def test_verbosity_levels():
     profile = train_profile()
     assert render(profile, 0) == ""
     one = render(profile, 1)
-    assert one.splitlines()[0] == ("backend fake (fake CUDA device; virtual CUDA events): "
+    assert one.splitlines()[0] == ("measure fake (fake CUDA device; event span from virtual "
+                                   "CUDA events): "
                                    "3 of 4 iterations counted (first 1 skipped)")
     assert "Forward Propagation Time" in one and "OP_ID0" not in one
     two = render(profile, 2)
