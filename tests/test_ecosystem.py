@@ -132,7 +132,7 @@ def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pyt
     result.assert_outcomes(passed=1)
     (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
     info = bench["extra_info"]["opprof"]
-    assert info["backend"] == "fake" and info["verdict"] == "no baseline"
+    assert info["measure"] == "fake" and info["verdict"] == "no baseline"
     assert [op["name"] for op in info["ops"]] == ["matmul", "relu"]
     stats = info["ops"][0]["stats"]
     assert stats["median"] == pytest.approx(2e-6) and stats["rounds"] == 5
@@ -372,7 +372,7 @@ def test_html_report_from_pytest_and_from_a_results_file(regressed):
     result.assert_outcomes(failed=4)
     html = (regressed.path / "report.html").read_text()
     assert html.count("<section") == 4 and html.count("<svg") == 12  # 3 charts a test
-    assert "Per-op time against the baseline" in html and "Phase split" in html
+    assert "Per-op event span against the baseline" in html and "Phase split" in html
     assert "moved most" in html
     assert "<script" not in html and not re.search(r'(src|href)="https?:', html)  # offline
     assert html.count("<table") == 4 and "<th>baseline median</th>" in html  # numbers too

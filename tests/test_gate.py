@@ -79,7 +79,7 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
         "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
         "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond its margin "
         "+*%, z=* for a spread of *% between processes; rank test p=*; 3 baseline runs)",
-        "To accept: opprof baseline update test_net.py::test_net",
+        "To accept: opprof baseline update test_net.py::test_net --opprof-measure=fake",
     ])
     assert "FAILED test_net.py::test_net" in result.stdout.str()
     assert "Traceback" not in result.stdout.str()

@@ -142,7 +142,7 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
         path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
     text = path.read_text()
     path.write_text({
-        "newer schema": text.replace("pytest-opprof/baseline/2", "pytest-opprof/baseline/3"),
+        "newer schema": text.replace("pytest-opprof/baseline/3", "pytest-opprof/baseline/4"),
         "merge conflict": "<<<<<<< HEAD\n" + text + "=======\n" + text + ">>>>>>> branch\n",
         "another test's": text.replace('"t.py::test_x"', '"t.py::test_y"'),
     }[damage])
@@ -370,9 +370,10 @@ FORGED = "x\nFORGED line\x1b[31m|y\u202e"
 
 def _forge(value):
     """Every string of a stored file's data replaced by one holding a newline, an ESC
-    sequence, a pipe and a bidi override (the schema kept: the file must still load)."""
+    sequence, a pipe and a bidi override (the schema and the unit kept: the file must still
+    load)."""
     if isinstance(value, dict):
-        return {k: (v if k in ("schema",) else _forge(v)) for k, v in value.items()}
+        return {k: (v if k in ("schema", "unit") else _forge(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_forge(v) for v in value]
     return FORGED + value if isinstance(value, str) else value
@@ -389,8 +390,7 @@ def forged_store(tmp_path):
     data = _forge(json.loads(path.read_text()))
     assert data["nodeid"].startswith(FORGED)
     for run in data["runs"]:
-        run["meta"]["conditions"] = {"workers": 1, "backend": FORGED, "measure": "events",
-                                     "OMP_NUM_THREADS": FORGED}
+        run["meta"]["conditions"] = {"workers": 1, "measure": FORGED, "OMP_NUM_THREADS": FORGED}
     path.write_text(json.dumps(data))
     return store
 

@@ -181,7 +181,8 @@ class Measure(ABC):
         environment adds, with ``out`` the prefix of the files it leaves."""
         raise NotImplementedError(f"measure {self.name!r} takes no child")
 
-    def unsteady(self, profile: Profile) -> str | None:
+    @classmethod
+    def unsteady(cls, profile: Profile) -> str | None:
         """One line when figures that should repeat did not, or None."""
         return None
 

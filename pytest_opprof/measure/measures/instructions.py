@@ -17,6 +17,7 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ...model import conditions as run_conditions
@@ -69,10 +70,15 @@ def version_text(version: tuple[int, ...] | None) -> str:
     return ".".join(str(v) for v in version) if version else "unknown"
 
 
+def extension() -> ModuleType | None:
+    """The client requests (``_callgrind``), or None where they were not built."""
+    from ..timers import callgrind
+
+    return callgrind.extension()
+
+
 def problem() -> str | None:
     """Why this measure cannot run here (one line, with what to do), or None."""
-    from ..timers.callgrind import extension
-
     if sys.platform != "linux":
         return f"needs valgrind on Linux, not {sys.platform}"
     version = valgrind_version()
@@ -91,7 +97,7 @@ def problem() -> str | None:
 
 def in_child() -> bool:
     """Whether this process is the child counting under callgrind."""
-    from ..timers.callgrind import OUT_VARIABLE, extension
+    from ..timers.callgrind import OUT_VARIABLE
 
     requests = extension()
     return bool(os.environ.get(OUT_VARIABLE)) and requests is not None and requests.running()
@@ -203,7 +209,8 @@ class Instructions(Measure):
                  f"--callgrind-out-file={out}", "--trace-children=no", "-q"],
                 {**child_environment(), OUT_VARIABLE: str(out)})
 
-    def unsteady(self, profile: Profile) -> str | None:
+    @classmethod
+    def unsteady(cls, profile: Profile) -> str | None:
         """One line when the test's ops counted different instructions in different
         counted iterations (beyond :data:`UNSTEADY`), or None: its margins widen."""
         samples = profile.counted_matrix()
