@@ -174,17 +174,18 @@ def test_a_test_that_fails_at_the_base_fails_the_compare_too(repo, capsys):
 
 
 @pytest.mark.e2e
-def test_sides_measured_on_different_backends_are_refused(repo, capsys):
-    """An ini change (the backend) made every op "regressed" or "improved", no word."""
+def test_sides_measured_with_different_measures_are_refused(repo, capsys):
+    """An ini change (the measure) made every op "regressed" or "improved", no word."""
     either = MODEL_TEST.replace("    dev = gpu_profiler.timer.device_model\n", "").replace(
         "dev.kernel(ns)", "sum(range(ns // 1000))")
     (repo / "test_model.py").write_text(either)
-    git(repo, "commit", "-qam", "runs on any backend")
+    git(repo, "commit", "-qam", "runs under any measure")
     (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
     assert main(["compare", "HEAD", "--pairs", "1"]) == 1
     err = one_line(capsys)
-    assert "measured with backend fake" in err and "backend cpu" in err
-    assert "--opprof-backend" in err
+    assert "measured with --opprof-measure=fake at base" in err
+    assert "but --opprof-measure=time at head" in err
+    assert "set both with --opprof-measure=... on the command line" in err
     assert_clean(repo)
 
 

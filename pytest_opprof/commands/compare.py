@@ -575,7 +575,7 @@ def _environment_at(top: Path, tree: Path) -> dict[str, str]:
 
 
 def _measured(profile: Profile) -> str:
-    return f"measure {profile.measure}"
+    return f"--opprof-measure={profile.measure}"
 
 
 def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],

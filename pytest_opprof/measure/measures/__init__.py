@@ -31,7 +31,6 @@ measure loads its timer, and numpy or CuPy with it, when it starts.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,8 +310,9 @@ class _StoredCounts(_Stored):
 
 # the built-in measures register themselves, in the order --help offers them (each loads
 # its timer when it starts)
-for _module in ("host", "events", "kernel", "instructions", "fake"):
-    importlib.import_module(f"{__name__}.{_module}")
+# isort: off
+from . import host, events, kernel, instructions, fake  # noqa: E402, F401
+# isort: on
 
 __all__ = ["AUTO", "AUTO_ORDER", "BASELINE_RUNS", "TOLERANCE", "GateSettings", "Measure",
            "Unavailable", "choices", "defaults_of", "former", "listed", "named", "names", "of",
