@@ -82,10 +82,6 @@ class Activities:
     end_ns: np.ndarray
     names: list[str]
 
-    @property
-    def activity_names(self) -> list[str]:
-        return self.names
-
     def __len__(self) -> int:
         return int(self.iteration.shape[0])
 

@@ -10,22 +10,9 @@ Modelled on pytest-codspeed's instruments (an ``Instrument`` base and
 
 The class says what the figures are, read without starting anything (a stored profile's
 or baseline's measure, found by its name); an instance is the measure started in this
-process, for one session. A ``conftest.py`` or a plugin adds one with :func:`register`::
-
-    @register
-    class Calls(Measure):
-        name = "calls"
-        unit = Unit.COUNT
-        counts = ("calls", "calls")
-        figure = "calls made"
-        gate = GateSettings(tolerance=0.01, floor=1, tau_prior=0.001, tau_floor=0.0001,
-                            jitter=1, drift=False, confirms=False)
-        key = "calls"
-
-        def timer(self, skip: int) -> Timer:
-            return CallCounter()
-
-Importing this package is cheap (the plugin reads :func:`choices` for ``--help``): each
+process, for one session. A ``conftest.py`` or a plugin adds one with :func:`register`
+(docs/reference.md, "Measures"; tests/test_own_measure.py registers one). Importing this
+package is cheap (the plugin reads :func:`choices` for ``--help``): each
 measure loads its timer, and numpy or CuPy with it, when it starts.
 """
 
