@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
-from pytest_opprof.measure.measures import named
+from pytest_opprof.measure.measures import named  # noqa: E402
 from pytest_opprof.model.verdict import Verdict  # noqa: E402
 from pytest_opprof.store.baseline import load_file  # noqa: E402
 from pytest_opprof.store.results import load_records  # noqa: E402

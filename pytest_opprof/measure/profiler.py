@@ -144,7 +144,8 @@ class Profiler:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module of the active backend: cupy on CUDA, else numpy."""
+        """The array module where the measure takes its figures: cupy on a GPU, else
+        numpy."""
         return self.timer.xp
 
     @property

@@ -157,7 +157,7 @@ class Profile:
     wall: np.ndarray
     #: (iterations,) time inside top-level ops (nested ops are not counted twice).
     op_time: np.ndarray
-    #: CPU dispatch time of each op on the CUDA backend; None where the timeline is the host's.
+    #: CPU dispatch time of each op under CUDA events; None where the timeline is the host's.
     host_samples: np.ndarray | None = None
     #: Op exits with no open op and ops still open when their iteration ended.
     unbalanced: int = 0

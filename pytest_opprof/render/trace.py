@@ -1,7 +1,7 @@
 """``--opprof-trace=DIR``: one Chrome trace per profiled test (Trace Event format).
 
 Perfetto (ui.perfetto.dev) and chrome://tracing open the files. One process per test;
-its tracks: ``CPU`` (the host: on the CPU backend the ops themselves, on CUDA each op's
+its tracks: ``CPU`` (the host: on the CPU the ops themselves, under CUDA each op's
 dispatch) and, on CUDA, ``GPU stream N`` for each stream the ops ran on (their device
 times). Iterations are enclosing slices on every track, named ``iteration N`` or
 ``iteration N (skipped)`` (greyed, ``args.skipped``); phases enclose their ops on the

@@ -1,4 +1,4 @@
-"""The interface every timer backend implements.
+"""The interface every measure's timer implements.
 
 A timer hands out *marks*: opaque tokens taken on the hot path, one at each op
 boundary. Nothing is converted to time until the iteration ends; then
@@ -26,7 +26,7 @@ Times = Sequence[int] | np.ndarray
 class Timer(ABC):
     """A clock for op boundaries.
 
-    ``mark`` is an attribute, not a method, so that the CPU backend can bind it
+    ``mark`` is an attribute, not a method, so that the CPU timer can bind it
     straight to :func:`time.perf_counter_ns` and the hot path pays for one call.
     """
 
@@ -64,7 +64,7 @@ class Timer(ABC):
         return times
 
     #: Called with the op's name as it is entered, and with nothing as it is left, in
-    #: the recording thread (the CUDA backend's NVTX ranges); None: nothing to call.
+    #: the recording thread (CUDA events' NVTX ranges); None: nothing to call.
     enter_hook: Callable[[str], Any] | None = None
     exit_hook: Callable[[], Any] | None = None
 

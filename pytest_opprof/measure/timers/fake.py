@@ -6,7 +6,7 @@ and run back to back on the device timeline while the host goes on; an event
 completes when the stream reaches it, and its time can only be read once the
 host has synchronised past it (reading it earlier raises, as
 ``cudaErrorNotReady`` would). It counts event creations, records and
-synchronisations so that tests can hold the backend to its promises.
+synchronisations so that tests can hold the timer to its promises.
 """
 
 from __future__ import annotations
