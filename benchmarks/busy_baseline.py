@@ -25,6 +25,7 @@ import numpy as np
 
 from pytest_opprof.judge import agreement, rule
 from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.measure.measures import named
 from pytest_opprof.store.baseline import load_file
 
 
@@ -39,7 +40,7 @@ def pooled(runs: list[dict]) -> dict:
 
 def main(folder: str) -> None:
     baseline = load_file(next(Path(folder).rglob("*.json")))
-    config = gate_config("cpu", 0.05, {})
+    config = gate_config(named("time").gate, 0.05, {})
     runs = [r.samples() for r in baseline.runs]
     busy, again = runs[:5], [runs[0], *runs[2:6]]
     found = agreement.check(busy, config)

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
+        (folder / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
         (folder / "test_manyop.py").write_text(TEST)
         (folder / "workload.py").write_text(WORKLOAD)
         env = {**environment(), "PYTHONPATH": os.pathsep.join(

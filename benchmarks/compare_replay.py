@@ -53,7 +53,7 @@ def counted(profile: Profile) -> np.ndarray:
 def record(folder: Path, processes: int) -> None:
     """The many-op test in ``processes`` pytest processes, one after another."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
+    (folder / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
     (folder / "test_manyop.py").write_text(TEST)
     (folder / "workload.py").write_text(WORKLOAD)
     env = {**environment(), "PYTHONPATH": os.pathsep.join((str(folder),

@@ -76,7 +76,7 @@ def git(repo: Path, *args: str) -> str:
 
 def make_repo(repo: Path) -> None:
     repo.mkdir(parents=True, exist_ok=True)
-    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
     (repo / "test_manyop.py").write_text(TEST)
     (repo / "workload.py").write_text(WORKLOAD)
     (repo / ".gitignore").write_text("runs/\n__pycache__/\n.opprof/\n")

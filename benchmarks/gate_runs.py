@@ -273,7 +273,7 @@ def _peers(baseline_file: str | None, profile: Profile,
               for (name, occ), runs in stored.samples().items()}
     wall = profile.wall[profile.skip:]
     ratio = pytest_benchmark_ratio(wall[~np.isnan(wall)],
-                                   np.asarray(stored.runs[-1].wall_ns, dtype=float))
+                                   np.asarray(stored.runs[-1].wall, dtype=float))
     return {"pytest_benchmark_ratio": ratio,
             "pytest_benchmark_failed": ratio > 1 + PYTEST_BENCHMARK_THRESHOLD,
             "asv": sorted(str(k) for k in asv_flags(current, pooled))}

@@ -62,6 +62,7 @@ from benchmarks.peer_rules import asv_flags, pytest_benchmark_fails
 from pytest_opprof.judge.config import TOLERANCE
 from pytest_opprof.judge.gate import gate_config
 from pytest_opprof.judge.rule import GateConfig, compare_with_rerun
+from pytest_opprof.measure.measures import named
 from pytest_opprof.model.verdict import OpStatus
 
 
@@ -180,7 +181,7 @@ def _opprof(test, base_runs, cur, rerun, config, confirm):
 
 def cpu_config() -> GateConfig:
     """The rule's settings as the plugin makes them for a CPU test by default."""
-    return gate_config("cpu", TOLERANCE, {})
+    return gate_config(named("time").gate, TOLERANCE, {})
 
 
 def rule_opprof(config: GateConfig | None = None, confirm: bool = True):

@@ -48,7 +48,7 @@ def profile_of(iterations: int, n_ops: int = 8, seed: int = 0, level: float = 1.
     op_time = samples.sum(axis=1)
     ops = [OpInfo(op_id=k, name=f"op{k}", occurrence=0, depth=0, phase=None)
            for k in range(n_ops)]
-    return Profile(nodeid=nodeid, backend="cpu", device="synthetic", skip=1, ops=ops,
+    return Profile(nodeid=nodeid, measure="time", device="synthetic", skip=1, ops=ops,
                    samples=samples, phase_samples=np.zeros((iterations, 0)), phases=[],
                    wall=op_time * 1.05, op_time=op_time)
 
@@ -105,7 +105,7 @@ def report_rows(sizes: list[int]) -> list[str]:
     from pytest_opprof.render.html import render
 
     rows = []
-    info = RunInfo(machine="bench", backend="cpu", device="synthetic")
+    info = RunInfo(machine="bench", measure="time", device="synthetic")
     for iterations in sizes:
         record = TestRecord(profile=profile_of(iterations))
         start = time.perf_counter()

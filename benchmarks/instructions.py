@@ -51,7 +51,7 @@ THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 MANYOP = "benchmarks/manyop"
 SLOW_ENV = "OPPROF_MANYOP_SLOW"
 INSTR = ["--opprof-measure=instructions"]
-NATIVE = ["--opprof-backend=cpu"]
+NATIVE = ["--opprof-measure=time"]
 #: The ops injected by default: 12 of the many-op test's, ~1.4 us to ~1.6 ms natively, chosen
 #: where one leading row of one call is at most 1.6% of the op (``smallest_factor``).
 DEFAULT_OPS = ("add_tiny", "cumsum_tiny", "matmul_40", "matmul_64", "mul", "sum_rows", "max_rows",
@@ -494,7 +494,7 @@ def cost_tables(f: Folder) -> str:
                 "| | pytest process wall | child (`counted in`) |", "|---|---|---|",
                 f"| instructions | {statistics.median(o['wall_s'] for o in ti):.2f} s | "
                 f"{statistics.median(o['counted_s'] for o in ti):.2f} s |",
-                f"| native (`--opprof-backend=cpu`) | "
+                f"| native (`--opprof-measure=time`) | "
                 f"{statistics.median(o['wall_s'] for o in tn):.2f} s | - |",
                 ""]
     # Under the child the profile's wall_ns holds instructions, not time: the child's time
@@ -514,7 +514,7 @@ def cost_tables(f: Folder) -> str:
                 "| | processes | per iteration | ratio |", "|---|---|---|---|",
                 f"| under callgrind: (child {counted:.1f} s - trivial child {start:.1f} s) / "
                 f"{iterations} iterations | {len(runs)} | {c / 1e6:.0f} ms | {c / n:.0f}x |",
-                f"| native (`--opprof-backend=cpu`, the profile's wall_ns) | {len(native)} | "
+                f"| native (`--opprof-measure=time`, the profile's wall_ns) | {len(native)} | "
                 f"{n / 1e6:.1f} ms | 1x |", ""]
         steps = direct_steps(f) if (f.path / "direct.log").exists() else []
         if len(steps) > 1:

@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
+from pytest_opprof.measure.measures import named  # noqa: E402
 from pytest_opprof.model.verdict import Verdict  # noqa: E402
 from pytest_opprof.store.baseline import load_file  # noqa: E402
 from pytest_opprof.store.results import load_records  # noqa: E402
@@ -47,7 +48,7 @@ def failed_ops(path: Path, config) -> tuple[set[str], bool]:
 
 def main(folder: str, overrides: list[str]) -> int:
     settings = {key: float(value) for key, value in (o.split("=") for o in overrides)}
-    config = replace(gate_config("cpu", 0.05, {}), **settings)
+    config = replace(gate_config(named("time").gate, 0.05, {}), **settings)
     aa = aa_failed = unjudged = 0
     caught: dict[str, list[bool]] = {}
     for name in sorted(glob.glob(f"{folder}/runs/*.json")):

@@ -1,9 +1,11 @@
 """The pytest plugin: hooks and the ``gpu_profiler`` fixture, each a few lines.
 
-Installed but unused, the plugin registers its options and marker and nothing else: it
-probes the backend and imports numpy, the profiler, the gate and the renderers only
-when an ``--opprof-*`` option or ``opprof_*`` ini value is given (at configure) or a test
-first uses ``gpu_profiler``. State lives in :class:`~pytest_opprof.run.session.OpprofSession`.
+Installed but unused, the plugin is inert: it registers its options and marker and
+nothing else. It prints, starts the measure, pins devices and imports numpy, the
+profiler, the gate and the renderers only when an ``--opprof-*`` option or an
+``opprof_*`` ini value is given (then at configure, with the header lines), or when a
+test first uses the ``gpu_profiler`` fixture. State lives in
+:class:`~pytest_opprof.run.session.OpprofSession`.
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ def existing(config: pytest.Config) -> OpprofSession | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    """Under ``--opprof-measure=instructions``, the profiled tests are counted in a
-    callgrind child before the first test runs (``run.instructions``)."""
+    """Under a measure a child takes (``--opprof-measure=instructions``), the profiled
+    tests are counted in that child before the first test runs (``run.counting``)."""
     opprof = existing(session.config)
     if opprof is not None and not session.config.option.collectonly:
-        opprof.count_instructions(session.items)
+        opprof.count_in_child(session.items)
     return (yield)
 
 
@@ -79,7 +81,7 @@ def gpu_profiler(request: pytest.FixtureRequest) -> Iterator[Profiler]:
 
     ``for _ in gpu_profiler.iterations(20):`` runs the workload; inside it,
     ``gpu_profiler.phase("forward")`` and ``gpu_profiler.op("conv2d")`` name what
-    runs; ``gpu_profiler.xp`` is cupy on the CUDA backend, else numpy.
+    runs; ``gpu_profiler.xp`` is cupy where the measure times a GPU, else numpy.
     """
     opprof = session(request.config)
     profiler = opprof.start(request.node)
@@ -112,7 +114,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     run_ids = session.config.stash.get(RUN_IDS, set())
     if run_ids:
-        from .run.instructions import remove_shares
+        from .run.counting import remove_shares
 
         remove_shares(run_ids)
     opprof = existing(session.config)
@@ -158,8 +160,8 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     workeroutput = getattr(node, "workeroutput", None) or {}
     workerinput = getattr(node, "workerinput", None) or {}
     opprof = existing(node.config)
-    if opprof is not None and opprof.instructions and "testrunuid" in workerinput:
-        # where its workers left their instruction counts (an unused plugin stays inert)
+    if opprof is not None and opprof.counting is not None and "testrunuid" in workerinput:
+        # where its workers left what they counted (an unused plugin stays inert)
         node.config.stash.setdefault(RUN_IDS, set()).add(str(workerinput["testrunuid"]))
     ours = any(str(key).startswith(WORKER_PREFIX) for key in workeroutput)
     if ours and node.config.stash.get(CONFIGURED, False):

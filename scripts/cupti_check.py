@@ -20,7 +20,7 @@ pytest runs printed as cupti_check.log:
    measure); kernel-time medians against ``cupyx.profiler.benchmark`` for kernels of
    10 us to 10 ms.
 
-``--dry-run`` does the same on the fake backend and the fake CUPTI (no GPU, no
+``--dry-run`` does the same on the fake device and the fake CUPTI (no GPU, no
 install, fewer runs, no accuracy table): tests/test_cupti.py runs it so that the
 script cannot rot. Never part of the test suite otherwise.
 
@@ -147,7 +147,7 @@ def test_many_ops(gpu_profiler):
 class Check:
     def __init__(self, out: Path, dry_run: bool) -> None:
         self.out, self.dry_run = out, dry_run
-        self.backend = "fake" if dry_run else "cuda"
+        self.measure = "fake-kernel" if dry_run else "kernel"
         self.report: list[str] = []
         self.log: list[str] = []
         self.env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -201,8 +201,7 @@ class Check:
         if batch:
             env[BATCH_VARIABLE] = batch
         cmd = [sys.executable, "-m", "pytest", *self.plugin_args(), "-p", "no:cacheprovider",
-               "-p", "no:randomly", f"--opprof-backend={self.backend}",
-               "--opprof-measure=kernel", *args]
+               "-p", "no:randomly", f"--opprof-measure={self.measure}", *args]
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
         self.log += [f"$ {SLOW_ENV}={slow} " + " ".join(cmd[2:]), proc.stdout, proc.stderr]
         return proc.returncode, proc.stdout + proc.stderr

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
         print(f"gpu_check: {line}")
         return 2
     lines = [line]
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--opprof-backend=cuda",
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--opprof-measure=auto",
            "--opprof-verbosity=2", "-p", "no:cacheprovider", *argv]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     lines += ["$ " + " ".join(cmd[2:]), proc.stdout, proc.stderr]

@@ -81,7 +81,7 @@ def six_op_project(pytester, monkeypatch):
     for name in (*THREAD_VARIABLES, "SLOW"):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(test_net=SIX_OP_NET)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 

@@ -18,7 +18,7 @@ from pytest_opprof.store.baseline import (
     safe_name,
 )
 
-from .fakes import train_profile
+from .fakes import batch, train_profile
 
 NODEID = "tests/test_x.py::test_x"
 
@@ -53,7 +53,7 @@ def test_round_trip_keeps_samples_summaries_and_metadata(tmp_path):
     baseline = store.load(NODEID)
     assert baseline.machine == "m" and len(baseline.runs) == 1
     ops = baseline.runs[0].ops
-    assert (ops["name"][0], ops["n"][0], ops["samples_ns"][0], ops["median_ns"][0]) == (
+    assert (ops["name"][0], ops["n"][0], ops["samples"][0], ops["median"][0]) == (
         "conv2d", 3, [1000, 1000, 1000], 1000.0)
     assert baseline.runs[0].meta["counted"] == 3 and baseline.runs[0].meta["skip"] == 1
     assert baseline.samples()[("relu", 0)][0].tolist() == [250.0, 250.0, 250.0]
@@ -101,7 +101,7 @@ def test_no_file_means_no_baseline(tmp_path):
     ("[1, 2]", "not a baseline"),
     ('{"schema": "pytest-opprof/baseline/99"}', "schema 'pytest-opprof/baseline/99' is not"),
     ('{"schema": "pytest-opprof/baseline/1", "nodeid": "x"}',
-     "schema 'pytest-opprof/baseline/1' is not 'pytest-opprof/baseline/2'"),
+     "schema 'pytest-opprof/baseline/1' is not 'pytest-opprof/baseline/3'"),
     (f'{{"schema": "{SCHEMA}", "nodeid": "x"}}', "malformed baseline"),
     (f'{{"schema": "{SCHEMA}", "nodeid": "x", "machine": "m", "runs": [{{"ops": []}}]}}',
      "ops is not an object of columns"),
@@ -125,7 +125,7 @@ def test_non_finite_or_negative_times_are_rejected(tmp_path, bad):
     store = BaselineStore(tmp_path, "m")
     path = store.record(NODEID, run_of(), "b")
     data = json.loads(path.read_text())
-    text = json.dumps(data).replace('"samples_ns": [[1000', f'"samples_ns": [[{bad}', 1)
+    text = json.dumps(data).replace('"samples": [[1000', f'"samples": [[{bad}', 1)
     assert text != json.dumps(data)
     path.write_text(text)
     with pytest.raises(BaselineError, match="samples of 'conv2d'"):
@@ -162,8 +162,8 @@ def _set(path: str, value):
     ("runs.0.meta.outlying_ops", [1], "meta outlying_ops is not a list of op names"),
     ("runs.0.ops.op_id.0", -1, "op_id -1 is not a whole number"),
     ("runs.0.ops.depth.0", -1, "depth -1 is not a whole number"),
-    ("runs.0.ops.median_ns.0", 1e16, "median_ns holds 1e+16"),
-    ("runs.0.wall_ns.0", 10**15, "wall_ns holds 1000000000000000"),
+    ("runs.0.ops.median.0", 1e16, "median holds 1e+16"),
+    ("runs.0.wall.0", 10**15, "wall holds 1000000000000000"),
     ("runs.0.ops.name.0", "", "an op name is empty"),
     ("runs.0.phases", "forward", "phases is not a list"),
 ])
@@ -307,6 +307,77 @@ def test_a_run_whose_op_times_outnumber_its_samples_becomes_a_profile():
     times (found by hypothesis in test_reliability): it is still read as a profile."""
     run = BaselineRun.from_profile(train_profile(), {})
     run.ops = {key: [] for key in run.ops}
-    run.wall_ns, run.op_time_ns = [], [1000, 1000]
+    run.wall, run.op_time = [], [1000, 1000]
     profile = Baseline("t.py::t", "m", [run]).to_profile()
     assert profile.op_time.tolist() == [1000.0, 1000.0] and len(profile.wall) == 2
+
+
+# -- a baseline written before measures were objects (schema 2) ---------------------------
+
+def as_schema_2(data: dict, backend: str, measure: str) -> dict:
+    """A baseline as pytest-opprof wrote it before its schema 3: ``*_ns`` columns, and each
+    run's backend (meta) and measure (conditions) in place of the one measure's name."""
+    runs = []
+    for run in data["runs"]:
+        meta = {k: v for k, v in run["meta"].items() if k not in ("measure", "unit")}
+        conditions = {k: v for k, v in meta["conditions"].items() if k != "measure"}
+        ops = {{"median": "median_ns", "samples": "samples_ns"}.get(k, k): v
+               for k, v in run["ops"].items()}
+        runs.append({"meta": {**meta, "backend": backend,
+                              "conditions": {**conditions, "backend": backend,
+                                             "measure": measure}},
+                     "ops": ops, "wall_ns": run["wall"], "op_time_ns": run["op_time"],
+                     "phases": run["phases"]})
+    return {**data, "schema": "pytest-opprof/baseline/2", "runs": runs}
+
+
+CPU_TEST = """
+def test_cpu(gpu_profiler):
+    for _ in gpu_profiler.iterations(12):
+        for name in ("parse", "sum", "sort"):
+            with gpu_profiler.op(name):
+                sorted(range(2000, 0, -1))
+"""
+
+
+def test_a_baseline_of_schema_2_still_gates_and_is_written_as_schema_3(pytester):
+    pytester.makepyfile(test_cpu=CPU_TEST)
+    with batch("b"):
+        for _ in range(2):
+            pytester.runpytest("--opprof-measure=time",
+                               "--opprof-update-baseline").assert_outcomes(passed=1)
+    (path,) = (pytester.path / ".opprof").rglob("*.json")
+    assert path.parent.name.startswith("cpu-")  # the machine key of the backend cpu
+    path.write_text(json.dumps(as_schema_2(json.loads(path.read_text()), "cpu", "events")))
+
+    result = pytester.runpytest("--opprof-measure=time")
+    # judged against it (a busy machine may fail it, not refuse it)
+    result.stdout.fnmatch_lines(["test_cpu.py::test_cpu: *; 3 ops compared, drift *"])
+    loaded = BaselineStore(path.parent.parent, path.parent.name).load("test_cpu.py::test_cpu")
+    assert (loaded.measure(), loaded.conditions()["measure"]) == ("time", "time")
+    assert "backend" not in loaded.conditions() and "backend" not in loaded.runs[0].meta
+
+    pytester.runpytest("--opprof-measure=time", "--opprof-update-baseline=append").assert_outcomes(
+        passed=1)
+    data = json.loads(path.read_text())
+    assert data["schema"] == SCHEMA == "pytest-opprof/baseline/3"
+    assert [run["meta"]["measure"] for run in data["runs"]] == ["time"] * 3
+    assert all("samples" in run["ops"] and "wall" in run for run in data["runs"])
+
+
+def test_schema_2_names_the_measure_its_backend_and_measure_stand_for():
+    from pytest_opprof.measure.measures import former
+    from pytest_opprof.model.baseline import update_to_3
+
+    run = {"meta": {"backend": "fake", "conditions": {"backend": "fake", "measure": "kernel",
+                                                       "workers": 1}},
+           "ops": {"median_ns": [1.0], "samples_ns": [[1]]}, "wall_ns": [2], "op_time_ns": [1]}
+    (updated,) = update_to_3({"schema": "pytest-opprof/baseline/2", "runs": [run]},
+                             former)["runs"]
+    assert updated["meta"] == {"measure": "fake-kernel", "unit": "ns",
+                               "conditions": {"measure": "fake-kernel", "workers": 1}}
+    assert (updated["ops"], updated["wall"], updated["op_time"]) == (
+        {"median": [1.0], "samples": [[1]]}, [2], [1])
+    no_conditions = {**run, "meta": {"backend": "cpu"}}  # older still: no conditions
+    (updated,) = update_to_3({"runs": [no_conditions, "not a run"]}, former)["runs"][:1]
+    assert updated["meta"] == {"measure": "time", "unit": "ns"}

@@ -48,7 +48,7 @@ def test_a_bad_manyop_variable_names_the_variable_and_the_ops():
 def test_a_bad_manyop_variable_is_one_usage_error_before_any_test():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "benchmarks/manyop", "-q", "-p", "no:cacheprovider",
-         "--opprof-backend=fake"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+         "--opprof-measure=fake"], cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, SLOW_ENV: "matmul_64:0.5"})
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR
     assert f"ERROR: {SLOW_ENV}='matmul_64:0.5': 'matmul_64:0.5' must be" in proc.stderr

@@ -47,7 +47,7 @@ def scenario(tmp_path):
     """A git repository of the slow test; ``pids/``; a TMPDIR of its own."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (project / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (project / "test_slow.py").write_text(SLOW)
     (project / ".gitignore").write_text(".opprof/\n")
     committed(project)

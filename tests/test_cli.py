@@ -12,6 +12,7 @@ from pytest_opprof import __version__
 from pytest_opprof.cli import main
 from pytest_opprof.judge import rule
 from pytest_opprof.judge.gate import gate_config
+from pytest_opprof.measure.measures import named
 from pytest_opprof.store.baseline import load_file
 
 
@@ -112,7 +113,7 @@ def test_b(gpu_profiler):
 
 @pytest.fixture
 def project(pytester, monkeypatch):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_suite=SUITE)
     monkeypatch.chdir(pytester.path)
     return pytester
@@ -183,7 +184,7 @@ def test_update_with_wrong_pytest_arguments_is_a_usage_error(project, capsys, ar
 @pytest.mark.parametrize("where", ["argument", "addopts"])
 def test_update_refuses_the_options_it_sets_itself(project, capsys, flag, where):
     if where == "addopts":
-        project.makeini(f"[pytest]\nopprof_backend = fake\naddopts = {flag}\n")
+        project.makeini(f"[pytest]\nopprof_measure = fake\naddopts = {flag}\n")
     args = [flag] if where == "argument" else []
     assert main(["baseline", "update", "--runs", "2", "-q", *args]) == 2
     captured = capsys.readouterr()
@@ -241,7 +242,7 @@ def test_show_reports_unreadable_files_and_exits_non_zero(project, capsys):
 def test_the_cli_finds_the_baseline_folder_and_machine_key_of_the_ini_file(project):
     """update, show and prune all use opprof_baseline_dir and opprof_machine_key from
     the ini file, as the plugin does (the ini value relative to the ini file)."""
-    project.makeini("[pytest]\nopprof_backend = fake\nopprof_baseline_dir = ci/base\n"
+    project.makeini("[pytest]\nopprof_measure = fake\nopprof_baseline_dir = ci/base\n"
                     "opprof_machine_key = runner-1\n")
     sub = project.mkdir("sub")
     assert opprof("baseline", "update", "--runs", "1", "-q", cwd=project.path).returncode == 0
@@ -315,7 +316,7 @@ def stored_runs(root) -> list[dict]:
 
 
 def relu_medians(runs: list[dict]) -> list[float]:
-    return [r["ops"]["median_ns"][r["ops"]["name"].index("relu")] for r in runs]
+    return [r["ops"]["median"][r["ops"]["name"].index("relu")] for r in runs]
 
 
 @pytest.mark.e2e
@@ -396,7 +397,7 @@ def noise_columns(detail: str) -> dict[tuple[str, int], tuple[float, float, int]
 def rule_noise(root, test: str) -> dict[tuple[str, int], rule.OpNoise]:
     """What rule.noise says of the stored baseline of ``test``, fake backend."""
     path = next(p for p in root.rglob("*.json") if test in p.name)
-    return rule.noise(load_file(path).samples(), gate_config("fake", 0.05, {}))
+    return rule.noise(load_file(path).samples(), gate_config(named("fake").gate, 0.05, {}))
 
 
 @pytest.mark.e2e
@@ -442,9 +443,9 @@ def test_show_bounds_a_detectable_effect_beyond_ten_times(tmp_path, capsys):
         times.append([10_000_000 if r == 1 else 1_000_000] * 10)
         ops = {"op_id": list(range(9)), "name": [f"op{i}" for i in range(9)],
                "occurrence": [0] * 9, "depth": [0] * 9, "phase": [None] * 9, "n": [10] * 9,
-               "median_ns": [float(t[0]) for t in times], "samples_ns": times}
-        return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
-                           meta={"backend": "cpu", "date": "d"})
+               "median": [float(t[0]) for t in times], "samples": times}
+        return BaselineRun(ops=ops, wall=[], op_time=[], phases=[],
+                           meta={"measure": "time", "unit": "ns", "date": "d"})
 
     BaselineStore(tmp_path, "m").save(Baseline("t.py::test_x", "m", [run(r) for r in range(5)]))
     assert main(["baseline", "show", "test_x", "--dir", str(tmp_path)]) == 0

@@ -41,7 +41,7 @@ def opprof(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess[str]:
 def project(tmp_path_factory) -> Path:
     """A git repository of a fake-backend suite, its baselines taken, two results files."""
     path = tmp_path_factory.mktemp("pipes")
-    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (path / "test_suite.py").write_text(SUITE)
     (path / ".gitignore").write_text(".opprof/\n*.json\n*.html\n")
     committed(path)

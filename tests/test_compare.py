@@ -26,7 +26,7 @@ from pytest_opprof.stats.robust import one_log_median_se2
 
 from .fakes import committed, git
 
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-2.schema.json"
 
 
 # -- the paired model ------------------------------------------------------------------
@@ -196,7 +196,7 @@ def repo(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     path = tmp_path / "project"
     path.mkdir()
-    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (path / "costs.py").write_text(COSTS)
     (path / "test_model.py").write_text(MODEL_TEST)
     committed(path)
@@ -281,7 +281,7 @@ def test_a_src_layout_package_is_imported_from_each_tree(repo, monkeypatch, caps
 
 
 def results_file(pytester, mul_ns: int, name: str) -> Path:
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", COSTS)
                         .replace('"mul": 30_000', f'"mul": {mul_ns}'))
     pytester.runpytest_inprocess(f"--opprof-json={name}", "--opprof-no-gate")
@@ -308,7 +308,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
     monkeypatch.chdir(pytester.path)
     base, head = results_file(pytester, 30_000, "a.json"), results_file(pytester, 60_000,
                                                                         "b.json")
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 30%\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\nopprof_tolerance = 30%\n")
     assert main(["compare", str(base), str(head), "--json", "c.json", "--detect", "40%"]) == 0
     assert json.loads((pytester.path / "c.json").read_text())["tolerance"] == 0.3
     assert "mul" not in [op["name"] for op in json.loads((pytester.path / "c.json")
@@ -323,7 +323,7 @@ def test_the_tolerance_is_the_ini_files_unless_given(pytester, monkeypatch, caps
 
 @pytest.mark.e2e
 def test_a_refs_tolerance_is_the_ini_files_too(repo, capsys):
-    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\nopprof_tolerance = 0.2\n")
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\nopprof_tolerance = 0.2\n")
     assert main(["compare", "HEAD", "--detect", "10%"]) == 2
     assert "--detect 10% must exceed --tolerance 20%" in one_line(capsys)
     assert_clean(repo)

@@ -31,7 +31,7 @@ from . import test_compare
 from .fakes import committed, git
 from .test_compare import one_line
 
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-2.schema.json"
 
 COSTS = """import os
 COSTS = {"conv": 50_000, "relu": 8_000, "mul": int(os.environ.get("MUL_NS", 30_000)),
@@ -74,7 +74,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     path = tmp_path / "project"
     path.mkdir()
-    (path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     (path / "costs.py").write_text(COSTS)
     (path / "test_model.py").write_text(MODEL_TEST)
     monkeypatch.chdir(path)

@@ -168,7 +168,7 @@ def test_from_four_pairs_the_ops_spreads_are_their_own():
 
 
 def halved_results(pytester, factor, name):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     costs = re.sub(r"(\d+)_000", lambda m: str(int(int(m.group(1)) * 1000 * factor)), COSTS)
     pytester.makepyfile(test_model=MODEL_TEST.replace("from costs import COSTS", costs))
     pytester.runpytest_inprocess(f"--opprof-json={name}", "--opprof-no-gate")

@@ -70,8 +70,8 @@ def follow(fixes: list[str], environ: dict[str, str]) -> int | None:
     return workers
 
 
-def conditions_under(environ: dict[str, str], workers: int | None, *, backend: str,
-                     device: str, measure: str) -> dict[str, object]:
+def conditions_under(environ: dict[str, str], workers: int | None, *, device: str,
+                     measure: str) -> dict[str, object]:
     """What ``conditions.current`` records in a process with ``environ`` and ``workers``
     xdist workers (None or 1: serial)."""
     environ = {k: v for k, v in environ.items() if k != WORKER_COUNT_VARIABLE}
@@ -80,7 +80,7 @@ def conditions_under(environ: dict[str, str], workers: int | None, *, backend: s
         environ[WORKER_COUNT_VARIABLE] = str(workers)
         workerinput = {"workercount": workers}
     with mock.patch.dict(os.environ, environ, clear=True):
-        return current(workerinput, backend=backend, device=device, measure=measure)
+        return current(workerinput, measure=measure, device=device)
 
 
 THREAD_VALUES = st.one_of(st.none(), st.sampled_from(["", " ", "1", "4", "a b", "1 ", "'"]),
@@ -93,9 +93,8 @@ def condition_pairs(draw):
     """A baseline's conditions (as any file may hold them) and a run's (as a run records
     them: thread variables text or unset, workers at least 1)."""
     names = draw(st.lists(st.sampled_from(THREAD_VARIABLES), unique=True, max_size=3))
-    then = {"workers": draw(WORKERS), "backend": draw(st.sampled_from(["cpu", "fake", "cuda"])),
-            "device": draw(st.sampled_from(["a", "b"])),
-            "measure": draw(st.sampled_from(["events", "kernel", "instructions"])),
+    then = {"workers": draw(WORKERS), "device": draw(st.sampled_from(["a", "b"])),
+            "measure": draw(st.sampled_from(["time", "events", "kernel", "instructions"])),
             **{name: None for name in THREAD_VARIABLES}}
     now_env = {name: draw(st.one_of(st.none(), st.sampled_from(["", "1", "2", "a b"])))
                for name in names}
@@ -105,8 +104,8 @@ def condition_pairs(draw):
         then[draw(st.sampled_from(COUNT_CONDITIONS))] = "x"
     environ = {k: v for k, v in now_env.items() if v is not None}
     workers = draw(st.integers(1, 4))
-    now = conditions_under(environ, workers, backend=draw(st.sampled_from(["cpu", "fake"])),
-                           device="d", measure=draw(st.sampled_from(["events", "kernel"])))
+    now = conditions_under(environ, workers, device="d",
+                           measure=draw(st.sampled_from(["time", "fake", "fake-kernel"])))
     return then, now, environ, workers
 
 
@@ -125,16 +124,13 @@ def test_every_piece_of_advice_followed_makes_the_conditions_match(pair):
         changed = dict(environ)
         asked = follow(fixes, changed)
         after = conditions_under(changed, asked if asked is not None else workers,
-                                 backend=str(now["backend"]), device="d",
-                                 measure=str(now["measure"]))
+                                 device="d", measure=str(now["measure"]))
         assert difference(then, after) is None, (line, after)
     # the baseline re-taken as advised, in this shell, matches this run
     args = shlex.split(flags)
     n = int(args[args.index("-n") + 1]) if "-n" in args else 1
     given_flags = dict(a.split("=", 1) for a in args if a.startswith("--opprof-"))
-    retaken = conditions_under(dict(environ), n,
-                               backend=given_flags.get("--opprof-backend", str(now["backend"])),
-                               device="d",
+    retaken = conditions_under(dict(environ), n, device="d",
                                measure=given_flags.get("--opprof-measure", str(now["measure"])))
     assert difference(retaken, now) is None, (line, retaken)
 
@@ -209,7 +205,6 @@ def _refusal(result) -> str:
     {"OMP_NUM_THREADS": ""},          # empty, not unset: export OMP_NUM_THREADS=''
     {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "1"},   # two exports in one fix
     {"workers": 0},                   # no -n gives it: re-take
-    {"backend": "cpu"},               # re-take with the run's backend
     {"measure": "kernel"},            # re-take with the run's measure
 ])
 def test_the_advice_followed_in_a_real_run_gets_the_test_judged(suite, monkeypatch, changes):

@@ -45,8 +45,9 @@ def test_a_baseline_records_its_run_conditions(suite, monkeypatch):
     suite.runpytest("--opprof-update-baseline").assert_outcomes(passed=1)
     data, _ = stored(suite)
     conditions = data["runs"][0]["meta"]["conditions"]
-    assert conditions["workers"] == 1 and conditions["backend"] == "fake"
-    assert conditions["measure"] == "events" and conditions["device"] == "fake CUDA device"
+    assert conditions["workers"] == 1 and conditions["measure"] == "fake"
+    assert "backend" not in conditions
+    assert conditions["device"] == "fake CUDA device"
     assert conditions["OMP_NUM_THREADS"] == "1" and conditions["MKL_NUM_THREADS"] is None
     assert set(THREAD_VARIABLES) <= set(conditions)
 
@@ -139,21 +140,21 @@ def test_baseline_show_prints_each_runs_conditions(suite, monkeypatch, capsys):
     suite.runpytest("--opprof-update-baseline").assert_outcomes(passed=1)
     capsys.readouterr()
     assert main(["baseline", "show", "test_net"]) == 0
-    assert ("    conditions: serial, backend fake (fake CUDA device), measure events, "
+    assert ("    conditions: serial, measure fake (fake CUDA device), "
             "OPENBLAS_NUM_THREADS=1, others unset") in capsys.readouterr().out.splitlines()
 
 
 def test_difference_names_every_difference_and_one_fix_for_them_all():
-    then = {"workers": 1, "backend": "cpu", "OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2"}
+    then = {"workers": 1, "measure": "time", "OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2"}
     assert difference(then, dict(then)) is None
     assert difference(None, then) is None  # a baseline from before conditions
     assert difference({**then, "future": "x"}, then) is None  # unknown here: not compared
     assert difference({**then, "device": "EPYC"}, {**then, "device": "Xeon"}) is None
-    now = {**then, "backend": "cuda", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
-    assert difference(then, now) == (  # the backend is not the shell's: only a re-take
-        "the baseline's backend was cpu, this run's is cuda; OMP_NUM_THREADS was unset in the "
+    now = {**then, "measure": "events", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
+    assert difference(then, now) == (  # the measure is not the shell's: only a re-take
+        "the baseline's measure was time, this run's is events; OMP_NUM_THREADS was unset in the "
         "baseline, 4 now; MKL_NUM_THREADS was 2 in the baseline, unset now: re-take the "
-        "baseline with `opprof baseline update --opprof-backend=cuda`")
+        "baseline with `opprof baseline update --opprof-measure=events`")
     now = {**then, "workers": 3, "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
     assert difference(then, now) == (
         "the baseline was taken with 1 worker (serial), this run has 3 xdist workers; "
@@ -207,12 +208,12 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
     looked 1000x faster and the test passed silently, or 1000x slower and it failed.
     Now it is unjudged, in one line with the figure and the fix, and not re-run."""
     pytester.makepyfile(test_one=ONE_OP)
-    pytester.runpytest("--opprof-backend=cpu", "--opprof-update-baseline").assert_outcomes(
+    pytester.runpytest("--opprof-measure=time", "--opprof-update-baseline").assert_outcomes(
         passed=1)
     data, path = stored(pytester, "test_one.py::test_one")
     data["runs"][0]["meta"]["probe_ns"] *= scale
     path.write_text(json.dumps(data))
-    result = pytester.runpytest("--opprof-backend=cpu", "--opprof-json=r.json",
+    result = pytester.runpytest("--opprof-measure=time", "--opprof-json=r.json",
                                 "--opprof-markdown=r.md", "--opprof-html=r.html")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
@@ -267,7 +268,7 @@ def test_the_probe_is_the_median_of_rounds_spread_out(monkeypatch):
 
 
 def test_the_baselines_probe_is_the_median_of_its_runs():
-    conditions = {"workers": 1, "backend": "cpu"}
+    conditions = {"workers": 1, "measure": "time"}
     runs = [BaselineRun.from_profile(train_profile(), {"probe_ns": p, "conditions": conditions})
             for p in (30e3, 16e6, 31e3, None)]
     assert Baseline("t.py::t", "m", runs).probe_ns() == 31e3

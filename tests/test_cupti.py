@@ -11,7 +11,8 @@ import pytest
 
 from pytest_opprof import Profile, Profiler
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.measure.timers import BackendUnavailable, FakeDevice, FakeTimer, start_tracer
+from pytest_opprof.measure import measures
+from pytest_opprof.measure.timers import FakeDevice, FakeTimer
 from pytest_opprof.measure.timers.cupti import CuptiUnavailable, KernelTracer, import_cupti
 from pytest_opprof.measure.timers.fake_cupti import ENV, FAILURES, FakeCupti
 from pytest_opprof.model.profile import KERNEL, MEMCPY, MEMSET
@@ -45,7 +46,7 @@ def test_each_op_gets_the_summed_time_of_its_kernels_nested_ops_included():
             with profiler.op("idle"):
                 dev.cpu(50_000)
     profile = built(profiler)
-    assert profile.measure == "kernel"
+    assert profile.measure == "fake-kernel"
     assert profile.kernel_samples.tolist() == [[1_500.0, 500.0, 0.0]] * 3
     assert profile.kernel_counts.tolist() == [[3.0, 2.0, 0.0]] * 3
     # the event span, launch waits included, stays the second figure
@@ -269,7 +270,7 @@ def test_kernel_fields_round_trip_through_json():
             dev.memset(3)
     profile = built(profiler)
     again = Profile.from_json(profile.to_json())
-    assert again.measure == "kernel"
+    assert again.measure == "fake-kernel"
     assert np.array_equal(again.kernel_samples, profile.kernel_samples)
     assert np.array_equal(again.kernel_counts, profile.kernel_counts)
     assert again.activities is not None and profile.activities is not None
@@ -284,7 +285,7 @@ def test_an_events_profile_has_no_kernel_fields():
         with profiler.op("a"):
             timer.device_model.kernel(10)
     profile = built(profiler)
-    assert profile.measure == "events" and profile.kernel_samples is None
+    assert profile.measure == "fake" and profile.kernel_samples is None
     assert profile.activities is None and profile.gated_samples() is profile.samples
     assert Profile.from_json(profile.to_json()).kernel_samples is None
 
@@ -310,18 +311,21 @@ def test_a_malformed_activity_table_is_one_error(change, message):
         Profile.from_json(json.dumps(data))
 
 
-def test_a_profile_with_an_unknown_measure_or_negative_counts_is_refused():
+def test_a_profile_with_no_measure_another_unit_or_negative_counts_is_refused():
     profiler, dev, _ = kernel_profiler()
     for _ in profiler.iterations(2):
         with profiler.op("a"):
             dev.kernel(10)
     data = built(profiler).to_dict()
-    for change, message in (({"measure": "cycles"}, "measure must be one of events, kernel"),
-                            ({"kernel_counts": [[-1], [1]]}, "kernel_counts holds a negative"),
-                            ({"kernel_samples_ns": [[1, 2], [1, 2]]},
-                             "kernel_samples_ns: every row must hold 1")):
-        with pytest.raises(OpprofError, match=message):
-            Profile.from_json(json.dumps({**data, **change}))
+    with pytest.raises(OpprofError, match="measure name must be a non-empty string"):
+        Profile.from_json(json.dumps({**data, "measure": ""}))
+    with pytest.raises(OpprofError, match="'cycles' is not a valid Unit"):
+        Profile.from_json(json.dumps({**data, "unit": "cycles"}))
+    assert Profile.from_json(json.dumps({**data, "measure": "cycles"})).measure == "cycles"
+    with pytest.raises(OpprofError, match="kernel_counts holds a negative count"):
+        Profile.from_json(json.dumps({**data, "kernel_counts": [[-1], [1]]}))
+    with pytest.raises(OpprofError, match="kernel_samples_ns: every row must hold 1"):
+        Profile.from_json(json.dumps({**data, "kernel_samples_ns": [[1, 2], [1, 2]]}))
 
 
 # -- starting CUPTI, and why it cannot ------------------------------------------------------
@@ -346,37 +350,6 @@ def test_without_cupti_python_the_reason_says_how_to_install_it(monkeypatch):
     with pytest.raises(CuptiUnavailable, match=r"cupti-python is not installed \(pip install "
                        r"'cupti-python>=13' 'cuda-bindings>=13' \(the cupti extra\)\)$"):
         import_cupti()
-
-
-def test_measure_choice_on_each_backend(monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
-    assert start_tracer("cpu", "auto") == (None, None)
-    assert start_tracer("fake", "auto")[0] is None  # the fake CUPTI only when asked
-    tracer, line = start_tracer("fake", "kernel")
-    assert tracer is not None and line is not None and "measure kernel" in line
-    assert start_tracer("fake", "events") == (
-        None, "opprof: measure events (fake device event spans; --opprof-measure=events)")
-    with pytest.raises(BackendUnavailable, match="kernel time needs the CUDA backend"):
-        start_tracer("cpu", "kernel")
-    monkeypatch.setenv(ENV, "multiple-subscribers")
-    tracer, line = start_tracer("fake", "auto")
-    assert tracer is None and line is not None
-    assert "kernel time unavailable: another profiler" in line
-    monkeypatch.setenv(ENV, "bogus")
-    with pytest.raises(BackendUnavailable, match=f"{ENV}='bogus': use ok or one of"):
-        start_tracer("fake", "auto")
-
-
-def test_cuda_without_cupti_python_falls_back_or_refuses(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupti", None)
-    tracer, line = start_tracer("cuda", "auto")
-    assert tracer is None
-    assert line == ("opprof: measure events (CUDA event spans): kernel time unavailable: "
-                    "cupti-python is not installed (pip install 'cupti-python>=13' "
-                    "'cuda-bindings>=13' (the cupti extra))")
-    with pytest.raises(BackendUnavailable, match=r"^--opprof-measure=kernel: cupti-python is "
-                       r"not installed"):
-        start_tracer("cuda", "kernel")
 
 
 # -- as a user drives it ----------------------------------------------------------------------
@@ -414,7 +387,7 @@ def suite(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     monkeypatch.delenv(ENV, raising=False)
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake-kernel\n")
     return pytester
 
 
@@ -423,7 +396,7 @@ def test_the_header_says_kernel_time_is_gated_on(suite):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "opprof: machine 'fake-kernel-fake CUDA device'*",
-        "opprof: measure kernel (per-op GPU time from fake CUPTI activity records; event "
+        "opprof: measure fake-kernel (per-op GPU time from fake CUPTI activity records; event "
         "spans kept as the second figure)",
     ])
 
@@ -433,12 +406,12 @@ def test_the_results_file_holds_kernel_times_and_activities(suite):
     result.assert_outcomes(passed=2)
     data = json.loads((suite.path / "out.json").read_text())
     text = json.dumps(data)
-    assert '"measure": "kernel"' in text and "gemm_kernel" in text
+    assert '"measure": "fake-kernel"' in text and "gemm_kernel" in text
     assert "[memcpy HtoD]" in text and "reduce" in text
 
 
 def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypatch):
-    for measure in ("kernel", "events"):
+    for measure in ("fake-kernel", "fake"):
         with batch("b"):
             for _ in range(3):
                 result = suite.runpytest("--opprof-update-baseline",
@@ -450,7 +423,7 @@ def test_a_slower_kernel_under_a_launch_bound_op_fails_its_test(suite, monkeypat
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*OP_ID0. scale: 2 us -> 2.2 us (+10.0%*"])
     # the event span cannot see it: each measure has its own baselines
-    suite.runpytest("--opprof-measure=events").assert_outcomes(passed=2)
+    suite.runpytest("--opprof-measure=fake").assert_outcomes(passed=2)
 
 
 def test_an_untouched_loop_is_gated_per_kernel(suite, monkeypatch):
@@ -464,16 +437,23 @@ def test_an_untouched_loop_is_gated_per_kernel(suite, monkeypatch):
                                  "*OP_ID2. elementwise*: 8 us -> 9 us (+12.5%*"])
 
 
+@pytest.fixture
+def auto(suite, monkeypatch):
+    """``--opprof-measure=auto`` over the fakes: fake kernel time, else fake spans."""
+    monkeypatch.setattr(measures, "AUTO_ORDER", ("fake-kernel", "fake", "time"))
+    suite.makeini("[pytest]\n")
+    return suite
+
+
 @pytest.mark.parametrize("failure", [f for f in FAILURES])
-def test_auto_falls_back_to_events_with_one_line_saying_why(suite, monkeypatch, failure):
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
+def test_auto_falls_back_to_events_with_one_line_saying_why(auto, monkeypatch, failure):
     monkeypatch.setenv(ENV, failure)
-    result = suite.runpytest()
+    result = auto.runpytest()
     result.assert_outcomes(passed=2)
     lines = [x for x in result.stdout.lines if x.startswith("opprof: measure")]
     assert len(lines) == 1
-    assert lines[0].startswith("opprof: measure events (fake device event spans): kernel "
-                               "time unavailable: ")
+    assert lines[0].startswith("opprof: measure fake (event span from virtual CUDA events): "
+                               "kernel time unavailable: ")
     assert "fake-fake CUDA device" in result.stdout.str()
 
 
@@ -485,35 +465,22 @@ def test_kernel_asked_for_where_cupti_cannot_start_is_one_usage_error(suite, mon
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [x for x in result.stderr.lines if x.strip()]
     assert len(errors) == 1, errors
-    assert errors[0].startswith("ERROR: --opprof-measure=kernel: ")
-    assert errors[0].endswith("; use --opprof-measure=auto or events")
+    assert errors[0].startswith("ERROR: --opprof-measure=fake-kernel: ")
+    assert errors[0].endswith("; use --opprof-measure=fake")
     assert "Traceback" not in result.stderr.str()
 
 
-def test_auto_with_a_working_fake_cupti_measures_kernel_time(suite, monkeypatch):
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
+def test_auto_with_a_working_fake_cupti_measures_kernel_time(auto, monkeypatch):
     monkeypatch.setenv(ENV, "ok")
-    result = suite.runpytest()
-    result.stdout.fnmatch_lines(["opprof: measure kernel *"])
+    result = auto.runpytest()
+    result.stdout.fnmatch_lines(["opprof: measure fake-kernel *"])
 
 
-def test_events_and_cpu_are_as_before(suite):
-    result = suite.runpytest("--opprof-measure=events")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["opprof: measure events (fake device event spans; "
-                                 "--opprof-measure=events)"])
-    assert "fake-fake CUDA device" in result.stdout.str()
-    result = suite.runpytest("--opprof-backend=cpu", "--opprof-measure=auto", "-k", "nothing")
-    assert "opprof: measure" not in result.stdout.str()
-
-
-def test_without_the_fake_cupti_auto_is_as_before(suite):
-    """No cupti-python (the fake backend without OPPROF_FAKE_CUPTI): spans, as today."""
-    suite.makeini("[pytest]\nopprof_backend = fake\n")
-    result = suite.runpytest("--opprof-json=out.json")
+def test_event_spans_asked_for_have_no_kernel_figures(suite):
+    result = suite.runpytest("--opprof-measure=fake", "--opprof-json=out.json")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["opprof: machine 'fake-fake CUDA device'*",
-                                 "opprof: measure events (fake device event spans)"])
+                                 "opprof: measure fake (event span from virtual CUDA events)"])
     text = (suite.path / "out.json").read_text()
     assert '"kernel_samples_ns": [' not in text
 
@@ -530,7 +497,7 @@ def test_host(gpu_profiler):
         with gpu_profiler.op("host_only"):
             dev.cpu(5000 + 1000 * (i % 3))
 """)
-    pytester.makeini("[pytest]\nopprof_backend = fake\nopprof_measure = kernel\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake-kernel\n")
     with batch("b"):
         for _ in range(3):
             assert pytester.runpytest("--opprof-update-baseline").ret == 0
@@ -539,24 +506,22 @@ def test_host(gpu_profiler):
     result.stdout.fnmatch_lines(["opprof: 0 regressed, 0 improved, 1 unjudged, *"])
 
 
-def test_kernel_on_the_cpu_backend_is_one_usage_error(suite):
-    result = suite.runpytest("--opprof-backend=cpu")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --opprof-measure=kernel: kernel time needs the CUDA "
-                                 "backend; use --opprof-measure=auto or events on the CPU"])
-
-
 @pytest.mark.parametrize(("args", "ini", "message"), [
-    (["--opprof-measure=cycles"], "", "*argument --opprof-measure: invalid choice: 'cycles'*"),
-    ([], "opprof_measure = cycles",
-     "ERROR: ini option opprof_measure = 'cycles': the measure must be one of auto, kernel, "
-     "events, instructions"),
+    (["--opprof-measure=cycles"], "", "ERROR: --opprof-measure: unknown measure 'cycles'; "
+     "choose one of auto, time, events, kernel, instructions* (or register it in a "
+     "conftest.py)"),
+    ([], "opprof_measure = cycles", "ERROR: ini option opprof_measure = 'cycles': unknown "
+     "measure 'cycles'; choose one of auto, time, events, kernel, instructions*"),
+    ([], "opprof_backend = cpu", "ERROR: ini option opprof_backend is gone: set "
+     "opprof_measure instead (auto, time, events, kernel, instructions*; time for cpu, "
+     "events or kernel for cuda)"),
 ])
 def test_a_wrong_measure_is_one_line(suite, args, ini, message):
-    suite.makeini(f"[pytest]\nopprof_backend = fake\n{ini}\n")
+    suite.makeini(f"[pytest]\n{ini}\n")
     result = suite.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+    assert len([x for x in result.stderr.lines if x.strip()]) == 1
     assert "Traceback" not in result.stderr.str()
 
 
@@ -565,10 +530,9 @@ def test_the_confirmation_rerun_measures_what_the_first_run_did(suite, monkeypat
     """A re-run must not fall back to events where the first run had kernel time."""
     from pytest_opprof.run import rerun
 
-    config = suite.parseconfig("--opprof-backend=fake")
-    args = rerun.profiling(config, ["test_suite.py::test_net"], backend="fake", skip=1,
-                           measure="kernel")
-    assert "--opprof-measure=kernel" in args
+    config = suite.parseconfig()
+    args = rerun.profiling(config, ["test_suite.py::test_net"], measure="fake-kernel", skip=1)
+    assert "--opprof-measure=fake-kernel" in args
 
 
 @pytest.mark.e2e
@@ -584,7 +548,7 @@ def test_the_gpu_check_script_runs_dry_on_the_fake_backend(tmp_path, monkeypatch
                           text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = (tmp_path / "cupti_check.md").read_text()
-    assert "- exit status 0; opprof: measure kernel" in report
+    assert "- exit status 0; opprof: measure fake-kernel" in report
     assert "| scale_4096_x40 | 40.0 | 0.00% | 1 |" in report
     assert "A/A: 0 false failure(s) in 1 runs against a 2-run baseline" in report
     assert "| matmul_4096 | +12.5% | yes | OP_ID0. matmul_4096: 2.66 ms -> 3 ms" in report

@@ -40,7 +40,7 @@ NODEIDS = [f"test_suite.py::test_step[{k}]" for k in range(4)]
 def suite(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -108,14 +108,14 @@ def test_workers_never_rewrite_cuda_visible_devices(pytester, monkeypatch):
                 pass
             assert os.environ["CUDA_VISIBLE_DEVICES"] == "2,3"
     """)
-    pytester.runpytest_subprocess("-n", "2", "--opprof-backend=fake").assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-n", "2", "--opprof-measure=fake").assert_outcomes(passed=2)
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)
 
 
 # ---- pytest-benchmark ---------------------------------------------------------------
 
 def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         def step(dev):
             return sum(range(100))
@@ -133,7 +133,7 @@ def test_both_fixtures_in_one_test_put_op_statistics_into_the_benchmark_json(pyt
     result.assert_outcomes(passed=1)
     (bench,) = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]
     info = bench["extra_info"]["opprof"]
-    assert info["backend"] == "fake" and info["verdict"] == "no baseline"
+    assert info["measure"] == "fake" and info["verdict"] == "no baseline"
     assert [op["name"] for op in info["ops"]] == ["matmul", "relu"]
     stats = info["ops"][0]["stats"]
     assert stats["median"] == pytest.approx(2e-6) and stats["rounds"] == 5
@@ -150,7 +150,7 @@ def test_with_pytest_benchmark_turned_off_the_plugin_gates_and_writes_alike(pyte
     """The README's claim: ``-p no:benchmark`` drops pytest-benchmark's header line and its
     ``.benchmarks/`` folder, and pytest-opprof takes a baseline, gates a 3x slowdown and
     writes its results file as with it on."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import os
 
@@ -188,7 +188,7 @@ def test_the_results_json_validates_against_its_schema(regressed):
     result = run(regressed, "--opprof-json=out/r.json", "--opprof-no-confirm")
     result.assert_outcomes(failed=4)
     data = json.loads((regressed.path / "out/r.json").read_text())
-    schema_path = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
+    schema_path = Path(pytest_opprof.__file__).parent / "schemas" / "results-2.schema.json"
     schema = json.loads(schema_path.read_text())
     jsonschema.validate(data, schema)
     assert data["run"]["commit"] is not None and "benchmark_machine_info" in data["machine"]
@@ -339,7 +339,7 @@ def test_cpu_trace_has_one_track(pytester):
                 with gpu_profiler.op("sum"):
                     sum(range(1000))
     """)
-    result = run(pytester, "--opprof-backend=cpu", "--opprof-trace=t", "--opprof-no-gate")
+    result = run(pytester, "--opprof-measure=time", "--opprof-trace=t", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     (path,) = (pytester.path / "t").iterdir()
     events = json.loads(path.read_text())["traceEvents"]
@@ -373,7 +373,7 @@ def test_html_report_from_pytest_and_from_a_results_file(regressed):
     result.assert_outcomes(failed=4)
     html = (regressed.path / "report.html").read_text()
     assert html.count("<section") == 4 and html.count("<svg") == 12  # 3 charts a test
-    assert "Per-op time against the baseline" in html and "Phase split" in html
+    assert "Per-op event span against the baseline" in html and "Phase split" in html
     assert "moved most" in html
     assert "<script" not in html and not re.search(r'(src|href)="https?:', html)  # offline
     assert html.count("<table") == 4 and "<th>baseline median</th>" in html  # numbers too
@@ -437,7 +437,7 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
                                        "file, not a file to write; name a regular file\n")
     broken = tmp_path / "broken.json"
     test = {"nodeid": "t", "ops": [{"name": "x"}], "profile": None}
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken)]) == 1
     assert "not a profile of schema" in capsys.readouterr().err
@@ -448,14 +448,14 @@ def test_opprof_report_errors_are_one_line(tmp_path, capsys):
     test["result"] = {"nodeid": "test_x.py::test_x", "verdict": "slower", "machine": "m",
                       "comparison": None, "over_budget": [], "at_fault": [],
                       "baseline_path": None}
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 1
     err = capsys.readouterr().err
     assert "'verdict' is 'slower', not one of 'passed'" in err and "\n" not in err.strip()
     test["result"] = None  # no typed result: not gated, drawn from its profile alone
     test["ops"] = [{"name": "x", "current": {"median_ns": 5.0}}]  # the entry is not read
-    broken.write_text(json.dumps({"schema": "pytest-opprof/results/1", "machine": {},
+    broken.write_text(json.dumps({"schema": "pytest-opprof/results/2", "machine": {},
                                   "tests": [test]}))
     assert main(["report", str(broken), "-o", str(tmp_path / "x.html")]) == 0
     page = (tmp_path / "x.html").read_text(encoding="utf-8")

@@ -92,7 +92,7 @@ def suite_v2_skip3(tmp_path_factory):
     pytester_dir = tmp_path_factory.mktemp("suite")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "--opprof-verbosity=2",
-         "--opprof-skip=3", "--opprof-backend=cpu", "-p", "no:cacheprovider",
+         "--opprof-skip=3", "--opprof-measure=time", "-p", "no:cacheprovider",
          f"--opprof-baseline-dir={pytester_dir / 'baselines'}"],
         cwd=pytester_dir, capture_output=True, text=True, timeout=300,
     )
@@ -130,7 +130,7 @@ def test_the_example_suite_runs_profiled_at_verbosity_2(suite_v2_skip3):
 def test_a_bad_slowdown_variable_is_one_usage_error():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(EXAMPLE_SUITE), "-q", "-p", "no:cacheprovider",
-         "--opprof-backend=cpu"],
+         "--opprof-measure=time"],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "OPPROF_EXAMPLE_SLOWDOWN": "bogus:2"})
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR

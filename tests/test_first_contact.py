@@ -50,7 +50,8 @@ def test_help_through_the_installed_entry_point(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "--help"], cwd=tmp_path,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "--opprof-backend" in done.stdout and "Traceback" not in done.stderr
+    assert "--opprof-measure=NAME" in done.stdout and "Traceback" not in done.stderr
+    assert "--opprof-backend" not in done.stdout
     # an ini value's help is printed raw, a flag's %-formatted: "(default 5%%)" showed
     assert "%%" not in done.stdout
     assert "(default 5%, 1% under --opprof-measure=instructions)" in " ".join(
@@ -58,7 +59,7 @@ def test_help_through_the_installed_entry_point(tmp_path):
     # the visible flags: the mission's, the outputs' (the registry's), the gate's
     flags = re.findall(r"^ +(--opprof-[a-z-]+)", done.stdout, re.MULTILINE)
     assert flags == [
-        "--opprof-verbosity", "--opprof-skip", "--opprof-backend", "--opprof-measure",
+        "--opprof-verbosity", "--opprof-skip", "--opprof-measure",
         "--opprof-baseline-dir", "--opprof-machine-key", "--opprof-update-baseline",
         "--opprof-tolerance", "--opprof-strict", "--opprof-json", "--opprof-markdown",
         "--opprof-trace", "--opprof-html", "--opprof-no-confirm", "--opprof-no-gate"]
@@ -70,13 +71,13 @@ def test_the_variables_between_pytest_opprof_and_its_children(pytester, monkeypa
     child plugin is loaded (not in the processes a child's tests start)."""
     pytester.makepyfile(test_profiled=PROFILED)
     monkeypatch.setenv(options.BATCH_VARIABLE, "b1")
-    pytester.runpytest("--opprof-backend=fake", "--opprof-update-baseline").assert_outcomes(
+    pytester.runpytest("--opprof-measure=fake", "--opprof-update-baseline").assert_outcomes(
         passed=1)
     assert '"b1"' in next((pytester.path / ".opprof").rglob("*.json")).read_text()
     monkeypatch.setenv(options.CHILD_VARIABLE, str(tmp_path))
-    pytester.runpytest("--opprof-backend=fake").assert_outcomes(passed=1)
+    pytester.runpytest("--opprof-measure=fake").assert_outcomes(passed=1)
     assert not list(tmp_path.iterdir())  # no child plugin: a grandchild, say
-    pytester.runpytest("-p", options.CHILD_PLUGIN, "--opprof-backend=fake",
+    pytester.runpytest("-p", options.CHILD_PLUGIN, "--opprof-measure=fake",
                        "--opprof-strict").assert_outcomes(passed=1)  # a child gates nothing
     assert "test_profiled.py::test_profiled" in (tmp_path / "records.json").read_text()
     assert (tmp_path / "outcomes.json").read_text() == "{}"
@@ -123,7 +124,8 @@ def pytest_unconfigure(config):
         f.write("\\n".join(names))
 """
 #: What pytest imports of ours in a session that profiles nothing: the plugin, its
-#: options, the error type and the backend names. No numpy, no profiler, gate or renderer.
+#: options, the error type and the measures' registry (the names the help offers, and the
+#: units and conditions of the model they name). No numpy, no profiler, gate or renderer.
 #: judge.config: the shared defaults the options take (the tolerance), no imports of its own;
 #: _extras: what each extra installs, which the options' help names, no imports of its own.
 #: run.outputs: the output registry, whose flags the options register (its renderers and
@@ -131,8 +133,14 @@ def pytest_unconfigure(config):
 INERT_MODULES = ["pytest_opprof", "pytest_opprof._extras", "pytest_opprof._version",
                  "pytest_opprof.errors",
                  "pytest_opprof.judge", "pytest_opprof.judge.config",
-                 "pytest_opprof.measure", "pytest_opprof.measure.timers", "pytest_opprof.plugin",
-                 "pytest_opprof.run", "pytest_opprof.run.options", "pytest_opprof.run.outputs"]
+                 "pytest_opprof.measure", "pytest_opprof.measure.measures",
+                 "pytest_opprof.measure.measures.events", "pytest_opprof.measure.measures.fake",
+                 "pytest_opprof.measure.measures.host",
+                 "pytest_opprof.measure.measures.instructions",
+                 "pytest_opprof.measure.measures.kernel", "pytest_opprof.model",
+                 "pytest_opprof.model.conditions", "pytest_opprof.model.words",
+                 "pytest_opprof.plugin", "pytest_opprof.run", "pytest_opprof.run.options",
+                 "pytest_opprof.run.outputs"]
 
 
 @pytest.mark.no_opprof_flags
@@ -155,14 +163,14 @@ def test_collect_only_prints_no_header_without_options(pytester):
 
 def test_an_option_brings_the_header(pytester):
     pytester.makepyfile(test_plain=PLAIN)
-    result = pytester.runpytest("--opprof-backend=fake")
-    result.stdout.fnmatch_lines(["opprof: backend fake *", "opprof: machine *"])
+    result = pytester.runpytest("--opprof-measure=fake")
+    result.stdout.fnmatch_lines(["opprof: device fake CUDA device, *", "opprof: machine *"])
 
 
 def test_an_ini_value_brings_the_header(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_plain=PLAIN)
-    pytester.runpytest().stdout.fnmatch_lines(["opprof: backend fake *"])
+    pytester.runpytest().stdout.fnmatch_lines(["opprof: device fake CUDA device, *"])
 
 
 @pytest.mark.no_opprof_flags
@@ -172,7 +180,7 @@ def test_the_fixture_alone_wakes_the_plugin_at_first_use(pytester):
     result = pytester.runpytest("-p", "no:randomly", "-rA")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "opprof: backend" not in out
+    assert "opprof: device" not in out
     assert "no baseline" in out or "opprof gate" in out
 
 
@@ -188,7 +196,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
     """With an option given, a test that does not use the fixture still costs nothing."""
     pytester.makeconftest(MODULES_CONFTEST)
     pytester.makepyfile(test_plain=PLAIN)
-    pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-backend=fake") \
+    pytester.runpytest_subprocess("-p", "no:randomly", "--opprof-measure=fake") \
         .assert_outcomes(passed=1)
     modules = (pytester.path / "modules.txt").read_text().split()
     assert not {"pytest_opprof.judge.gate", "pytest_opprof.render.verdicts"} & set(modules)
@@ -200,7 +208,7 @@ def test_a_test_that_does_not_profile_imports_no_gate(pytester):
     (a, b, "5%" if b == "--opprof-tolerance" else None) for a, b, _why in options.CONFLICTS])
 def test_contradictory_flags_are_one_usage_error(pytester, first, second, second_value):
     pytester.makepyfile(test_plain=PLAIN)
-    args = ["--opprof-backend=fake", first, f"{second}={second_value}" if second_value else second]
+    args = ["--opprof-measure=fake", first, f"{second}={second_value}" if second_value else second]
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {first} and {second} contradict: *"])
@@ -212,7 +220,7 @@ def test_a_typed_flag_overrides_a_standing_one_of_addopts(pytester):
     off, as it does the ini value's."""
     pytester.makeini("[pytest]\naddopts = --opprof-strict --opprof-tolerance=10%\n")
     pytester.makepyfile(test_profiled=PROFILED)
-    result = pytester.runpytest("--opprof-backend=fake", "--opprof-no-gate")
+    result = pytester.runpytest("--opprof-measure=fake", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     assert "strict" not in result.stdout.str()
 
@@ -259,7 +267,7 @@ def test_huge_marker_values_are_one_line_in_the_run(pytester, marker, message):
     pytester.makepyfile(PROFILED.replace("def test_profiled",
                                          f"import pytest\n@pytest.mark.opprof({marker})\n"
                                          "def test_profiled"))
-    result = pytester.runpytest("--opprof-backend=fake")
+    result = pytester.runpytest("--opprof-measure=fake")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"opprof: @pytest.mark.opprof on *{message}"])
     assert "Traceback" not in result.stdout.str()
@@ -271,7 +279,7 @@ ini_values = st.text(max_size=40) | st.sampled_from(
 
 @settings(max_examples=200, deadline=None)
 @given(name=st.sampled_from(["opprof_verbosity", "opprof_skip", "opprof_iterations",
-                             "opprof_tolerance", "opprof_strict", "opprof_backend"]),
+                             "opprof_tolerance", "opprof_strict", "opprof_measure"]),
        raw=ini_values)
 def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
     ini = {name: raw}
@@ -279,7 +287,7 @@ def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
                              getini=lambda name: ini.get(name, ""))
     parse = {"opprof_verbosity": options._verbosity, "opprof_skip": options._skip,
              "opprof_iterations": options._iterations, "opprof_tolerance": options._tolerance,
-             "opprof_strict": options.parse_strict, "opprof_backend": options._backend}[name]
+             "opprof_strict": options.parse_strict, "opprof_measure": options._measure}[name]
     try:
         options._resolve(config, name, parse, None)  # type: ignore[arg-type]
     except pytest.UsageError as exc:

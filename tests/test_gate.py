@@ -34,7 +34,7 @@ def test_other(gpu_profiler):
 def suite(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=NET)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -79,7 +79,7 @@ def test_a_slower_op_fails_exactly_its_test_naming_the_op(suite, monkeypatch):
         "(3 runs; this run's drift +0.0%, from ops, confirmed by a re-run in a new process):",
         "  OP_ID2. relu: 30 us -> 39 us (+30.0%; +30.0% drift-corrected beyond its margin "
         "+*%, z=* for a spread of *% between processes; rank test p=*; 3 baseline runs)",
-        "To accept: opprof baseline update test_net.py::test_net",
+        "To accept: opprof baseline update test_net.py::test_net --opprof-measure=fake",
     ])
     assert "FAILED test_net.py::test_net" in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
@@ -178,13 +178,13 @@ def test_machine_key_namespaces_baselines(suite, monkeypatch):
 def test_baseline_dir_flag_and_ini(suite):
     update(suite, "--opprof-baseline-dir=elsewhere", runs=1)
     assert list((suite.path / "elsewhere").rglob("*.json"))
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_baseline_dir = from_ini\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_baseline_dir = from_ini\n")
     update(suite, runs=1)
     assert list((suite.path / "from_ini").rglob("*.json"))
 
 
 def test_a_failing_test_writes_no_baseline_and_is_not_gated(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         def test_broken(gpu_profiler):
             for _ in gpu_profiler.iterations(4):
@@ -215,7 +215,7 @@ def test_a_corrupt_baseline_fails_its_test_in_one_line_and_is_kept(suite, conten
 
 
 def test_max_time_budgets_need_no_baseline(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import pytest
 
@@ -265,7 +265,7 @@ def test_bad_gate_marker_arguments_are_one_line_errors(pytester, marker, message
         def test_m(gpu_profiler):
             pass
     """)
-    result = pytester.runpytest("--opprof-backend=fake")
+    result = pytester.runpytest("--opprof-measure=fake")
     result.assert_outcomes(errors=1)
     assert "opprof: @pytest.mark.opprof on test_bad_gate_marker_arguments_are_one_line_errors" \
         in result.stdout.str()
@@ -295,7 +295,7 @@ def test_bad_tolerance_flag(suite, flag, message):
 
 
 def test_a_bare_tolerance_above_one_in_the_ini_file_is_refused(suite):
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_tolerance = 5\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_tolerance = 5\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5': the tolerance '5' "
@@ -316,7 +316,7 @@ def test_json_results(suite, monkeypatch):
     result = suite.runpytest("--opprof-json=out/results.json", "--opprof-no-confirm")
     result.assert_outcomes(passed=1, failed=1)
     data = json.loads((suite.path / "out" / "results.json").read_text())
-    assert data["schema"] == "pytest-opprof/results/1"
+    assert data["schema"] == "pytest-opprof/results/2"
     assert data["machine"]["key"] == "fake-fake CUDA device" and "numpy" in data["machine"]
     tests = {t["nodeid"]: t for t in data["tests"]}
     net = tests["test_net.py::test_net"]
@@ -361,6 +361,7 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     import datetime
 
     from pytest_opprof.judge.gate import gate_config, judge
+    from pytest_opprof.measure.measures import named
     from pytest_opprof.store.baseline import Baseline, BaselineRun
 
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -371,7 +372,7 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     baseline = Baseline("test_x.py::test_x", "m", runs)
     assert baseline.span_seconds() == hours * 3600
     current = _profile(lambda k: 1.26 if k == 3 else 1.0, ops=10)
-    result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
+    result = judge(current, baseline, machine="m", config=gate_config(named("fake").gate, 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
 
@@ -381,11 +382,11 @@ def test_cpu_gating_without_pinned_blas_threads_gets_a_hint(pytester, monkeypatc
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile("def test_nothing():\n    pass\n")
     hint = "opprof: BLAS threads are not pinned*"
-    assert "BLAS threads" not in pytester.runpytest("--opprof-backend=cpu").stdout.str()
+    assert "BLAS threads" not in pytester.runpytest("--opprof-measure=time").stdout.str()
     (pytester.path / ".opprof").mkdir()  # baselines exist: the gate is in use
-    pytester.runpytest("--opprof-backend=cpu").stdout.fnmatch_lines([hint])
+    pytester.runpytest("--opprof-measure=time").stdout.fnmatch_lines([hint])
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
-    assert "BLAS threads" not in pytester.runpytest("--opprof-backend=cpu").stdout.str()
+    assert "BLAS threads" not in pytester.runpytest("--opprof-measure=time").stdout.str()
 
 
 def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):

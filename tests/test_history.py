@@ -28,11 +28,12 @@ def stored_run(medians: dict[str, float], index: int) -> BaselineRun:
     values = [round(medians[name]) for name in names]
     ops = {"op_id": list(range(len(names))), "name": names, "occurrence": [0] * len(names),
            "depth": [0] * len(names), "phase": [None] * len(names), "n": [3] * len(names),
-           "median_ns": [float(v) for v in values], "samples_ns": [[v] * 3 for v in values]}
+           "median": [float(v) for v in values], "samples": [[v] * 3 for v in values]}
     commit = {"id": f"c{index:02d}" + "0" * 38, "time": None, "dirty": False,
               "branch": "main"}
-    return BaselineRun(ops=ops, wall_ns=[], op_time_ns=[], phases=[],
-                       meta={"date": f"2026-11-{index + 1:02d}T12:00:00+00:00",
+    return BaselineRun(ops=ops, wall=[], op_time=[], phases=[],
+                       meta={"measure": "time", "unit": "ns",
+                             "date": f"2026-11-{index + 1:02d}T12:00:00+00:00",
                              "commit": commit})
 
 
@@ -176,7 +177,7 @@ def test_json_holds_runs_medians_and_steps(tmp_path):
     assert test["nodeid"] == NODEID and len(test["runs"]) == 12
     assert test["runs"][6]["commit"]["branch"] == "main"
     op = next(op for op in test["ops"] if op["name"] == "softmax")
-    assert op["runs"] == list(range(12)) and len(op["median_ns"]) == 12
+    assert op["runs"] == list(range(12)) and len(op["median"]) == 12
     (step,) = op["steps"]
     assert step["run"] == 6 and step["commit_id"].startswith("c06")
     assert step["date"].startswith("2026-11-07") and 0.6 < step["ratio"] < 0.8
@@ -274,7 +275,7 @@ def test_net(gpu_profiler):
 def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
         pytester, monkeypatch, capsys):
     pytester.makepyfile(test_net=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     monkeypatch.chdir(pytester.path)
     git(pytester.path, "init", "-q")
     commits = []

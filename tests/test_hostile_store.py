@@ -88,10 +88,11 @@ def records():
 
 def _written(kind: str, record, folder) -> bytes:
     """The file of ``kind`` its writer writes for ``record``."""
+    from pytest_opprof.run.instructions import Share
+
     from pytest_opprof.model.records import dumps
     from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import results_json
-    from pytest_opprof.run.instructions import Share
     from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
     if kind == "baseline":
@@ -109,8 +110,9 @@ def _written(kind: str, record, folder) -> bytes:
 def _read(kind: str, path) -> None:
     """``path`` read as the package reads a file of ``kind``, and used as it uses it;
     the one line, when it cannot be, as an OpprofError."""
-    from pytest_opprof.run.child import read as read_child
     from pytest_opprof.run.instructions import Share
+
+    from pytest_opprof.run.child import read as read_child
     from pytest_opprof.store import results
     from pytest_opprof.store.baseline import BaselineStore
 
@@ -195,7 +197,7 @@ def test_a_lost_workers_share_is_one_line_for_each_of_its_tests(monkeypatch, tmp
 def one_test_project(pytester) -> None:
     """The project most tests here start from: one profiled test (test_one.py::test_a,
     one op) on the fake backend."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_one="""
         def test_a(gpu_profiler):
             dev = gpu_profiler.timer.device_model
@@ -270,7 +272,7 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
         path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
     text = path.read_text()
     path.write_text({
-        "newer schema": text.replace("pytest-opprof/baseline/2", "pytest-opprof/baseline/3"),
+        "newer schema": text.replace("pytest-opprof/baseline/3", "pytest-opprof/baseline/4"),
         "merge conflict": "<<<<<<< HEAD\n" + text + "=======\n" + text + ">>>>>>> branch\n",
         "another test's": text.replace('"t.py::test_x"', '"t.py::test_y"'),
     }[damage])
@@ -385,7 +387,7 @@ def test_a_folder_where_one_file_goes_changes_no_file(tmp_path):
 def test_update_whose_commit_fails_exits_1_with_every_baseline_as_it_was(pytester, monkeypatch):
     """opprof baseline update, a folder standing where the second test's file goes: exit
     1, one line naming it, and the first test keeps its old batch (it held the new)."""
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_two="""
         def test_a(gpu_profiler):
             dev = gpu_profiler.timer.device_model
@@ -500,9 +502,9 @@ FORGED = "x\nFORGED line\x1b[31m|y\u202e"
 def _forge(value):
     """Every string of a stored file's data replaced by one holding a newline, an ESC
     sequence, a pipe and a bidi override, as op names, parameter ids and environment
-    values may (the schema kept: the file must still load)."""
+    values may (the schema and the unit kept: the file must still load)."""
     if isinstance(value, dict):
-        return {k: (v if k in ("schema",) else _forge(v)) for k, v in value.items()}
+        return {k: (v if k in ("schema", "unit") else _forge(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_forge(v) for v in value]
     return FORGED + value if isinstance(value, str) else value
@@ -519,8 +521,7 @@ def forged_store(tmp_path):
     data = _forge(json.loads(path.read_text()))
     assert data["nodeid"].startswith(FORGED)
     for run in data["runs"]:
-        run["meta"]["conditions"] = {"workers": 1, "backend": FORGED, "measure": "events",
-                                     "OMP_NUM_THREADS": FORGED}
+        run["meta"]["conditions"] = {"workers": 1, "measure": FORGED, "OMP_NUM_THREADS": FORGED}
     path.write_text(json.dumps(data))
     return store
 
@@ -563,7 +564,7 @@ def test_x(gpu_profiler):
 
 @pytest.fixture
 def prune_project(pytester, monkeypatch):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile(test_s=PROFILED)
     monkeypatch.chdir(pytester.path)
     return pytester

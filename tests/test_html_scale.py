@@ -21,7 +21,7 @@ from pytest_opprof.stats.reports import report_of
 
 pytest.importorskip("matplotlib")
 
-INFO = RunInfo(machine="m", backend="cpu", device="synthetic")
+INFO = RunInfo(machine="m", measure="time", device="synthetic")
 
 
 def synthetic(iterations: int, n_ops: int = 4, nodeid: str = "t.py::t",
@@ -33,7 +33,7 @@ def synthetic(iterations: int, n_ops: int = 4, nodeid: str = "t.py::t",
     ops = [OpInfo(op_id=k, name=f"op{k}", occurrence=0, depth=0, phase=None)
            for k in range(n_ops)]
     op_time = samples.sum(axis=1)
-    return Profile(nodeid=nodeid, backend="cpu", device="synthetic", skip=1, ops=ops,
+    return Profile(nodeid=nodeid, measure="time", device="synthetic", skip=1, ops=ops,
                    samples=samples, phase_samples=np.zeros((iterations, 0)), phases=[],
                    wall=op_time * 1.05, op_time=op_time)
 

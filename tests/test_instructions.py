@@ -21,11 +21,14 @@ import pytest
 
 from pytest_opprof.judge.gate import gate_config, grown, judge
 from pytest_opprof.measure import callgrind as reader
+from pytest_opprof.measure.measures import instructions, named
 from pytest_opprof.measure.profiler import Profiler
 from pytest_opprof.measure.timers import callgrind as timer_module
 from pytest_opprof.model.baseline import READER, Baseline, BaselineRun
+from pytest_opprof.model.conditions import BLAS_PINNING
 from pytest_opprof.model.profile import Profile
-from pytest_opprof.run import instructions
+from pytest_opprof.model.words import Unit
+from pytest_opprof.run import counting
 from tests.fakes import ctrl_c_as_from_a_terminal
 
 # -- the reader --------------------------------------------------------------------------
@@ -166,7 +169,7 @@ def test_marks_become_instruction_counts_in_every_array_of_the_profile(monkeypat
     assert not requests.on, "instrumentation ends with the loop"
     profile = profiler.profile
     assert profile is not None and profile.measure == "instructions"
-    assert profile.unit == "instructions"
+    assert profile.unit is Unit.COUNT
     # every interval is 1 instruction: an op's count is the marks between its entry and exit
     a, b = profile.ops[0].op_id, profile.ops[1].op_id
     assert profile.samples[:, b].tolist() == [1, 1]
@@ -226,8 +229,8 @@ def test_no_folder_for_the_dumps_is_one_line_and_nothing_counted(pytester, monke
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/tmp")
 
-    monkeypatch.setattr(instructions.tempfile, "TemporaryDirectory", refused)
-    share = instructions.run_child(pytester.parseconfig(), ["t.py::t"], 1)
+    monkeypatch.setattr(counting.tempfile, "TemporaryDirectory", refused)
+    share = counting.run_child(pytester.parseconfig(), ["t.py::t"], 1, instructions.Instructions)
     assert share.problem.startswith("the callgrind child could not run: [Errno 13] "
                                     "Permission denied")
     assert share.profiles == {}
@@ -262,11 +265,12 @@ def counted_profile(counts_per_op: list[float], functions=None, names=None) -> P
 
     names = names or [f"op{k}" for k in range(len(counts_per_op))]
     samples = np.tile(np.array(counts_per_op, dtype=float), (4, 1))
-    return Profile(nodeid="t.py::t", backend="cpu", device="callgrind (x86_64)", skip=1,
+    return Profile(nodeid="t.py::t", measure="instructions", unit=Unit.COUNT,
+                   device="callgrind (x86_64)", skip=1,
                    ops=[OpInfo(k, n, 0, 0, None) for k, n in enumerate(names)],
                    samples=samples, phase_samples=np.zeros((4, 0)), phases=[],
                    wall=samples.sum(axis=1), op_time=samples.sum(axis=1),
-                   measure="instructions", op_functions=functions)
+                   op_functions=functions)
 
 
 def baseline_of(*profiles: Profile) -> Baseline:
@@ -276,7 +280,7 @@ def baseline_of(*profiles: Profile) -> Baseline:
 
 def judged(current: Profile, base: Baseline, tolerance: float = 0.01):
     return judge(current, base, machine="callgrind-x86_64",
-                 config=gate_config("cpu", tolerance, {}, "instructions"), budgets={},
+                 config=gate_config(named("instructions").gate, tolerance, {}), budgets={},
                  strict_ops=False)
 
 
@@ -341,7 +345,7 @@ def test_compare_judges_counts_from_one_pair_without_drift_and_says_their_unit()
     head = counted_profile([c * (1.02 if k == 1 else 1.0) for k, c in enumerate(COUNTS)])
     report = compare_runs([{"t.py::t": base}], [{"t.py::t": head}], mode="files",
                           labels=("a", "b"), tolerance=0.01)
-    assert report.unit == "instructions"
+    assert (report.measure, report.unit) == ("instructions", Unit.COUNT)
     (test,) = report.tests
     assert [row.name for row in test.ops if row.change.verdict == "regressed"] == ["op1"]
     assert not test.result.drift_corrected
@@ -365,11 +369,12 @@ def test_judge_counts_widens_to_what_its_pairs_show():
 
 def test_a_test_whose_counts_vary_between_iterations_is_named_once():
     profile = counted_profile(COUNTS)
-    assert instructions.unsteady_line(profile) is None
+    unsteady = instructions.Instructions.unsteady
+    assert unsteady(profile) is None
     profile.samples[2, 0] *= 1.03  # 600 instructions: the allocator, not a thread
-    assert instructions.unsteady_line(profile) is None
+    assert unsteady(profile) is None
     profile.samples[2, 3] *= 1.02
-    line = instructions.unsteady_line(profile)
+    line = unsteady(profile)
     assert "op op3 counted +2.0% more instructions" in line and "not deterministic" in line
 
 
@@ -388,7 +393,7 @@ class _Item:
 
 
 def test_a_worker_judges_a_test_that_another_workers_child_counted(monkeypatch, tmp_path):
-    monkeypatch.setattr(instructions.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(counting.tempfile, "gettempdir", lambda: str(tmp_path))
     counted = {f"t.py::t{k}": counted_profile(COUNTS) for k in range(4)}
     for nodeid, profile in counted.items():
         profile.nodeid = nodeid
@@ -398,24 +403,24 @@ def test_a_worker_judges_a_test_that_another_workers_child_counted(monkeypatch, 
 
     asked = []
 
-    def child(config, nodeids, skip):
+    def child(config, nodeids, skip, measure):
         asked.append(list(nodeids))
-        return instructions.Share({n: counted[n] for n in nodeids})
+        return counting.Share({n: counted[n] for n in nodeids})
 
-    monkeypatch.setattr(instructions, "run_child", child)
-    mine = instructions.Counting(Config(), 1)
+    monkeypatch.setattr(counting, "run_child", child)
+    mine = counting.Counting(Config(), 1, instructions.Instructions)
     mine.count([_Item(n) for n in counted])
     assert asked == [["t.py::t1", "t.py::t3"]]  # every second one, from its number
-    assert (tmp_path / "opprof-instructions-run7" / "share-1.json").is_file()
+    assert (tmp_path / "opprof-counts-run7" / "share-1.json").is_file()
     # worker gw0's share appears once its child is done
-    other = instructions.Share({n: counted[n] for n in ("t.py::t0", "t.py::t2")})
-    (tmp_path / "opprof-instructions-run7" / "share-0.json").write_text(other.to_json())
+    other = counting.Share({n: counted[n] for n in ("t.py::t0", "t.py::t2")})
+    (tmp_path / "opprof-counts-run7" / "share-0.json").write_text(other.to_json())
     found, why = mine.profile("t.py::t2")
     assert why == "" and found.samples.tolist() == counted["t.py::t2"].samples.tolist()
     assert mine.profile("t.py::t9") == (None, "it was not collected before the run started; "
                                               "not counted")
-    instructions.remove_shares(["run7"])
-    assert not (tmp_path / "opprof-instructions-run7").exists()
+    counting.remove_shares(["run7"])
+    assert not (tmp_path / "opprof-counts-run7").exists()
 
 
 # -- options and refusals ------------------------------------------------------------------
@@ -427,22 +432,13 @@ def run_inline(pytester, *args):
     return pytester.runpytest_subprocess(*args)
 
 
-@pytest.mark.parametrize("backend", ["cuda", "fake"])
-def test_instructions_on_another_backend_is_one_usage_line(pytester, backend):
-    result = run_inline(pytester, "--opprof-measure=instructions", f"--opprof-backend={backend}")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--opprof-measure=instructions counts CPU instructions; "
-                                 f"it cannot run with --opprof-backend={backend}*"])
-    assert "Traceback" not in result.stderr.str()
-
-
 def test_no_valgrind_on_path_is_one_usage_line_saying_how_to_get_it(pytester, monkeypatch):
     bin_dir = pytester.mkdir("bin")
     os.symlink(sys.executable, bin_dir / "python")
     monkeypatch.setenv("PATH", str(bin_dir))
     result = run_inline(pytester, "--opprof-measure=instructions")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--opprof-measure=instructions needs valgrind on PATH: "
+    result.stderr.fnmatch_lines(["ERROR: --opprof-measure=instructions: needs valgrind on PATH: "
                                  "install valgrind (Debian/Ubuntu: apt-get install valgrind*"])
     assert "Traceback" not in result.stderr.str()
 
@@ -470,7 +466,7 @@ def test_the_tolerance_defaults_to_one_percent_under_instructions(pytester):
 
 def test_the_child_keeps_the_users_hash_seed_and_threads_or_pins_them():
     assert instructions.child_environment({}) == {
-        "PYTHONHASHSEED": "0", **dict.fromkeys(instructions.BLAS_PINNING, "1")}
+        "PYTHONHASHSEED": "0", **dict.fromkeys(BLAS_PINNING, "1")}
     assert instructions.child_environment({"PYTHONHASHSEED": "7", "OMP_NUM_THREADS": "2"}) == {}
 
 
@@ -548,7 +544,7 @@ def test_a_two_percent_bigger_sort_fails_its_test_naming_sort_and_its_functions(
     regressed = [op for op in ops if op["verdict"] == "regressed"]
     assert [op["name"] for op in regressed] == ["sort"]
     assert regressed[0]["grew"], "the functions whose instructions grew are named"
-    assert data["tests"][0]["unit"] == "instructions"
+    assert data["tests"][0]["unit"] == "count"
     junit = Path(pytester.path, "j.xml").read_text()
     (line,) = re.findall(r'name="opprof_regressed" value="([^"]*)"', junit)
     assert line.startswith("OP_ID0. sort: ") and "instr" in line and " us " not in line
@@ -595,9 +591,9 @@ def test_ops(gpu_profiler):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("how, line", [
-    ("kill", "*no instruction counts: the callgrind child was ended by SIGKILL "
+    ("kill", "*no instructions counted: the callgrind child was ended by SIGKILL "
              "(out of memory?)*"),
-    ("fail", "*no instruction counts: under callgrind it profiled nothing (it failed or was "
+    ("fail", "*no instructions counted: under callgrind it profiled nothing (it failed or was "
              "skipped there*"),
 ])
 def test_a_child_that_dies_or_fails_leaves_its_tests_unjudged_in_one_line(

@@ -29,7 +29,7 @@ from .fakes import train_profile
 
 GEMM = ("void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<float, "
         "cutlass::layout::RowMajor, cutlass::arch::Sm90 & OpClassTensorOp>>(Params&)")
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-1.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "results-2.schema.json"
 
 
 def kernel_profiler(skip: int = 1) -> tuple[Profiler, FakeDevice]:
@@ -55,7 +55,7 @@ def kernel_profile(iterations: int = 4) -> Profile:
         dev.memset(20)
         dev.cpu(2000)
     profile = profiler.profile
-    assert profile is not None and profile.measure == "kernel"
+    assert profile is not None and profile.measure == "fake-kernel"
     return profile
 
 
@@ -108,15 +108,16 @@ def test_verbosity_2_shows_the_kernel_sections_and_paddles_op_table_on_kernel_ti
 
 def test_the_header_says_the_ops_are_on_kernel_time():
     assert text.header(kernel_profile()).startswith(
-        "backend fake (fake CUDA device; virtual CUDA events, ops on kernel time from CUPTI): ")
+        "measure fake-kernel (fake CUDA device; kernel time from fake CUPTI activity records): ")
     assert "CUPTI" not in text.header(train_profile())
 
 
 def test_a_profile_without_kernel_time_reports_as_before():
     report = text.render(train_profile(), 2)
-    assert "Measure" not in report and "GPU activities" not in report and "span" not in report
+    assert "Measure" not in report and "GPU activities" not in report
+    assert "(span " not in report
     entry = results_json.entry(report_of(TestRecord(train_profile())))
-    assert entry["measure"] == "events" and entry["outside_ops_kernels"] is None
+    assert entry["measure"] == "fake" and entry["outside_ops_kernels"] is None
     assert all(op["kernel"] is None and op["kernels"] is None for op in entry["ops"])
 
 
@@ -133,10 +134,10 @@ def test_kernel_stats_count_only_counted_iterations():
 def test_results_json_has_the_measure_kernel_figures_and_kernel_rows_and_validates():
     jsonschema = pytest.importorskip("jsonschema")
     record = TestRecord(kernel_profile())
-    data = json.loads(results_json.render([record], RunInfo.collect("m", "fake", "d")))
+    data = json.loads(results_json.render([record], RunInfo.collect("m", "fake-kernel", "d")))
     jsonschema.validate(data, json.loads(SCHEMA.read_text()))
     test = data["tests"][0]
-    assert test["measure"] == "kernel"
+    assert test["measure"] == "fake-kernel"
     conv = test["ops"][0]
     assert conv["current"]["median_ns"] == 1550.0  # the gated figure: kernel time
     assert conv["kernel"]["median_ns"] == 1550.0 and conv["kernel"]["count"] == 3
@@ -300,7 +301,7 @@ def test_step(gpu_profiler):
 def user(pytester, monkeypatch):
     monkeypatch.delenv("OPPROF_FAKE_CUPTI", raising=False)
     pytester.makepyfile(test_user=USER_TEST)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -310,7 +311,7 @@ def run(pytester, *args):
 
 def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
     jsonschema = pytest.importorskip("jsonschema")
-    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2", "--opprof-skip=2",
+    result = run(user, "--opprof-measure=fake-kernel", "--opprof-verbosity=2", "--opprof-skip=2",
                  "--opprof-json=out/r.json", "--opprof-markdown=out/s.md",
                  "--opprof-trace=out/traces", "--opprof-html=out/r.html", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
@@ -329,7 +330,7 @@ def test_a_user_run_with_kernel_time_reports_kernels_everywhere(user):
     data = json.loads((user.path / "out/r.json").read_text())
     jsonschema.validate(data, json.loads(SCHEMA.read_text()))
     (test,) = data["tests"]
-    assert test["measure"] == "kernel"
+    assert test["measure"] == "fake-kernel"
     assert test["ops"][0]["kernel"]["median_ns"] == 32_000.0
     assert test["ops"][0]["kernels"][0]["name"] == GEMM
     assert "op times are kernel time" in (user.path / "out/s.md").read_text()
@@ -354,7 +355,7 @@ def test_a_user_run_without_kernel_time_reports_as_before(user):
     assert "Measure:" not in out and "GPU activities" not in out
     result.stdout.fnmatch_lines(["OP_ID0. matmul : * sec", "OP_ID1. relu : * sec"])
     test = json.loads((user.path / "r.json").read_text())["tests"][0]
-    assert test["measure"] == "events" and test["ops"][0]["kernels"] is None
+    assert test["measure"] == "fake" and test["ops"][0]["kernels"] is None
 
 
 ZERO_TEST = f"""
@@ -375,7 +376,7 @@ def test_untouched(gpu_profiler):
 def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
     jsonschema = pytest.importorskip("jsonschema")
     user.makepyfile(test_user=ZERO_TEST)
-    result = run(user, "--opprof-measure=kernel", "--opprof-verbosity=2",
+    result = run(user, "--opprof-measure=fake-kernel", "--opprof-verbosity=2",
                  "--opprof-json=r.json", "--opprof-trace=traces", "--opprof-no-gate")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
@@ -393,7 +394,7 @@ def test_zero_instrumentation_reports_one_op_per_kernel_name(user):
     data = json.loads((user.path / "r.json").read_text())
     jsonschema.validate(data, json.loads(SCHEMA.read_text()))
     (test,) = data["tests"]
-    assert test["zero_instrumentation"] is True and test["measure"] == "kernel"
+    assert test["zero_instrumentation"] is True and test["measure"] == "fake-kernel"
     assert [op["name"] for op in test["ops"]] == ["[memcpy HtoD]", GEMM, "relu<float>",
                                                   "relu<float>"]
     (trace_file,) = (user.path / "traces").glob("*.trace.json")
@@ -425,8 +426,8 @@ def test_benchmark_extra_info_names_the_measure():
 
     from .test_render import gated
 
-    assert extra_info(gated(kernel_profile()).result)["measure"] == "kernel"
-    assert extra_info(gated(train_profile()).result)["measure"] == "events"
+    assert extra_info(gated(kernel_profile()).result)["measure"] == "fake-kernel"
+    assert extra_info(gated(train_profile()).result)["measure"] == "fake"
 
 
 def test_html_from_a_results_file_ignores_junk_kernel_fields_in_its_entries(tmp_path):

@@ -36,7 +36,7 @@ def test_broken(gpu_profiler):
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     return tmp_path
 
 

@@ -155,7 +155,7 @@ def compare_markdown(names, tests, *, pairs, spread, slow=None, base_only=(), se
         base[0][nodeid] = next(iter(base[0].values()))
     mode = "pairs" if pairs > 1 else "files"
     report = compare_runs(base, head, mode=mode, labels=("origin/main|`x`", "<head>"))
-    return report, rendered(compare.markdown(report, report.unit))
+    return report, rendered(compare.markdown(report))
 
 
 def test_compare_markdown_with_notes_renders_every_table():
@@ -297,7 +297,7 @@ def test_plugin_markdown_of_a_real_run_renders(pytester):
                     with gpu_profiler.op(f"op{k}<b>"):
                         gpu_profiler.timer.device_model.kernel(10_000)
     """)
-    flags = ["--opprof-backend=fake", "--opprof-no-confirm", "-p", "no:randomly"]
+    flags = ["--opprof-measure=fake", "--opprof-no-confirm", "-p", "no:randomly"]
     assert pytester.runpytest(*flags, "--opprof-update-baseline").ret == 0
     os.environ["SLOW"] = "2"
     try:

@@ -59,7 +59,7 @@ NOTES = [
 @pytest.fixture
 def suite(pytester):
     pytester.makepyfile(test_notes_suite=TESTS)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 

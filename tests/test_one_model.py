@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_opprof.judge.gate import gate_config, judge
+from pytest_opprof.measure.measures import named
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
 from pytest_opprof.render import duration, html, markdown, percent, results_json, text
@@ -45,7 +46,7 @@ def record() -> TestRecord:
     baseline = Baseline("test_x.py::test_x", "m",
                         [BaselineRun.from_profile(_profile(r), {}) for r in range(5)])
     current = _profile(9, slow=1.4)
-    result = judge(current, baseline, machine="m", config=gate_config("fake", 0.05, {}),
+    result = judge(current, baseline, machine="m", config=gate_config(named("fake").gate, 0.05, {}),
                    budgets={}, strict_ops=False)
     assert result.comparison is not None
     assert {v.name: v.verdict for v in result.comparison.ops}[SLOW] == "regressed"
@@ -117,7 +118,7 @@ def test_kernel_time_figures_read_their_measure_without_copying_the_profile():
     profile = kernel_profile()
     samples, kernel = profile.samples.copy(), profile.kernel_samples.copy()
     report = report_of(TestRecord(profile))
-    assert report.measure == "kernel"
+    assert report.measure == "fake-kernel"
     conv = report.ops[0]
     assert conv.kernel is not None and conv.current is not None
     counted = slice(profile.skip, None)

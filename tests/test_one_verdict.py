@@ -45,7 +45,7 @@ def test_net(gpu_profiler):
 def wobbling(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=WOBBLING)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     with batch("b"):
         for _ in range(2):
             result = pytester.runpytest("-p", "no:randomly", "--opprof-update-baseline")
@@ -125,7 +125,7 @@ def test_baseline_update_says_how_many_runs_a_baseline_keeps(tmp_path, monkeypat
     from pytest_opprof.commands import baseline as command
     from pytest_opprof.store.baseline import MAX_RUNS
 
-    (tmp_path / "pytest.ini").write_text("[pytest]\nopprof_backend = fake\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nopprof_measure = fake\n")
     monkeypatch.chdir(tmp_path)
     taken = []
     monkeypatch.setattr(command, "_take", lambda folder, batch, args, labels:

@@ -27,7 +27,7 @@ def toy(pytester, monkeypatch):
     monkeypatch.setattr(outputs, "RUN_OUTPUTS", (*outputs.RUN_OUTPUTS, CSV))
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=SIX_OP_NET)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -46,7 +46,7 @@ def test_a_registered_output_has_its_flag_its_check_and_its_file(toy):
 
 
 def test_the_rerun_drops_a_registered_output_from_the_command_line_and_addopts(toy):
-    toy.makeini("[pytest]\nopprof_backend = fake\naddopts = --opprof-csv a.csv -p no:randomly\n")
+    toy.makeini("[pytest]\nopprof_measure = fake\naddopts = --opprof-csv a.csv -p no:randomly\n")
     config = toy.parseconfig("--opprof-csv", "r.csv", "-k", "net", "test_net.py")
     assert rerun.user_args(config)[:2] == ["-k", "net"]
     assert rerun.selection_free(config)[0] == ["-o", "addopts=-p no:randomly"]
@@ -56,7 +56,7 @@ def test_the_rerun_drops_a_registered_output_from_the_command_line_and_addopts(t
 def test_a_rerun_confirms_where_the_child_does_not_know_the_output(toy, monkeypatch):
     """The child is a new process, where the toy is not registered: had the re-run kept
     --opprof-csv (given, or in addopts), the child would refuse it and confirm nothing."""
-    toy.makeini("[pytest]\nopprof_backend = fake\naddopts = --opprof-csv=a.csv\n")
+    toy.makeini("[pytest]\nopprof_measure = fake\naddopts = --opprof-csv=a.csv\n")
     with batch("b"):
         for _ in range(2):
             assert toy.runpytest("-p", "no:randomly", "--opprof-update-baseline").ret == 0

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_opprof.measure import timers
+from pytest_opprof.measure.measures import events
 
 from .fakes import SIX_OP_NET, batch
 
@@ -35,7 +35,7 @@ def train(pytester):
 
 
 def run(pytester, *args):
-    return pytester.runpytest("--opprof-backend=fake", *args)
+    return pytester.runpytest("--opprof-measure=fake", *args)
 
 
 def test_verbosity_0_prints_no_profile(train):
@@ -50,7 +50,8 @@ def test_verbosity_1_prints_singas_block_under_the_node_id(train):
     result.stdout.fnmatch_lines([
         "*= opprof profile =*",
         "*- test_train.py::test_train -*",
-        "backend fake (fake CUDA device; virtual CUDA events): 3 of 4 iterations counted "
+        "measure fake (fake CUDA device; event span from virtual CUDA events): 3 of 4 "
+        "iterations counted "
         "(first 1 skipped)",
         "",
         "Time Profiling:",
@@ -94,7 +95,7 @@ def test_skip_changes_the_counted_iterations_and_the_figures(train):
 
 
 def test_ini_twins(train):
-    train.makeini("[pytest]\nopprof_verbosity = 2\nopprof_skip = 2\nopprof_backend = fake\n")
+    train.makeini("[pytest]\nopprof_verbosity = 2\nopprof_skip = 2\nopprof_measure = fake\n")
     result = train.runpytest()
     result.stdout.fnmatch_lines(["*: 2 of 4 iterations counted (first 2 skipped)", "OP_ID0.*"])
 
@@ -114,10 +115,10 @@ def test_iterations_default_comes_from_the_ini(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
-def test_header_names_backend_device_verbosity_and_skip(train):
+def test_header_names_the_device_verbosity_and_skip(train):
     result = run(train, "--opprof-skip=2")
     result.stdout.fnmatch_lines([
-        "opprof: backend fake (fake CUDA device), verbosity 0, skip 2, iterations 20"])
+        "opprof: device fake CUDA device, verbosity 0, skip 2, iterations 20"])
 
 
 @pytest.mark.parametrize(("flag", "message"), [
@@ -126,7 +127,8 @@ def test_header_names_backend_device_verbosity_and_skip(train):
     ("--opprof-skip=-1", "*--opprof-skip: the number of skipped iterations must be a whole "
                          "number from 0 to 1000000, not '-1'"),
     ("--opprof-skip=two", "*--opprof-skip: * not 'two'"),
-    ("--opprof-backend=tpu", "*--opprof-backend: invalid choice: 'tpu'*"),
+    ("--opprof-measure=tpu", "ERROR: --opprof-measure: unknown measure 'tpu'; choose one of "
+                             "auto, time, events, kernel, instructions*"),
 ])
 def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
     result = train.runpytest(flag)
@@ -140,8 +142,8 @@ def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
                              "0, 1 or 2, not '5'"),
     ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *from 0 to 1000000*"),
     ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *from 1 to 1000000*"),
-    ("opprof_backend = gpu", "ERROR: ini option opprof_backend = 'gpu': the backend must be "
-                             "one of auto, cpu, cuda, fake"),
+    ("opprof_backend = gpu", "ERROR: ini option opprof_backend is gone: set opprof_measure "
+                             "instead (auto, time, *; time for cpu, events or kernel for cuda)"),
 ])
 def test_bad_ini_values_are_usage_errors_naming_the_key(train, ini, message):
     train.makeini(f"[pytest]\n{ini}\n")
@@ -151,12 +153,12 @@ def test_bad_ini_values_are_usage_errors_naming_the_key(train, ini, message):
 
 
 def test_cuda_without_a_gpu_is_one_clear_usage_error(train, monkeypatch):
-    monkeypatch.setattr(timers, "_cuda_problem", lambda: "CuPy is not installed (pip ...)")
-    result = train.runpytest("--opprof-backend=cuda")
+    monkeypatch.setattr(events, "cuda_problem", lambda: "CuPy is not installed (pip ...)")
+    result = train.runpytest("--opprof-measure=events")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
-        "ERROR: --opprof-backend=cuda: CuPy is not installed (pip ...); "
-        "use --opprof-backend=auto"])
+        "ERROR: --opprof-measure=events: CuPy is not installed (pip ...); "
+        "use --opprof-measure=auto"])
 
 
 def test_marker_sets_skip_and_iterations_for_one_test(pytester):
@@ -295,7 +297,7 @@ def test_a_test_that_never_iterates_gets_no_report(pytester):
     assert "opprof profile" not in result.stdout.str()
 
 
-def test_cpu_backend_end_to_end(pytester):
+def test_host_time_end_to_end(pytester):
     pytester.makepyfile("""
         def test_numpy(gpu_profiler):
             xp = gpu_profiler.xp
@@ -304,9 +306,10 @@ def test_cpu_backend_end_to_end(pytester):
                 with gpu_profiler.op("matmul"):
                     a @ a
     """)
-    result = pytester.runpytest("--opprof-backend=cpu", "--opprof-verbosity=2")
+    result = pytester.runpytest("--opprof-measure=time", "--opprof-verbosity=2")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["backend cpu (*; perf_counter_ns): 4 of 5 iterations counted*",
+    result.stdout.fnmatch_lines(["measure time (*; host time from perf_counter_ns): 4 of 5 "
+                                 "iterations counted*",
                                  "OP_ID0. matmul : * sec", "Stat=matmul   total=*count=4"])
 
 
@@ -324,7 +327,7 @@ GATED = SIX_OP_NET
 def gated(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     pytester.makepyfile(test_net=GATED)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -438,7 +441,7 @@ def test_the_rerun_command_keeps_the_users_arguments_only(pytester):
     assert kept == ["-k", "test_a", "--size", "3", "--junitxml", "j.xml", "-n", "2", "-p",
                     "no:randomly", "-o", "x=y", "--lf"]
     assert basetemp.startswith("--basetemp=")  # pytester's own: kept, as every other flag
-    command = rerun.profiling(config, ["test_a.py::test_a"], backend="fake", skip=1)
+    command = rerun.profiling(config, ["test_a.py::test_a"], measure="fake", skip=1)
     assert str(pytester.path / "test_a.py") + "::test_a" in command
     assert "--opprof-json=r.json" not in command and command[-2:] == ["-n", "0"]
 

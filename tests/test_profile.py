@@ -25,20 +25,21 @@ def test_json_round_trip_keeps_everything_nan_included():
     original = train_profile(iterations=4, body=body)
     text = original.to_json()
     data = json.loads(text)
-    assert data["schema"] == "pytest-opprof/profile/1"
+    assert data["schema"] == "pytest-opprof/profile/2"
     assert data["samples_ns"][0] == [10, None]
     copy = Profile.from_json(text)
     np.testing.assert_array_equal(copy.samples, original.samples)
     np.testing.assert_array_equal(copy.phase_samples, original.phase_samples)
     np.testing.assert_array_equal(copy.host_samples, original.host_samples)
     assert copy.ops == original.ops and copy.wall.tolist() == original.wall.tolist()
-    assert (copy.nodeid, copy.backend, copy.skip) == (original.nodeid, "fake", 1)
+    assert (copy.nodeid, copy.measure, copy.unit, copy.skip) == (
+        original.nodeid, "fake", original.unit, 1)
 
 
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "profile: not JSON"),
     ("[]", "not a profile of schema"),
-    ('{"schema": "pytest-opprof/profile/1"}', r"malformed profile \(KeyError"),
+    ('{"schema": "pytest-opprof/profile/2"}', r"malformed profile \(KeyError"),
 ])
 def test_bad_profiles_raise_the_projects_error(text, message):
     with pytest.raises(OpprofError, match=message):

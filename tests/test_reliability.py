@@ -136,7 +136,7 @@ def test_op(gpu_profiler, k):
 @pytest.mark.e2e
 def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytester):
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     procs = [pytester.popen([*pytester._getpytestargs(), "-p", "no:cacheprovider",
                              "--opprof-update-baseline=append", "-q"],
                             stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
@@ -154,7 +154,7 @@ def test_two_pytest_processes_appending_to_the_same_baselines_lose_nothing(pytes
 def test_xdist_workers_update_every_baseline(pytester):
     pytest.importorskip("xdist")
     pytester.makepyfile(test_suite=SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     result = pytester.runpytest_subprocess("-n", "4", "--opprof-update-baseline",
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
@@ -215,7 +215,7 @@ def test_odd_op_names_round_trip_through_baselines_and_reports(tmp_path, name):
 
 def test_an_exception_in_a_phase_keeps_the_profile_consistent_and_the_next_test_clean(
         pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import pytest_opprof
 
@@ -238,7 +238,7 @@ def test_an_exception_in_a_phase_keeps_the_profile_consistent_and_the_next_test_
 
 
 def test_a_skipped_test_gets_no_verdict_and_no_baseline(pytester):
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     pytester.makepyfile("""
         import pytest
 
@@ -350,7 +350,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 @pytest.fixture
 def cli_project(pytester):
     pytester.makepyfile(test_suite=CLI_SUITE)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester.path
 
 
@@ -440,13 +440,14 @@ def test_prune_removes_only_what_it_can_prove_gone(pytester, cwd, args, removed)
 
 def _run_dict(n_ops: int, n_samples: int, n_wall: int, meta: dict) -> dict:
     sample = [1000 + k for k in range(n_samples)]
-    return {"meta": meta, "wall_ns": sample[:1] * n_wall, "op_time_ns": sample[:1] * n_wall,
+    return {"meta": {"measure": "time", "unit": "ns", **meta},
+            "wall": sample[:1] * n_wall, "op_time": sample[:1] * n_wall,
             "phases": ["forward"],
             "ops": {"op_id": list(range(n_ops)), "name": [f"op{k}" for k in range(n_ops)],
                     "occurrence": [0] * n_ops, "depth": [0] * n_ops,
                     "phase": ["forward", None][: 1] * n_ops, "n": [n_samples] * n_ops,
-                    "median_ns": [None if not n_samples else 1000.0] * n_ops,
-                    "samples_ns": [sample] * n_ops}}
+                    "median": [None if not n_samples else 1000.0] * n_ops,
+                    "samples": [sample] * n_ops}}
 
 
 def _stored_file():
@@ -461,13 +462,13 @@ def _stored_file():
         "skip": st.integers(-1, 3), "counted": st.integers(0, 5),
         "commit": st.none() | st.dictionaries(st.just("id"), st.text(max_size=5)),
         "conditions": st.none() | st.dictionaries(
-            st.sampled_from(["workers", "backend", "OMP_NUM_THREADS"]),
+            st.sampled_from(["workers", "measure", "OMP_NUM_THREADS"]),
             st.none() | st.integers(-2, 3) | st.text(max_size=5) | st.floats()) | st.integers()})
     run = st.builds(_run_dict, st.integers(0, 4), st.integers(0, 6), st.integers(0, 6), meta)
     odd = st.none() | st.integers() | st.floats() | st.text(max_size=5) | st.lists(
         st.integers(), max_size=3)
     return st.tuples(st.lists(run, min_size=0, max_size=4), st.none() | st.tuples(
-        st.integers(0, 3), st.sampled_from(["wall_ns", "phases", "meta", "ops"]), odd))
+        st.integers(0, 3), st.sampled_from(["wall", "phases", "meta", "ops"]), odd))
 
 
 @pytest.mark.e2e

@@ -72,7 +72,8 @@ def test_verbosity_levels():
     profile = train_profile()
     assert render(profile, 0) == ""
     one = render(profile, 1)
-    assert one.splitlines()[0] == ("backend fake (fake CUDA device; virtual CUDA events): "
+    assert one.splitlines()[0] == ("measure fake (fake CUDA device; event span from virtual "
+                                   "CUDA events): "
                                    "3 of 4 iterations counted (first 1 skipped)")
     assert "Forward Propagation Time" in one and "OP_ID0" not in one
     two = render(profile, 2)
@@ -165,7 +166,7 @@ def every_text_surface(name: str) -> dict[str, str]:
     profile = named_profile(name, phase=name)
     profile.nodeid = f"test_x.py::test_x[{name}]"
     record = gated(profile)
-    run_info = RunInfo(machine=name, backend="fake", device=name)
+    run_info = RunInfo(machine=name, measure="fake", device=name)
     from pytest_opprof.stats.reports import report_of
 
     return {
@@ -272,7 +273,7 @@ def test_html_has_a_table_of_numbers_per_test():
 
     record = gated(named_profile("relu_grad"))
     page = html.render_tests([report_of(record)],
-                             RunInfo(machine="m", backend="fake", device="d"), charts=False)
+                             RunInfo(machine="m", measure="fake", device="d"), charts=False)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
     cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]
     assert cells[0] == ["OP_ID", "op", "baseline median", "current median",

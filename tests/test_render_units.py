@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_opprof.measure.measures import named
 from pytest_opprof.model.profile import OpInfo, Profile
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
@@ -21,6 +22,7 @@ from pytest_opprof.model.verdict import (
     TestResult,
     Verdict,
 )
+from pytest_opprof.model.words import Unit
 
 #: Instructions per iteration of each op (4 iterations, the first skipped).
 COUNTS = {"DOUBLE_add": 1_566_475.0, "sort": 412_000.0, "copy": 9_812.0}
@@ -31,7 +33,7 @@ LONG_NAME = ("std::vector<double, std::allocator<double> > mylib::detail::transf
              "const&, std::vector<double> const&)")
 
 
-def profile_of(measure: str | None = "instructions") -> Profile:
+def profile_of(measure: str = "instructions") -> Profile:
     """Three ops in one phase, four iterations (one skipped); instruction counts for the
     instructions measure (the same numbers read as ns otherwise)."""
     names = list(COUNTS)
@@ -41,12 +43,13 @@ def profile_of(measure: str | None = "instructions") -> Profile:
     op_time = samples.sum(axis=1)
     wall = op_time + 1000.0
     return Profile(
-        nodeid="tests/test_x.py::test_x", backend="cpu", device="x86_64", skip=1,
+        nodeid="tests/test_x.py::test_x", measure=measure,
+        unit=Unit.COUNT if measure == "instructions" else Unit.NANOSECONDS,
+        device="x86_64", skip=1,
         ops=[OpInfo(k, name, 0, 0, "forward") for k, name in enumerate(names)],
         samples=samples, phase_samples=op_time[:, None].copy(), phases=["forward"],
         wall=wall, op_time=op_time, starts=starts, phase_starts=np.full((n, 1), 100.0),
         iteration_starts=np.cumsum(np.hstack([[0.0], wall[:-1]])),
-        measure=measure,
         op_functions=None if measure != "instructions" else [
             [("DOUBLE_add", 1_200_000), ("PyNumber_Add", 300_000), ("_PyEval_Eval", 60_000),
              ("malloc", 6_000)],
@@ -77,7 +80,7 @@ def record_of(profile: Profile, grew: bool = True) -> TestRecord:
     return TestRecord(profile, result)
 
 
-RUN_INFO = RunInfo(machine="m", backend="cpu", device="x86_64")
+RUN_INFO = RunInfo(machine="m", measure="time", device="x86_64")
 
 
 def no_duration(text: str) -> None:
@@ -98,8 +101,8 @@ def test_terminal_report_counts_instructions():
     assert "OP_ID0. DOUBLE_add : 1.57M instr" in two
     assert "OP_ID2. copy : 9.81k instr" in two
     assert re.search(r"Stat=DOUBLE_add +total=4\.7M instr +avg=1\.57M instr", two)
-    assert two.splitlines()[-1] == ("Op instructions : 1.99M instr of 1.99M instr executed "
-                                    "per counted iteration, 0.1% outside any op")
+    assert two.splitlines()[-1] == ("Op instructions : 1.99M instr of 1.99M instr per "
+                                    "counted iteration, 0.1% outside any op")
     assert "Time" not in two and "sec" not in two
 
 
@@ -129,7 +132,7 @@ def test_verbosity_two_lists_each_ops_costliest_functions_aligned():
 def test_top_functions_only_for_instruction_profiles():
     from pytest_opprof.render.text import render
 
-    ns = profile_of(measure=None)
+    ns = profile_of(measure="time")
     ns.op_functions = [[("f", 1)]] * 3  # even if a profile carried some
     assert "Top functions" not in render(ns, 2)
     assert "Top functions" not in render(profile_of(measure="events"), 2)
@@ -138,7 +141,7 @@ def test_top_functions_only_for_instruction_profiles():
 def test_ns_profiles_keep_seconds_in_the_terminal_report():
     from pytest_opprof.render.text import render
 
-    two = render(profile_of(measure=None), 2)
+    two = render(profile_of(measure="time"), 2)
     assert "Time Profiling:" in two and "OP_ID0. DOUBLE_add : 0.00156648 sec" in two
     assert "instr" not in two
 
@@ -172,13 +175,13 @@ def test_grew_names_go_through_display_name():
 
     v = OpVerdict(name="x", occurrence=0, op_id=0, verdict=OpStatus.REGRESSED,
                   grew=(("evil\nFAILED", 1.0, 2.0),))
-    assert grew_lines(v) == ["    grew: evil\\nFAILED 1 -> 2 instr (+1)"]
+    assert grew_lines(v, named("instructions")) == ["    grew: evil\\nFAILED 1 -> 2 instr (+1)"]
 
 
 def test_ns_failure_text_has_no_grew_lines_and_keeps_its_drift():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(record_of(profile_of(measure=None), grew=False).result)
+    text = failure_text(record_of(profile_of(measure="time"), grew=False).result)
     assert "this run's drift +2.0%, from ops" in text and "grew" not in text
     assert "1.2 ms -> 1.57 ms (+30.5%; +30.5% drift-corrected" in text
     assert "instr" not in text
@@ -194,12 +197,13 @@ def test_verdict_table_in_instructions():
     assert re.search(r"DOUBLE_add +1\.2M instr +1\.57M instr +\+30\.5%", table)
 
 
-def test_op_line_defaults_to_ns():
+def test_op_line_in_the_measures_unit():
     from pytest_opprof.render.verdicts import op_line
 
     v = OpVerdict(name="x", occurrence=0, op_id=0, verdict=OpStatus.NEW, current_median=25_100)
-    assert op_line(v) == "OP_ID0. x: new, 25.1 us (not in the baseline)"
-    assert op_line(v, "instructions") == "OP_ID0. x: new, 25.1k instr (not in the baseline)"
+    assert op_line(v, named("time")) == "OP_ID0. x: new, 25.1 us (not in the baseline)"
+    assert op_line(v, named("instructions")) == ("OP_ID0. x: new, 25.1k instr (not in the "
+                                                 "baseline)")
 
 
 # ---- the files ------------------------------------------------------------------------
@@ -219,8 +223,8 @@ def test_markdown_in_instructions():
 def test_markdown_of_ns_profiles_is_unchanged():
     from pytest_opprof.render import markdown
 
-    page = markdown.render([record_of(profile_of(measure=None))], RUN_INFO)
-    assert "op times are event span" in page and "instr" not in page
+    page = markdown.render([record_of(profile_of(measure="time"))], RUN_INFO)
+    assert "op times are host time" in page and "instr" not in page
     assert "| 1.2 ms | 1.57 ms |" in page
 
 
@@ -273,12 +277,12 @@ def test_results_json_has_each_tests_unit():
 
     jsonschema = pytest.importorskip("jsonschema")
     records = [record_of(profile_of()), record_of(profile_of(measure="events"), grew=False)]
-    data = json.loads(results_json.render(records, RunInfo.collect("m", "cpu", "x86_64")))
+    data = json.loads(results_json.render(records, RunInfo.collect("m", "time", "x86_64")))
     counts, ns = data["tests"]
-    assert (counts["unit"], counts["measure"]) == ("instructions", "instructions")
+    assert (counts["unit"], counts["measure"]) == ("count", "instructions")
     assert (ns["unit"], ns["measure"]) == ("ns", "events")
     assert counts["profile"]["op_functions"][0][0] == ["DOUBLE_add", 1_200_000]
-    schema = Path(__file__).resolve().parent.parent / "pytest_opprof/schemas/results-1.schema.json"
+    schema = Path(__file__).resolve().parent.parent / "pytest_opprof/schemas/results-2.schema.json"
     jsonschema.validate(data, json.loads(schema.read_text()))
 
 
@@ -286,13 +290,13 @@ def test_trace_says_its_axis_counts_instructions():
     from pytest_opprof.render import trace
 
     counts = trace.trace(profile_of())
-    assert counts["otherData"]["unit"] == "instructions"
+    assert counts["otherData"]["unit"] == "count"
     assert "1 ns = 1 instruction" in counts["otherData"]["axis"]
     names = [e["args"]["name"] for e in counts["traceEvents"] if e["name"] == "thread_name"]
     assert names == ["CPU (time axis: instructions executed, 1 ns = 1 instruction)"]
     op = next(e for e in counts["traceEvents"] if e.get("cat") == "op")
     assert op["dur"] == pytest.approx(1_566.475) and op["args"]["instructions"] == 1_566_475
-    ns = trace.trace(profile_of(measure=None))
+    ns = trace.trace(profile_of(measure="time"))
     assert "unit" not in ns["otherData"]
     assert all("instructions" not in e.get("args", {}) for e in ns["traceEvents"])
 
@@ -304,7 +308,7 @@ def test_benchmark_extra_info_keeps_counts_for_instructions():
     info = extra_info(record_of(profile_of()).result)
     assert (info["measure"], info["unit"]) == ("instructions", "instructions")
     assert info["ops"][0]["stats"]["median"] == pytest.approx(1_566_477.0)
-    ns = extra_info(record_of(profile_of(measure=None)).result)
+    ns = extra_info(record_of(profile_of(measure="time")).result)
     assert ns["unit"] == "s" and ns["ops"][0]["stats"]["median"] == pytest.approx(1.566477e-3)
 
 
@@ -327,30 +331,33 @@ def comparison_report():
     return Report("files", "base.json", "head.json", 0.05, 0.05, 1, (test,), (), (), 0.15)
 
 
-def test_compare_outputs_take_the_unit():
+def test_compare_outputs_take_the_measure():
+    from dataclasses import replace
+
     from pytest_opprof.render import compare
 
-    report = comparison_report()
-    for out in (compare.text(report, "instructions"), compare.markdown(report, "instructions")):
+    ns = comparison_report()
+    counts = replace(ns, measure="instructions", unit=Unit.COUNT)
+    for out in (compare.text(counts), compare.markdown(counts)):
         assert "1.2M instr" in out and "1.57M instr" in out
+        assert "medians, instructions executed; corrected is its mean" in out
         no_duration(out)
-    assert "1.2 ms" in compare.text(report) and "instr" not in compare.text(report)
+    assert "1.2 ms" in compare.text(ns) and "instr" not in compare.text(ns)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parent.parent
-                         / "pytest_opprof/schemas/compare-1.schema.json").read_text())
-    for unit in ("ns", "instructions"):
-        data = json.loads(compare.to_json(report, unit))
-        assert data["unit"] == unit
+                         / "pytest_opprof/schemas/compare-2.schema.json").read_text())
+    for report, measure, unit in ((ns, "", "ns"), (counts, "instructions", "count")):
+        data = json.loads(compare.to_json(report))
+        assert (data["measure"], data["unit"]) == (measure, unit)
         jsonschema.validate(data, schema)
-    assert json.loads(compare.to_json(report))["unit"] == "ns"
 
 
-def history_of(measure: str | None):
+def history_of(measure: str):
     from pytest_opprof.model.baseline import BaselineRun
     from pytest_opprof.model.history import History, OpHistory, Step
 
-    meta = {} if measure is None else {"conditions": {"measure": measure}}
-    runs = [BaselineRun(ops={}, wall_ns=[], op_time_ns=[], phases=[], meta=dict(meta))
+    meta = {"measure": measure, "unit": named(measure).unit.value}
+    runs = [BaselineRun(ops={}, wall=[], op_time=[], phases=[], meta=dict(meta))
             for _ in range(4)]
     op = OpHistory(0, "DOUBLE_add", 0, [0, 1, 2, 3], [1.2e6, 1.2e6, 1.5e6, 1.5e6],
                    [1.2e6, 1.2e6, 1.5e6, 1.5e6], 0.001, [Step(2, 1.2e6, 1.5e6, 1.01)])
@@ -366,8 +373,9 @@ def test_history_in_the_unit_of_its_runs():
     assert "1.2M instr -> 1.5M instr" in text and "1.5M instr" in text.splitlines()[-1]
     no_duration(text)
     assert '<td class="num">1.2M instr</td>' in step_table(counts)
-    assert json.loads(to_json([counts], 0.05, []))["tests"][0]["unit"] == "instructions"
-    for measure in (None, "events"):
+    test = json.loads(to_json([counts], 0.05, []))["tests"][0]
+    assert (test["measure"], test["unit"]) == ("instructions", "count")
+    for measure in ("time", "events"):
         ns = history_of(measure)
         assert "1.2 ms -> 1.5 ms" in render_text(ns, 0.05, ASCII_SPARKS)
         assert json.loads(to_json([ns], 0.05, []))["tests"][0]["unit"] == "ns"

@@ -214,7 +214,7 @@ def test_the_profiler_tests_pass_on_the_pure_python_reference(pytester, monkeypa
     monkeypatch.setenv("OPPROF_PURE_PYTHON", "1")
     result = pytester.runpytest_subprocess(
         "check.py", str(tests / "test_profiler.py"), "-p", "no:cacheprovider", "-q",
-        "--opprof-backend=fake")  # no GPU assumed: auto would build a CUDA timer where one is
+        "--opprof-measure=fake")  # no GPU assumed: auto would build a CUDA timer where one is
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
     assert outcomes["passed"] > 30

@@ -31,7 +31,7 @@ def two_files(pytester, monkeypatch):
     monkeypatch.delenv("SLOW", raising=False)
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     pytester.makepyfile(test_net=SIX_OP_NET, test_other=OTHER)
-    pytester.makeini("[pytest]\nopprof_backend = fake\n")
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
     return pytester
 
 
@@ -45,7 +45,7 @@ def test_the_rerun_confirms_on_its_own_test_whatever_adds_test_paths(two_files, 
     if where == "PYTEST_ADDOPTS":
         monkeypatch.setenv("PYTEST_ADDOPTS", "test_net.py test_other.py")
     elif where == "addopts":
-        two_files.makeini("[pytest]\nopprof_backend = fake\naddopts = test_net.py "
+        two_files.makeini("[pytest]\nopprof_measure = fake\naddopts = test_net.py "
                           "test_other.py\n")
     else:
         (two_files.path / "args.txt").write_text("test_net.py\ntest_other.py\n")
@@ -81,7 +81,7 @@ def test_the_rerun_takes_only_its_own_tests_profile(pytester, monkeypatch):
         return launcher.ChildResult(0, "", records=(TestRecord(other),))
 
     monkeypatch.setattr(rerun, "run_pytest", child)
-    assert rerun.profile_again(config, "test_a.py::test_a", backend="fake", skip=1,
+    assert rerun.profile_again(config, "test_a.py::test_a", measure="fake", skip=1,
                                timeout=10) is None
 
 
@@ -174,17 +174,18 @@ def test_a_test_that_fails_at_the_base_fails_the_compare_too(repo, capsys):
 
 
 @pytest.mark.e2e
-def test_sides_measured_on_different_backends_are_refused(repo, capsys):
-    """An ini change (the backend) made every op "regressed" or "improved", no word."""
+def test_sides_measured_with_different_measures_are_refused(repo, capsys):
+    """An ini change (the measure) made every op "regressed" or "improved", no word."""
     either = MODEL_TEST.replace("    dev = gpu_profiler.timer.device_model\n", "").replace(
         "dev.kernel(ns)", "sum(range(ns // 1000))")
     (repo / "test_model.py").write_text(either)
-    git(repo, "commit", "-qam", "runs on any backend")
-    (repo / "pytest.ini").write_text("[pytest]\nopprof_backend = cpu\n")
+    git(repo, "commit", "-qam", "runs under any measure")
+    (repo / "pytest.ini").write_text("[pytest]\nopprof_measure = time\n")
     assert main(["compare", "HEAD", "--pairs", "1"]) == 1
     err = one_line(capsys)
-    assert "measured with backend fake" in err and "backend cpu" in err
-    assert "--opprof-backend" in err
+    assert "measured with --opprof-measure=fake at base" in err
+    assert "but --opprof-measure=time at head" in err
+    assert "set both with --opprof-measure=... on the command line" in err
     assert_clean(repo)
 
 

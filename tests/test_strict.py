@@ -74,7 +74,7 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
     import pytest_opprof
 
     schema = json.loads((Path(pytest_opprof.__file__).parent / "schemas"
-                         / "results-1.schema.json").read_text())
+                         / "results-2.schema.json").read_text())
     suite.runpytest("--opprof-strict=unjudged,30%", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())
     jsonschema.validate(data, schema)
@@ -136,7 +136,7 @@ def test_under_xdist_against_a_serial_baseline_the_controller_fails_the_session(
 
 
 def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = unjudged\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = unjudged\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.TESTS_FAILED and strict_lines(result)
     # updating judges nothing: strict mode has nothing to fail, the flag neither
@@ -144,7 +144,7 @@ def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
         updating = suite.runpytest("--opprof-update-baseline", *args)
         updating.assert_outcomes(passed=1)
         assert updating.ret == pytest.ExitCode.OK and strict_lines(updating) == []
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = sometimes\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = sometimes\n")
     bad = suite.runpytest()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes': 'sometimes' is "
@@ -165,7 +165,7 @@ def test_strict_mode_and_no_gate_contradict_in_one_line(suite, flag):
 def test_an_ini_strict_under_no_gate_is_off(suite):
     """The ini file is the project's standing default: ``--opprof-no-gate`` (as the
     re-runs and ``opprof compare`` use) switches it off, no contradiction."""
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = ops,unjudged\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = ops,unjudged\n")
     result = suite.runpytest("--opprof-no-gate")
     assert result.ret == pytest.ExitCode.OK and strict_lines(result) == []
 
@@ -185,7 +185,7 @@ def test_blind_beyond_the_strict_effect_fails_the_session(suite):
                                  "+0.1% fails)"])
     wide = suite.runpytest("--opprof-strict=900%")
     assert wide.ret == pytest.ExitCode.OK and strict_lines(wide) == []
-    suite.makeini("[pytest]\nopprof_backend = fake\nopprof_strict = 0.1%\n")
+    suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = 0.1%\n")
     assert suite.runpytest().ret == pytest.ExitCode.TESTS_FAILED
 
 

@@ -8,13 +8,7 @@ import numpy as np
 import pytest
 
 from pytest_opprof.measure import timers
-from pytest_opprof.measure.timers import (
-    BackendUnavailable,
-    CpuTimer,
-    FakeDevice,
-    FakeTimer,
-    make_timer,
-)
+from pytest_opprof.measure.timers import CpuTimer, FakeDevice, FakeTimer
 from pytest_opprof.measure.timers.fake import EventNotReady
 
 from .fakes import fake_profiler
@@ -82,26 +76,7 @@ def test_cuda_keeps_cpu_dispatch_time_per_op():
 
 def test_fake_timer_is_the_cuda_timer():
     timer = FakeTimer()
-    assert isinstance(timer, timers.cuda.CudaTimer) and timer.kind == "fake"
-
-
-@pytest.fixture
-def no_cupy(monkeypatch):
-    monkeypatch.setattr(timers.importlib.util, "find_spec", lambda name: None)
-
-
-def test_auto_falls_back_to_cpu_without_cupy(no_cupy):
-    assert isinstance(make_timer("auto"), CpuTimer)
-
-
-def test_cuda_without_cupy_says_what_to_do(no_cupy):
-    with pytest.raises(BackendUnavailable, match=r"--opprof-backend=cuda: CuPy is not installed"):
-        make_timer("cuda")
-
-
-def test_unknown_backend():
-    with pytest.raises(BackendUnavailable, match="unknown backend 'tpu'"):
-        make_timer("tpu")
+    assert isinstance(timer, timers.cuda.CudaTimer) and timer.measure == "fake"
 
 
 @pytest.mark.pytester

@@ -19,6 +19,7 @@ import pytest_opprof
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.judge.gate import gate_config, judge
 from pytest_opprof.judge.rule import compare
+from pytest_opprof.measure.measures import named
 from pytest_opprof.model.records import TestRecord, dumps, loads
 from pytest_opprof.model.verdict import (
     BudgetVerdict,
@@ -154,7 +155,7 @@ def test_verdicts_are_str_enums_that_compare_and_serialise_as_their_words():
 
 
 def test_a_result_is_made_once_with_its_final_values():
-    config = gate_config("fake", 0.05, {})
+    config = gate_config(named("fake").gate, 0.05, {})
     result = judge(PROFILE, None, machine="m", config=config, budgets={"relu": 1.0},
                    strict_ops=False)
     assert result.verdict == Verdict.FAILED and result.over_budget[0].name == "relu"

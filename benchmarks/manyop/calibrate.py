@@ -6,7 +6,7 @@ machine's drift and the process's layout cancel out):
     python benchmarks/manyop/calibrate.py --factors 1.05,1.125,1.25 --rounds 60
 
 Prints a markdown table: each op's plain median and, per factor, the ratio of medians.
-On the CPU (the timer of ``pytest --opprof-backend=cpu``).
+On the CPU (the timer of ``pytest --opprof-measure=time``).
 """
 
 from __future__ import annotations

@@ -21,19 +21,13 @@ import numpy as np
 import pytest
 
 from ..judge import agreement, rule
-from ..judge.config import (
-    BASELINE_RUNS,
-    BLIND,
-    GATE_SEES_QUANTILE,
-    default_tolerance,
-    more_runs,
-)
+from ..judge.config import BASELINE_RUNS, BLIND, GATE_SEES_QUANTILE, more_runs
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
+from ..measure import measures
 from ..model.conditions import describe as describe_conditions
 from ..model.conditions import remedies
-from ..model.profile import unit_of
-from ..render import amount, display_name, duration
+from ..render import display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
 from ..render.verdicts import spread
 from ..run.launcher import run_pytest
@@ -54,9 +48,6 @@ from .common import (
 )
 
 DEFAULT_RUNS = BASELINE_RUNS
-#: Under --opprof-measure=instructions: counts repeat, so two processes show which ops'
-#: do not (and each costs valgrind's time).
-INSTRUCTION_RUNS = 2
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,9 +75,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
     runs = whole_number("--runs", 1, MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
     update_parser.add_argument("--runs", default=None, metavar="N", type=runs,
-                               help=f"separate pytest processes to take (default {DEFAULT_RUNS}; "
-                                    f"{INSTRUCTION_RUNS} under --opprof-measure=instructions, "
-                                    "whose counts repeat)")
+                               help=f"separate pytest processes to take (default {DEFAULT_RUNS}"
+                                    f"{_other_runs()})")
     update_parser.set_defaults(takes_pytest_args=True)
 
     show_parser = actions.add_parser(
@@ -143,7 +133,7 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
     the command completes or leaves the store as it was."""
     view = pytest_view(pytest_args)
     if runs is None:
-        runs = INSTRUCTION_RUNS if view.settings.measure == "instructions" else DEFAULT_RUNS
+        runs = measures.defaults_of(view.settings.measure).baseline_runs
     if view.own_options:
         raise UsageProblem(f"{', '.join(view.own_options)}: opprof baseline update sets "
                            "this itself; leave it out")
@@ -249,12 +239,6 @@ def _far_line(far: list[tuple[str, Collection[int]]], retake: int) -> str:
             f"taking {new}: {replaced}")
 
 
-def _config(baseline: Baseline, tolerance: float) -> GateConfig:
-    """The rule's settings for the backend and measure the baseline was taken with."""
-    return gate_config(str(baseline.runs[-1].meta.get("backend", "cpu")), tolerance, {},
-                       baseline.measure())
-
-
 def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
                      pytest_args: list[str]) -> str:
     """What to tell of a test whose runs still disagree after they were taken again."""
@@ -326,7 +310,7 @@ def _outlying(b: Baseline) -> list[str]:
 
 
 def _describe(b: Baseline, given: float | None) -> str:
-    tolerance = default_tolerance(b.measure()) if given is None else given
+    tolerance = _measure(b).gate.tolerance if given is None else given
     lines = [f"{display_name(b.nodeid)} on machine '{display_name(b.machine)}': "
              f"{len(b.runs)} run(s)"]
     for i, run in enumerate(b.runs, 1):
@@ -350,6 +334,23 @@ def _describe(b: Baseline, given: float | None) -> str:
     return "\n".join(lines)
 
 
+def _other_runs() -> str:
+    """``; 2 under --opprof-measure=instructions``: the measures whose default differs."""
+    other = [f"{m.baseline_runs} under --opprof-measure={m.name}" for m in measures.listed()
+             if m.baseline_runs != DEFAULT_RUNS]
+    return f"; {', '.join(other)}" if other else ""
+
+
+def _config(baseline: Baseline, tolerance: float) -> GateConfig:
+    """The rule's settings for the measure the baseline was taken with."""
+    return gate_config(_measure(baseline).gate, tolerance)
+
+
+def _measure(b: Baseline) -> type[measures.Measure]:
+    """The measure the baseline's latest run was taken with."""
+    return measures.of(b.measure(), b.unit())
+
+
 def _slowdown(effect: float) -> str:
     """+26%; beyond ten times slower only a bound: an op whose runs disagree by several
     times gets margins of thousands of percent, where the figure no longer tells more."""
@@ -362,13 +363,13 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     line saying what would help when the typical op's is beyond the gate's blindness limit
     (``judge.config.BLIND``)."""
     samples = b.samples()
+    measure = _measure(b)
     noise = rule.noise(samples, _config(b, tolerance))
     if not noise:
         return ["What the gate sees: no op has samples enough to judge"]
     ids = b.op_ids()
-    unit = unit_of(b.measure())
     rows = [[f"OP_ID{ids[key]}. {display_name(key[0])}",
-             f"median={amount(float(np.median([np.median(r) for r in samples[key]])), unit)}",
+             f"median={measure.amount(float(np.median([np.median(r) for r in samples[key]])))}",
              f"spread={spread(op.spread)}", f"detectable={_slowdown(op.detectable)}",
              f"runs={op.runs}"]
             for key, op in sorted(noise.items(), key=lambda item: ids[item[0]])]

@@ -46,6 +46,7 @@ from ..errors import OpprofError
 from ..judge.comparison import DEFAULT_DETECT, Run, compare_runs, pairs_needed
 from ..judge.config import TOLERANCE
 from ..judge.paired import MIN_PAIRS
+from ..measure import measures
 from ..model.comparison import Environment, Report
 from ..model.profile import Profile
 from ..model.verdict import Key
@@ -116,7 +117,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the smallest change that counts, such as 0.05 or 5%% (default: "
                           f"the gate's, opprof_tolerance, else {TOLERANCE:.0%}%)")
     sub.add_argument("--json", type=Path, default=None, metavar="PATH",
-                     help="write the comparison as JSON (schema pytest-opprof/compare/1)")
+                     help="write the comparison as JSON (schema pytest-opprof/compare/2)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                      help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
 
@@ -270,8 +271,10 @@ def _files(args: argparse.Namespace, extra: list[str]) -> Report:
     if unlike is not None:
         raise CommandError(f"{unlike}: the files cannot be compared op by op")
     if args.tolerance is None:  # the files' measure's, unless the ini file says otherwise
-        counts = all(p.measure == "instructions" for run in runs for p in run.values())
-        args.tolerance = _settings([]).tolerance_of_measure("instructions" if counts else None)
+        taken = {measures.of(p.measure, p.unit) for run in runs for p in run.values()}
+        settings = _settings([])
+        args.tolerance = (settings.tolerance_of_measure(taken.pop()) if len(taken) == 1
+                          else settings.tolerance)
     return compare_runs([runs[0]], [runs[1]], mode="files", labels=(args.ref, extra[0]),
                         tolerance=args.tolerance, detect=_detect_of(args), spreads=spreads)
 
@@ -369,8 +372,8 @@ def _run_pairs(args: argparse.Namespace, sides: Mapping[str, Side], labels: tupl
         args.tolerance = settings.tolerance
     detect = _detect_of(args)
     most = args.max_pairs or MAX_PAIRS
-    # instruction counts repeat: one pair shows them, more cost valgrind's time
-    counts = settings.measure == "instructions"
+    # figures that repeat (instruction counts): one pair shows them, more cost its time
+    counts = measures.defaults_of(settings.measure).repeats
     planned = args.pairs or (1 if counts else min(FIRST_PAIRS, most))
     runs: dict[str, list[Run]] = {"base": [], "head": []}
     failed: dict[str, dict[str, str]] = {"base": {}, "head": {}}
@@ -568,12 +571,12 @@ def _environment_at(top: Path, tree: Path) -> dict[str, str]:
 
 
 def _measured(profile: Profile) -> str:
-    return f"backend {profile.backend}, measure {profile.measure or 'events'}"
+    return f"--opprof-measure={profile.measure}"
 
 
 def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],
             *labels: tuple[str, str]) -> str | None:
-    """Why ``base`` and ``head`` were not measured alike (another backend or measure:
+    """Why ``base`` and ``head`` were not measured alike (another measure:
     the sides' ini files differ), one line; None when they were."""
     for nodeid in sorted(base.keys() & head.keys()):
         b, h = _measured(base[nodeid]), _measured(head[nodeid])
@@ -585,15 +588,15 @@ def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],
 
 
 def _check_alike(runs: Mapping[str, list[Run]], shown: Mapping[str, str]) -> None:
-    """Both sides measured with the same backend and measure, else one line: their
-    times are not comparable (an ini change, a conftest that picks the backend)."""
+    """Both sides measured with the same measure, else one line: their times are not
+    comparable (an ini change, a conftest that picks the measure)."""
     if not runs["base"] or not runs["head"]:
         return
     unlike = _unlike(runs["base"][-1], runs["head"][-1], ("base", shown["base"]),
                      ("head", shown["head"]))
     if unlike is not None:
         raise CommandError(f"{unlike}: the sides' times are not comparable; set both with "
-                           "--opprof-backend=... --opprof-measure=... on the command line")
+                           "--opprof-measure=... on the command line")
 
 
 def _judged(runs: Mapping[str, list[Run]],

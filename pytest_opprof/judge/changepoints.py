@@ -133,7 +133,7 @@ def history_of(baseline: Baseline, tolerance: float) -> History:
     series: Series = {}
     for index, run in enumerate(runs):
         for name, occurrence, median in zip(run.ops["name"], run.ops["occurrence"],
-                                            run.ops["median_ns"], strict=True):
+                                            run.ops["median"], strict=True):
             if median is not None:
                 where, values = series.setdefault((name, occurrence), ([], []))
                 where.append(index)

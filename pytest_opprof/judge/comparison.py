@@ -13,9 +13,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..measure import measures
 from ..model.comparison import OpRow, PairedResult, Report, TestComparison
 from ..model.profile import Profile
 from ..model.verdict import Key
+from ..model.words import Unit
 from ..stats.power import sees
 from ..stats.robust import is_positive, one_log_median_se2, positive_or_nan
 from . import config, paired
@@ -48,10 +50,11 @@ def compare_runs(base: Sequence[Run], head: Sequence[Run], *, mode: str, labels:
         if pairs:
             tests.append(_compare_test(nodeid, pairs, tolerance, alpha,
                                        None if spreads is None else spreads.get(nodeid)))
-    units = {p.unit for run in (*base, *head) for p in run.values()}
+    taken = {(p.measure, p.unit) for run in (*base, *head) for p in run.values()}
+    measure, unit = taken.pop() if len(taken) == 1 else ("", Unit.NANOSECONDS)
     return Report(mode, *labels, tolerance, alpha, len(base), tuple(tests),
                   tuple(sorted(base_ids - head_ids)), tuple(sorted(head_ids - base_ids)),
-                  detect, unit=units.pop() if len(units) == 1 else "ns")
+                  detect, measure=measure, unit=unit)
 
 
 def pairs_needed(report: Report) -> int:
@@ -83,7 +86,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
     ops: tuple[OpRow, ...] = ()
     result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
-    if keys and all(p.measure == "instructions" for pair in pairs for p in pair):
+    if keys and all(measures.of(p.measure, p.unit).repeats for pair in pairs for p in pair):
         medians = [[_medians(counted(p)[:, [ids[k] for k in keys]]) for p, ids in
                     zip(pair, ids_of, strict=True)] for pair, ids_of in zip(pairs, sides,
                                                                           strict=True)]

@@ -8,20 +8,16 @@ test of every run, so each test may fail on noise far more rarely than one compa
 
 from __future__ import annotations
 
-#: The smallest slowdown that may fail an op (drift-corrected ratio - 1).
-TOLERANCE = 0.05
-#: The same for instruction counts (``--opprof-measure=instructions``), which agree
-#: between processes to about 0.005% (benchmarks/RESULTS.md, "Instruction counts").
-INSTRUCTION_TOLERANCE = 0.01
-
-
-#: The runs ``opprof baseline update`` takes by default (each a new process).
-BASELINE_RUNS = 5
+#: The smallest slowdown that may fail an op (drift-corrected ratio - 1), and the runs
+#: ``opprof baseline update`` takes: each measure's own where it says, these by default
+#: (defined with the measures, which the judges sit above).
+from ..measure.measures import BASELINE_RUNS as BASELINE_RUNS
+from ..measure.measures import TOLERANCE as TOLERANCE
 
 
 def more_runs(have: int) -> int | None:
     """The ``--runs`` every piece of advice names when more baseline runs would help a
-    baseline of ``have`` runs: the update's default while it has fewer, else twice as
+    baseline of ``have`` runs: the default update's while it has fewer, else twice as
     many, up to the most a baseline keeps; None when it keeps that many already."""
     from ..model.baseline import MAX_RUNS  # not at import: the unused plugin reads this file
 
@@ -32,11 +28,6 @@ def more_runs(have: int) -> int | None:
 
 #: The functions a regressed op's verdict names (those whose instructions grew most).
 GREW_SHOWN = 3
-
-
-def default_tolerance(measure: str | None) -> float:
-    """The tolerance a measure's figures are judged at when none is given."""
-    return INSTRUCTION_TOLERANCE if measure == "instructions" else TOLERANCE
 #: An op's detectable effect is the slowdown flagged with this probability.
 POWER = 0.8
 #: Fewer ops than this: no drift from the ops (one op's change would be its own drift).

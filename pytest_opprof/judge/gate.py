@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..measure.measures import GateSettings
 from ..model import conditions as run_conditions
 from ..model.baseline import Baseline
 from ..model.profile import Profile
@@ -29,7 +30,7 @@ from ..model.verdict import (
 )
 from ..model.words import percent
 from .config import GREW_SHOWN
-from .rule import FLOOR_NS, GateConfig, compare_with_rerun
+from .rule import GateConfig, compare_with_rerun
 
 #: A baseline whose runs span this long has seen the machine vary over time, so its
 #: measured spread needs less inflation (GateConfig.history_inflation).
@@ -60,44 +61,16 @@ def check_budgets(profile: Profile, budgets: Mapping[str, float]) -> list[Budget
     return over
 
 
-#: Kernel time (CUPTI) is far more precise than an event span: on an H200 the medians of
-#: launch-bound ops moved 0.11-0.27% between processes and big kernels' 0.01%, where
-#: spans moved 21-29% (shared/GATE.md, issue 12). Its records are in ns, with no event
-#: resolution or launch jitter: a smaller floor, prior spread and per-call jitter.
-KERNEL_FLOOR_NS = 100.0
-KERNEL_TAU_PRIOR = 0.005
-KERNEL_TAU_FLOOR = 0.002
-KERNEL_JITTER_NS = 20.0
-
-
-#: Instruction counts (callgrind) agree between processes to a median of 0.005% and
-#: differ by a few instructions per op where hash seeds or allocators differ: a floor of
-#: instructions per call, a tiny prior spread and an absolute jitter in instructions.
-#: No drift: no machine speed moves a count, so a change shared by every op (a slower
-#: common helper) is a change of the code, not of the machine. No rank test: three
-#: counted iterations of a count that repeats say what thirty would.
-INSTRUCTION_FLOOR = 50.0
-INSTRUCTION_TAU_PRIOR = 0.0005
-INSTRUCTION_TAU_FLOOR = 0.0001
-INSTRUCTION_JITTER = 20.0
-
-
-def gate_config(backend: str, tolerance: float, tolerances: Mapping[str, float],
-                measure: str | None = None) -> GateConfig:
-    """The rule's settings for a backend and measure (``kernel``: CUPTI kernel time,
-    ``instructions``: callgrind's counts)."""
-    if measure == "instructions":
-        return GateConfig(tolerance=tolerance, tolerances=dict(tolerances),
-                          floor_ns=INSTRUCTION_FLOOR, tau_prior=INSTRUCTION_TAU_PRIOR,
-                          tau_floor=INSTRUCTION_TAU_FLOOR, jitter_ns=INSTRUCTION_JITTER,
-                          min_samples=1, rank_alpha=1.0, drift=False, spread_inflation=1.0)
-    if measure == "kernel":
-        floor = 0.0 if backend == "fake" else KERNEL_FLOOR_NS
-        return GateConfig(tolerance=tolerance, tolerances=dict(tolerances), floor_ns=floor,
-                          tau_prior=KERNEL_TAU_PRIOR, tau_floor=KERNEL_TAU_FLOOR,
-                          jitter_ns=KERNEL_JITTER_NS)
-    return GateConfig(tolerance=tolerance, tolerances=dict(tolerances),
-                      floor_ns=FLOOR_NS.get(backend, FLOOR_NS["cpu"]))
+def gate_config(gate: GateSettings, tolerance: float | None = None,
+                tolerances: Mapping[str, float] | None = None) -> GateConfig:
+    """The rule's settings for a measure's figures (its :class:`GateSettings`): at
+    ``tolerance`` (the measure's own when None), ``tolerances`` per op name."""
+    return GateConfig(
+        tolerance=gate.tolerance if tolerance is None else tolerance,
+        tolerances=dict(tolerances or {}), floor_ns=gate.floor, tau_prior=gate.tau_prior,
+        tau_floor=gate.tau_floor, jitter_ns=gate.jitter, min_samples=gate.min_samples,
+        rank_alpha=GateConfig.rank_alpha if gate.rank_test else 1.0, drift=gate.drift,
+        spread_inflation=gate.spread_inflation)
 
 
 #: The op verdicts that fail a test, without and with ``--opprof-strict=ops``.

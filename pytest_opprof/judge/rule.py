@@ -57,10 +57,6 @@ from ..stats.robust import MEDIAN_VAR, log_median_se2, median, positive, robust_
 from ..stats.shrink import spread_posterior
 from . import config as defaults
 
-#: Absolute floors per backend: perf_counter_ns plus Python dispatch jitter on the CPU,
-#: CUDA event resolution (about 0.5 us) plus launch jitter on the GPU.
-FLOOR_NS = {"cpu": 500.0, "cuda": 1000.0, "fake": 0.0}
-
 
 @dataclass(frozen=True)
 class GateConfig:

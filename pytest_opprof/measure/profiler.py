@@ -28,6 +28,7 @@ from ..model.profile import (
     Profile,
     check_name,
 )
+from ..model.words import Unit
 from . import scope
 from .scope import OpScope as OpScope
 from .timers import Timer
@@ -115,9 +116,13 @@ class Profiler:
     """
 
     def __init__(self, timer: Timer, *, skip: int = 1, iterations: int = 20,
-                 nodeid: str = "", measure: str | None = None, cap: int | None = None) -> None:
+                 nodeid: str = "", measure: str = "", unit: Unit = Unit.NANOSECONDS,
+                 cap: int | None = None) -> None:
         self.timer = timer
-        self._measure = measure
+        #: The session's measure: what its profile is of, unless the timer names its own
+        #: (the native timer of a measure a child process takes).
+        self._measure = measure or timer.measure
+        self._label = (timer.measure, timer.unit) if timer.measure else (measure, unit)
         #: The most iterations a loop runs, whatever it asks (the instructions measure
         #: counts a few: the counts repeat, valgrind's cost does not).
         self.cap = cap
@@ -138,16 +143,17 @@ class Profiler:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module of the active backend: cupy on CUDA, else numpy."""
+        """The array module where the measure takes its figures: cupy on a GPU, else
+        numpy."""
         return self.timer.xp
 
     @property
     def measure(self) -> str:
-        """What the session gates an op on: ``events`` (time), ``kernel`` (CUPTI kernel
-        time) or ``instructions`` (callgrind's counts), so that a test can size its
-        workload for the measure (counts scale with work: a smaller shape still shows
-        a change of the code, at a fraction of valgrind's cost)."""
-        return self._measure or self.timer.measure
+        """The name of the measure the session gates an op on (``time``, ``kernel``,
+        ``instructions``, ...), so that a test can size its workload for it (counts scale
+        with work: a smaller shape still shows a change of the code, at a fraction of
+        valgrind's cost)."""
+        return self._measure
 
     if TYPE_CHECKING:  # staticmethod() would keep only the first overload of op
         @overload
@@ -294,7 +300,7 @@ class Profiler:
         if not self._graph.rows:
             return None
         if self._profile is None or self._profile.iterations != len(self._graph.rows):
-            self._profile = self._graph.build(self.nodeid, self.timer, self.skip)
+            self._profile = self._graph.build(self.nodeid, self.timer, self.skip, self._label)
         return self._profile
 
 
@@ -464,7 +470,7 @@ class _GraphBuilder:
         return (np.array(enters, dtype=np.intp), np.array(exits, dtype=np.intp),
                 np.array(ids, dtype=np.intp), unbalanced + len(stack))
 
-    def build(self, nodeid: str, timer: Timer, skip: int) -> Profile:
+    def build(self, nodeid: str, timer: Timer, skip: int, label: tuple[str, Unit]) -> Profile:
         """Every iteration's durations at once, one NumPy step per distinct layout."""
         m = _Matrices(len(self.rows), len(self.ops), len(self.phases),
                       has_host=self.rows[0].host is not None,
@@ -475,20 +481,20 @@ class _GraphBuilder:
         for members in groups.values():
             m.fill(self.rows, members)
         profile = Profile(
-            nodeid=nodeid, backend=timer.kind, device=timer.device, skip=skip,
+            nodeid=nodeid, measure=label[0], unit=label[1], device=timer.device, skip=skip,
             ops=list(self.ops), samples=m.samples, phase_samples=m.phase_samples,
             phases=list(self.phases), host_samples=m.host, wall=m.wall, op_time=m.op_time,
             unbalanced=self.unbalanced, starts=m.starts, host_starts=m.host_starts,
             phase_starts=m.phase_starts,
             iteration_starts=m.iteration_starts - m.iteration_starts[0],
-            op_streams=m.op_streams, measure=timer.measure,
+            op_streams=m.op_streams,
         )
-        if timer.measure == "kernel":
+        if timer.traces_kernels:
             if self.ops:
                 _add_kernels(profile, self.rows)
             else:
                 _zero_instrumentation(profile, self.rows)
-        elif timer.measure == "instructions":
+        elif timer.names_functions:
             _add_functions(profile, self.rows[-1], timer)
         return profile
 

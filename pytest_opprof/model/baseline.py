@@ -1,11 +1,12 @@
 """A test's baseline as data: the runs of one test that the gate judges against, and
-the JSON they are stored as (schema ``pytest-opprof/baseline/2``).
+the JSON they are stored as (schema ``pytest-opprof/baseline/3``; a file of schema 2 is
+read through :func:`update_to_3`).
 
 A baseline keeps the last :data:`MAX_RUNS` runs of its test: those of one
 ``opprof baseline update`` (each run a separate process), and any appended since
 with ``--opprof-update-baseline=append``; for each run, column by column, each op's name,
 occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
-in iteration order.
+in iteration order, in the unit of the measure the run records (nanoseconds, or counts).
 
 :data:`READER` reads that JSON (the one parse path, :mod:`.jsontext`): each field's
 type and range checked, a damaged file is one :class:`BaselineError` line. Where the
@@ -18,8 +19,9 @@ import datetime
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,10 +29,16 @@ import numpy as np
 from ..errors import OpprofError
 from . import conditions as run_conditions
 from . import jsontext
-from .profile import MEASURES, OpInfo, Profile, read_functions
+from .profile import OpInfo, Profile, read_functions
 from .verdict import Key
+from .words import Unit
 
-SCHEMA = "pytest-opprof/baseline/2"
+SCHEMA = "pytest-opprof/baseline/3"
+#: The schema before measures were objects: its runs recorded a backend and a measure,
+#: and its columns were named ``*_ns`` whatever they held (:func:`update_to_3`).
+SCHEMA_2 = "pytest-opprof/baseline/2"
+#: What a schema-2 run's (backend, measure) stand for now: a measure's name and unit.
+Former = Callable[[str, "str | None"], "tuple[str, Unit]"]
 #: Samples kept per op per run (and of the wall and op times per run).
 MAX_SAMPLES = 100
 #: Runs kept per test.
@@ -42,7 +50,7 @@ class BaselineError(OpprofError):
 
 
 #: The columns of a run's ``ops``: one list each, one entry per op (OP_ID order).
-OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median_ns", "samples_ns")
+OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median", "samples")
 
 
 @dataclass
@@ -51,13 +59,14 @@ class BaselineRun:
 
     ``ops`` is by column (see :data:`OP_COLUMNS`): each field's name is stored once per
     run, not once per op, which halves the file and the time to load it.
-    ``median_ns`` is a summary for readers (None where an op has no sample);
-    ``samples_ns`` holds each op's last :data:`MAX_SAMPLES` counted samples.
+    ``median`` is a summary for readers (None where an op has no sample); ``samples``
+    holds each op's last :data:`MAX_SAMPLES` counted samples. Every figure is in the
+    unit its meta records (``measure`` and ``unit``).
     """
 
     ops: dict[str, list[Any]]
-    wall_ns: list[int]
-    op_time_ns: list[int]
+    wall: list[int]
+    op_time: list[int]
     phases: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
     #: Per op (column order), its costliest functions as (name, instructions) under the
@@ -72,7 +81,7 @@ class BaselineRun:
         """Each op's samples in this run."""
         keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
         return {key: np.asarray(values, dtype=float)
-                for key, values in zip(keys, self.ops["samples_ns"], strict=True)}
+                for key, values in zip(keys, self.ops["samples"], strict=True)}
 
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
@@ -83,24 +92,24 @@ class BaselineRun:
             for key, value in (("op_id", info.op_id), ("name", info.name),
                                ("occurrence", info.occurrence), ("depth", info.depth),
                                ("phase", info.phase), ("n", int(column.size)),
-                               ("median_ns", float(np.median(column)) if column.size else None),
-                               ("samples_ns", [round(x) for x in column[-MAX_SAMPLES:].tolist()])):
+                               ("median", float(np.median(column)) if column.size else None),
+                               ("samples", [round(x) for x in column[-MAX_SAMPLES:].tolist()])):
                 ops[key].append(value)
         return cls(
             functions=None if profile.op_functions is None
             else [list(profile.op_functions[info.op_id]) for info in profile.ops],
             ops=ops,
-            wall_ns=[round(x) for x in profile.wall[profile.skip:][-MAX_SAMPLES:].tolist()],
-            op_time_ns=[round(x) for x in profile.op_time[profile.skip:][-MAX_SAMPLES:].tolist()],
+            wall=[round(x) for x in profile.wall[profile.skip:][-MAX_SAMPLES:].tolist()],
+            op_time=[round(x) for x in profile.op_time[profile.skip:][-MAX_SAMPLES:].tolist()],
             phases=list(profile.phases),
             meta={**meta, "iterations": profile.iterations, "skip": profile.skip,
-                  "counted": profile.counted, "backend": profile.backend,
-                  "device": profile.device},
+                  "counted": profile.counted, "measure": profile.measure,
+                  "unit": profile.unit.value, "device": profile.device},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = {"meta": self.meta, "ops": self.ops, "wall_ns": self.wall_ns,
-                "op_time_ns": self.op_time_ns, "phases": self.phases}
+        data = {"meta": self.meta, "ops": self.ops, "wall": self.wall,
+                "op_time": self.op_time, "phases": self.phases}
         if self.functions is not None:
             data["functions"] = [[[name, n] for name, n in op] for op in self.functions]
         return data
@@ -173,25 +182,26 @@ class Baseline:
         """One stored run as a Profile (its counted samples; nothing skipped)."""
         r = self.runs[run]
         ops = r.ops
-        width = max([len(values) for values in ops["samples_ns"]]
-                    + [len(r.wall_ns), len(r.op_time_ns)])
+        width = max([len(values) for values in ops["samples"]] + [len(r.wall), len(r.op_time)])
         samples = np.full((width, r.n_ops), np.nan)
-        for k, values in enumerate(ops["samples_ns"]):
+        for k, values in enumerate(ops["samples"]):
             samples[width - len(values):, k] = values
         return Profile(
-            nodeid=self.nodeid, backend=str(r.meta.get("backend", "?")),
+            nodeid=self.nodeid, measure=self.measure(), unit=self.unit(),
             device=str(r.meta.get("device", "?")), skip=0,
             ops=[OpInfo(k, *info) for k, info in enumerate(zip(
                 ops["name"], ops["occurrence"], ops["depth"], ops["phase"], strict=True))],
             samples=samples, phase_samples=np.full((width, 0), np.nan), phases=[],
-            wall=_right_aligned(r.wall_ns, width), op_time=_right_aligned(r.op_time_ns, width),
-            measure=self.measure(),
+            wall=_right_aligned(r.wall, width), op_time=_right_aligned(r.op_time, width),
         )
 
-    def measure(self) -> str | None:
-        """The measure its runs recorded in their conditions (None: not recorded)."""
-        measure = (self.conditions() or {}).get("measure")
-        return measure if measure in MEASURES else None
+    def measure(self) -> str:
+        """The name of the measure its latest run was taken with."""
+        return str(self.runs[-1].meta["measure"])
+
+    def unit(self) -> Unit:
+        """What its latest run's figures count."""
+        return Unit(self.runs[-1].meta["unit"])
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "nodeid": self.nodeid, "machine": self.machine,
@@ -221,15 +231,53 @@ class Baseline:
         return f'{head}, "runs": [\n{text}\n]}}\n'
 
     @classmethod
-    def from_dict(cls, data: Any) -> Baseline:
-        """Validated data only (the check of :data:`READER`): anything else raises."""
+    def from_dict(cls, data: Any, former: Former | None = None) -> Baseline:
+        """Validated data only (the check of :func:`reader`): anything else raises. A file
+        of schema 2 is read through :func:`update_to_3` with ``former``."""
         if not isinstance(data, dict):
             raise BaselineError("not a baseline (a JSON object was expected)")
         schema = data.get("schema")
+        if schema == SCHEMA_2 and former is not None:
+            data, schema = update_to_3(data, former), SCHEMA
         if schema != SCHEMA:
             raise BaselineError(f"schema {schema!r} is not {SCHEMA!r}")
         return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
                    runs=_parse_runs(data["runs"]), batch=_str(data.get("batch", "")))
+
+
+def update_to_3(data: dict[str, Any], former: Former) -> dict[str, Any]:
+    """A baseline of schema 2 as schema 3: each run's figures named for what they are in
+    any unit (``median``, ``samples``, ``wall``, ``op_time`` for ``*_ns``), and the backend
+    and measure it recorded (in its meta and its conditions) as the one measure they stand
+    for, ``former(backend, measure)``: its name and unit. What is not a run is left for
+    the reader to refuse."""
+    renamed = {"median_ns": "median", "samples_ns": "samples", "wall_ns": "wall",
+               "op_time_ns": "op_time"}
+
+    def rename(fields: Mapping[str, Any]) -> dict[str, Any]:
+        return {renamed.get(key, key): value for key, value in fields.items()}
+
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        return {**data, "schema": SCHEMA}
+    updated = []
+    for run in runs:
+        if not isinstance(run, dict) or not isinstance(run.get("meta", {}), dict):
+            updated.append(run)
+            continue
+        meta = dict(run.get("meta", {}))
+        conditions = meta.get("conditions")
+        recorded = conditions.get("measure") if isinstance(conditions, dict) else None
+        name, unit = former(str(meta.pop("backend", "cpu")),
+                            recorded if isinstance(recorded, str) else None)
+        meta.update(measure=name, unit=unit.value)
+        if isinstance(conditions, dict):
+            meta["conditions"] = {**{k: v for k, v in conditions.items() if k != "backend"},
+                                  "measure": name}
+        ops = run.get("ops")
+        updated.append({**rename(run), "meta": meta,
+                        "ops": rename(ops) if isinstance(ops, dict) else ops})
+    return {**data, "schema": SCHEMA, "runs": updated}
 
 
 def _right_aligned(values: list[int], width: int) -> np.ndarray:
@@ -267,7 +315,7 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
             raise TypeError(f"{label(i)} is not a list")
         for v in values:
             if type(v) not in _NUMBER_TYPES or not (0 <= v < _LONGEST_NS):  # NaN fails too
-                raise ValueError(f"{label(i)} holds {v!r}; times are numbers of ns from 0 "
+                raise ValueError(f"{label(i)} holds {v!r}; figures are numbers from 0 "
                                  "to 10^15")
 
 
@@ -300,9 +348,11 @@ def _check_meta(meta: Any) -> dict[str, Any]:
         value, kinds = meta.get(key), _NUMBER_TYPES if key == "probe_ns" else {int}
         if value is not None and (type(value) not in kinds or not 0 <= value < _LONGEST_NS):
             raise ValueError(f"meta {key} is {value!r}; it must be a number from 0 to 1e+15")
-    for key in ("date", "backend", "device"):
+    for key in ("date", "measure", "device"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
             raise TypeError(f"meta {key} is not a string")
+    if not meta.get("measure") or meta.get("unit") not in {u.value for u in Unit}:
+        raise ValueError("meta names no measure and unit")
     if meta.get("conditions") is not None:
         run_conditions.check(meta["conditions"])
     outlying = meta.get(OUTLYING_OPS)
@@ -333,19 +383,19 @@ def _parse_run(data: Any) -> BaselineRun:
     if not set(map(type, columns)) <= {list} or len(set(map(len, columns))) > 1:
         raise ValueError(f"the op columns {', '.join(OP_COLUMNS)} are lists of one length")
     # each column at once: a store holds hundreds of thousands of ops
-    names, phases, medians = ops["name"], ops["phase"], ops["median_ns"]
+    names, phases, medians = ops["name"], ops["phase"], ops["median"]
     if not set(map(type, names)) <= {str} or not set(map(type, phases)) <= {str, type(None)}:
         raise TypeError("op names are strings, and phases strings or null")
     if not all(names):
         raise ValueError("an op name is empty")
     _check_counts(ops)
-    wall, op_time = data.get("wall_ns", []), data.get("op_time_ns", [])
+    wall, op_time = data.get("wall", []), data.get("op_time", [])
 
     def label(i: int) -> str:
-        return ("wall_ns", "op_time_ns")[i] if i < 2 else f"samples of {names[i - 2]!r}"
+        return ("wall", "op_time")[i] if i < 2 else f"samples of {names[i - 2]!r}"
 
-    _check_numbers([[m for m in medians if m is not None]], lambda i: "median_ns")
-    _check_numbers([wall, op_time, *ops["samples_ns"]], label)
+    _check_numbers([[m for m in medians if m is not None]], lambda i: "median")
+    _check_numbers([wall, op_time, *ops["samples"]], label)
     meta = _check_meta(data.get("meta", {}))
     phases = data.get("phases", [])
     if not isinstance(phases, list):
@@ -356,15 +406,21 @@ def _parse_run(data: Any) -> BaselineRun:
             raise ValueError("functions is a list of one entry per op")
         functions = [read_functions(f, f"functions of {names[i]!r}")
                      for i, f in enumerate(functions)]
-    return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall_ns=wall,
-                       op_time_ns=op_time, phases=[_str(p) for p in phases], meta=meta,
+    return BaselineRun(ops={key: ops[key] for key in OP_COLUMNS}, wall=wall,
+                       op_time=op_time, phases=[_str(p) for p in phases], meta=meta,
                        functions=functions)
 
 
 #: What every refusal of a stored file advises.
 FIX = ("delete it, or rerun with --opprof-update-baseline "
        "(opprof baseline update) to write a new one")
-#: How a stored baseline is read (the one parse path): ``READER.parse(text, path)``.
-READER = jsontext.Reader(Baseline.from_dict, "baseline", FIX, BaselineError)
+def reader(former: Former | None = None) -> jsontext.Reader[Baseline]:
+    """How a stored baseline is read (the one parse path): ``reader().parse(text, path)``;
+    with ``former``, a file of schema 2 too (``store.baseline`` passes the measures')."""
+    return jsontext.Reader(partial(Baseline.from_dict, former=former), "baseline", FIX,
+                           BaselineError)
+
+
+READER = reader()
 
 

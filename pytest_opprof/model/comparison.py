@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .verdict import OpStatus
+from .words import Unit
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,10 @@ class Report:
     head_only_tests: tuple[str, ...]
     #: The slowdown the run was sized to see (--detect).
     detect: float
-    #: What the ops' figures count: ``ns``, or ``instructions`` (every profile of the
-    #: comparison counted them).
-    unit: str = "ns"
+    #: The measure every profile of the comparison was taken with ("": not one), and
+    #: what its figures count.
+    measure: str = ""
+    unit: Unit = Unit.NANOSECONDS
     #: The sides' Python environments (base, head), when ``--base-python`` or
     #: ``--head-python`` chose them; None when both ran under this interpreter.
     environments: tuple[Environment, Environment] | None = None

@@ -8,8 +8,8 @@ which condition differs and how to make them match. Baselines written before
 conditions were recorded are judged as before.
 
 Conditions are a flat mapping of names to a string, a whole number or None (unset):
-``workers`` (pytest-xdist workers of the run, 1 when serial), ``backend``, ``device``,
-``measure``, and each of :data:`THREAD_VARIABLES`.
+``workers`` (pytest-xdist workers of the run, 1 when serial), ``measure`` (its name),
+``device``, and each of :data:`THREAD_VARIABLES`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 BLAS_PINNING = THREAD_VARIABLES[:5]
 #: xdist sets it in each worker's environment.
 WORKER_COUNT_VARIABLE = "PYTEST_XDIST_WORKER_COUNT"
-#: What instruction counts also depend on (``run.instructions.conditions``): shown with
-#: the others, compared as every condition is.
+#: What instruction counts also depend on (the instructions measure's conditions): shown
+#: with the others, compared as every condition is.
 COUNT_CONDITIONS = ("valgrind", "architecture", "python", "numpy", "blas", "PYTHONHASHSEED")
 
 #: Recorded and shown, never refused: the device differs only under an explicit
@@ -41,10 +41,10 @@ RECORDED_ONLY = frozenset({"device"})
 Conditions = dict[str, "str | int | None"]
 
 
-def current(workerinput: Any, *, backend: str, device: str, measure: str) -> Conditions:
+def current(workerinput: Any, *, measure: str, device: str) -> Conditions:
     """This process's conditions; ``workerinput``: ``config.workerinput`` or None."""
-    return {"workers": worker_count(workerinput), "backend": backend, "device": device,
-            "measure": measure, **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
+    return {"workers": worker_count(workerinput), "measure": measure, "device": device,
+            **{name: os.environ.get(name) for name in THREAD_VARIABLES}}
 
 
 def worker_count(workerinput: Any) -> int:
@@ -130,8 +130,8 @@ def _describe_difference(name: str, then: Any, now: Any) -> str:
 
 def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
     """What this run can change to match ``then``, every differing condition at once;
-    empty when some differing condition is not this run's to change (the backend, the
-    measure, valgrind's version, a value no run can have): then only re-taking helps."""
+    empty when some differing condition is not this run's to change (the measure,
+    valgrind's version, a value no run can have): then only re-taking helps."""
     exports, unsets, run = [], [], ""
     for name in differing:
         value = then[name]
@@ -153,12 +153,12 @@ def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
 
 
 #: The conditions a flag of ``opprof baseline update`` sets for the run it takes.
-FLAGGED = {"backend": "--opprof-backend", "measure": "--opprof-measure"}
+FLAGGED = {"measure": "--opprof-measure"}
 
 
 def _retake_flags(differing: list[str], now: Mapping[str, Any]) -> str:
     """The flags that make ``opprof baseline update`` take its runs under ``now``: this
-    run's xdist workers, and the backend or measure where they differ (the environment
+    run's xdist workers, and the measure where it differs (the environment
     is the shell's, as this run's was)."""
     workers = _workers_of(now.get("workers"))
     flags = f" -n {workers}" if workers is not None and workers > 1 else ""
@@ -191,14 +191,13 @@ def _shown(value: Any) -> str:
 
 
 def describe(conditions: Mapping[str, Any]) -> str:
-    """``serial, backend cpu (x86_64), measure events, OMP_NUM_THREADS=1, others unset``:
+    """``serial, measure time (AMD EPYC (2 cores)), OMP_NUM_THREADS=1, others unset``:
     a baseline run's conditions for ``opprof baseline show``."""
     workers = conditions.get("workers")
     parts = [] if workers is None else [  # instruction counts do not depend on workers
         "serial" if _workers_of(workers) == 1 else _workers(workers)]
-    parts.append(f"backend {_plain(conditions.get('backend'))} "
+    parts.append(f"measure {_plain(conditions.get('measure'))} "
                  f"({_plain(conditions.get('device'))})")
-    parts.append(f"measure {_plain(conditions.get('measure'))}")
     parts += [f"{name} {_shown(conditions[name])}" for name in COUNT_CONDITIONS
               if conditions.get(name) is not None]
     threads = [f"{name}={_shown(conditions[name])}" for name in THREAD_VARIABLES

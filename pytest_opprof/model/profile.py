@@ -1,9 +1,11 @@
 """The Profile: what one profiled test measured, as plain data.
 
-Times are nanoseconds. ``samples[i, k]`` is the inclusive time of OP_ID k in
-iteration i, NaN where that op did not run in that iteration. Every iteration
-is kept, the skipped ones too (they are the first ``skip`` rows); statistics
-use :attr:`Profile.counted` only.
+Figures are in the profile's :class:`~.words.Unit` (nanoseconds, or counts such as
+instructions), as its measure took them. ``samples[i, k]`` is the inclusive figure of
+OP_ID k in iteration i, NaN where that op did not run in that iteration. Every iteration
+is kept, the skipped ones too (they are the first ``skip`` rows); statistics use
+:attr:`Profile.counted` only. The fields named ``*_ns`` are in the profile's unit too,
+except the host's and the GPU activities' (always nanoseconds).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import numpy as np
 
 from ..errors import OpprofError
 from . import jsontext
+from .words import Unit
 
-SCHEMA = "pytest-opprof/profile/1"
+#: Version 2: the measure by its name, the unit beside it, no backend (version 1's
+#: backend and measure are one measure's name now: ``store.results`` reads it).
+SCHEMA = "pytest-opprof/profile/2"
 
 #: The most iterations a test may run (``iterations(n)``): beyond it a value is a typo.
 MAX_ITERATIONS = 1_000_000
@@ -26,20 +31,6 @@ MAX_ITERATIONS = 1_000_000
 MAX_NAME_LENGTH = 1024
 #: The most GPU activities (kernels, copies, memsets) one profile keeps.
 MAX_ACTIVITIES = 2**22
-#: What an op's figure is: "events" (CUDA event spans, or host time on the CPU), "kernel"
-#: (the summed durations of the GPU activities it launched, from CUPTI) or "instructions"
-#: (the instructions it executed, counted by callgrind).
-MEASURES = ("events", "kernel", "instructions")
-#: The unit of a profile's figures under each measure (the ``*_ns`` arrays of a profile
-#: of measure ``instructions`` hold instruction counts, not nanoseconds).
-UNITS = {"events": "ns", "kernel": "ns", "instructions": "instructions"}
-
-
-def unit_of(measure: str | None) -> str:
-    """The unit of a measure's figures (``ns`` for none or one this version lacks)."""
-    return UNITS.get(measure or "events", "ns")
-
-
 #: The longest function name kept (a C++ template instance can be longer: cut).
 MAX_FUNCTION_NAME = 2048
 #: Activity kinds: the ``kind`` column of :class:`Activities`.
@@ -138,7 +129,9 @@ class Activities:
 @dataclass
 class Profile:
     nodeid: str
-    backend: str
+    #: The name of the measure that took its figures (``--opprof-measure``): what they
+    #: are is that measure's to say (:mod:`pytest_opprof.measure.measures`).
+    measure: str
     device: str
     skip: int
     ops: list[OpInfo]
@@ -151,7 +144,7 @@ class Profile:
     wall: np.ndarray
     #: (iterations,) time inside top-level ops (nested ops are not counted twice).
     op_time: np.ndarray
-    #: CPU dispatch time of each op on the CUDA backend; None where the timeline is the host's.
+    #: CPU dispatch time of each op under CUDA events; None where the timeline is the host's.
     host_samples: np.ndarray | None = None
     #: Op exits with no open op and ops still open when their iteration ended.
     unbalanced: int = 0
@@ -168,24 +161,19 @@ class Profile:
     iteration_starts: np.ndarray | None = None
     #: The CUDA stream each op ran on (CUDA only).
     op_streams: list[int] | None = None
-    #: What the gate and the reports take as an op's time: "events" (``samples``) or
-    #: "kernel" (``kernel_samples``; the event span stays in ``samples``).
-    measure: str | None = None
+    #: What the figures count (of ``samples`` and every figure below but the host's and
+    #: the GPU activities', which are nanoseconds).
+    unit: Unit = Unit.NANOSECONDS
     #: (iterations, ops) summed ns of the GPU activities launched inside each op, nested
     #: ops included; NaN where the op did not run, 0.0 where it launched nothing.
     kernel_samples: np.ndarray | None = None
     #: (iterations, ops) how many activities each op launched, nested ops included.
     kernel_counts: np.ndarray | None = None
-    #: Every activity of every iteration (kernel measure only).
+    #: Every activity of every iteration (kernel time only).
     activities: Activities | None = None
     #: Per OP_ID, its costliest functions as (name, instructions) in the last iteration,
     #: nested ops included (instructions measure only).
     op_functions: list[list[tuple[str, int]]] | None = None
-
-    @property
-    def unit(self) -> str:
-        """What the figures count: ``ns``, or ``instructions``."""
-        return unit_of(self.measure)
 
     @property
     def iterations(self) -> int:
@@ -197,8 +185,8 @@ class Profile:
         return max(self.iterations - self.skip, 0)
 
     def gated_samples(self) -> np.ndarray:
-        """The op times the gate and the reports use: kernel time where it was measured,
-        else the event spans (or host times)."""
+        """The op figures the gate and the reports use: kernel time where it was
+        measured (the event span stays in ``samples``), else ``samples``."""
         return self.kernel_samples if self.kernel_samples is not None else self.samples
 
     def counted_matrix(self) -> np.ndarray:
@@ -223,7 +211,8 @@ class Profile:
         return {
             "schema": SCHEMA,
             "nodeid": self.nodeid,
-            "backend": self.backend,
+            "measure": self.measure,
+            "unit": self.unit.value,
             "device": self.device,
             "skip": self.skip,
             "ops": [
@@ -246,7 +235,6 @@ class Profile:
                                   ("phase_starts_ns", self.phase_starts),
                                   ("iteration_starts_ns", self.iteration_starts))},
             "op_streams": self.op_streams,
-            "measure": self.measure,
             "kernel_samples_ns": None if self.kernel_samples is None
             else _matrix_to_json(self.kernel_samples),
             "kernel_counts": None if self.kernel_counts is None
@@ -274,7 +262,7 @@ class Profile:
 
 
 def _matrix_to_json(a: np.ndarray) -> list[Any]:
-    """Whole nanoseconds, ``null`` for NaN."""
+    """Whole numbers (of the unit), ``null`` for NaN."""
     if a.ndim == 1:
         return [None if math.isnan(x) else round(x) for x in a.tolist()]
     return [_matrix_to_json(row) for row in a]
@@ -327,8 +315,9 @@ class _Reader:
     def profile(self, cls: type[Profile]) -> Profile:
         data = self.data
         return cls(
-            nodeid=str(data["nodeid"]), backend=str(data["backend"]),
-            device=str(data["device"]), skip=_whole(data["skip"], "skip"),
+            nodeid=str(data["nodeid"]), measure=check_name("measure", data["measure"]),
+            unit=Unit(data["unit"]), device=str(data["device"]),
+            skip=_whole(data["skip"], "skip"),
             ops=self.ops(), samples=self.matrix("samples_ns", self.n_ops),
             phase_samples=self.matrix("phase_samples_ns", self.n_phases),
             phases=[check_name("phase", p) for p in data["phases"]],
@@ -342,7 +331,6 @@ class _Reader:
             iteration_starts=self.optional("iteration_starts_ns", None),
             op_streams=None if (streams := self.per_op("op_streams")) is None
             else [int(x) for x in streams],
-            measure=self.measure(),
             kernel_samples=self.optional("kernel_samples_ns", self.n_ops),
             kernel_counts=self.counts(),
             activities=None if data.get("activities") is None else Activities.from_dict(
@@ -351,12 +339,6 @@ class _Reader:
             else [read_functions(op, "op_functions") for op in functions],
         )
 
-    def measure(self) -> str | None:
-        value = self.data.get("measure")
-        if value is not None and value not in MEASURES:
-            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, "
-                             f"got {_short_repr(value)}")
-        return None if value is None else str(value)
 
     def counts(self) -> np.ndarray | None:
         counts = self.optional("kernel_counts", self.n_ops)

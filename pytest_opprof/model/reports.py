@@ -16,8 +16,9 @@ from .records import TestRecord
 from .verdict import OpStatus, OpVerdict, TestResult, Verdict
 from .words import word
 
-#: The results file's schema (pytest_opprof/schemas/results-1.schema.json).
-RESULTS_SCHEMA = "pytest-opprof/results/1"
+#: The results file's schema (pytest_opprof/schemas/results-2.schema.json; schema 1,
+#: written before measures were objects, is read through ``store.results``).
+RESULTS_SCHEMA = "pytest-opprof/results/2"
 #: An op's word over budget (its OpStatus says how it compared with the baseline).
 OVER_BUDGET = "over_budget"
 

@@ -21,7 +21,8 @@ from .._version import __version__
 class RunInfo:
     #: The machine key baselines are stored under (``cuda-NVIDIA H200``, or the user's).
     machine: str
-    backend: str
+    #: The name of the measure its figures were taken with.
+    measure: str
     device: str
     #: python, numpy, pytest-opprof, platform, and cupy when it is loaded.
     versions: Mapping[str, str] = field(default_factory=dict)
@@ -33,7 +34,7 @@ class RunInfo:
     benchmark_machine_info: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def collect(cls, machine: str, backend: str, device: str) -> RunInfo:
+    def collect(cls, machine: str, measure: str, device: str) -> RunInfo:
         """This run's facts, asked of the system now; pytest-benchmark's machine info
         (over half a second: it asks the CPU) is left to :meth:`with_machine_info`."""
         from pytest_benchmark.utils import get_commit_info
@@ -41,7 +42,7 @@ class RunInfo:
         # pytest-benchmark is untyped: its helpers are called as they are documented
         commit = get_commit_info()  # type: ignore[no-untyped-call]
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        return cls(machine=machine, backend=backend, device=device, versions=versions(),
+        return cls(machine=machine, measure=measure, device=device, versions=versions(),
                    commit=commit, date=now)
 
     def with_machine_info(self) -> RunInfo:
@@ -53,9 +54,9 @@ class RunInfo:
         return replace(self, benchmark_machine_info=info)
 
     def to_dict(self) -> dict[str, Any]:
-        """The results file's ``machine`` object (key, backend, device, the versions, flat
-        as schema results/1 has them, and pytest-benchmark's machine info) and ``run``."""
-        return {"machine": {"key": self.machine, "backend": self.backend, "device": self.device,
+        """The results file's ``machine`` object (key, measure, device, the versions, flat
+        as the results schema has them, and pytest-benchmark's machine info) and ``run``."""
+        return {"machine": {"key": self.machine, "measure": self.measure, "device": self.device,
                             **self.versions,
                             "benchmark_machine_info": dict(self.benchmark_machine_info)},
                 "run": {"date": self.date,
@@ -67,8 +68,8 @@ class RunInfo:
         only shows these: a value of the wrong type is shown as ``?``, never trusted."""
         machine = _mapping(data.get("machine"))
         run = _mapping(data.get("run"))
-        known = {"key", "backend", "device", "benchmark_machine_info"}
-        return cls(machine=_text(machine.get("key")), backend=_text(machine.get("backend")),
+        known = {"key", "measure", "device", "benchmark_machine_info"}
+        return cls(machine=_text(machine.get("key")), measure=_text(machine.get("measure")),
                    device=_text(machine.get("device")),
                    versions={k: v for k, v in machine.items()
                              if k not in known and isinstance(v, str)},

@@ -1,6 +1,6 @@
 """How a value is written, the same in every message of every layer: a name from user
-code (escaped so it cannot forge a line), a duration or an instruction count (a figure
-in its unit), a percentage, a verdict's word.
+code (escaped so it cannot forge a line), a figure in its unit (a duration, or a count
+such as instructions), a percentage, a verdict's word.
 
 It sits in the model layer, below everything that speaks: the gate's reasons and the
 conditions' advice use it as the renderers do (:mod:`pytest_opprof.render` re-exports it).
@@ -8,6 +8,7 @@ conditions' advice use it as the renderers do (:mod:`pytest_opprof.render` re-ex
 
 from __future__ import annotations
 
+import enum
 import math
 import unicodedata
 
@@ -55,13 +56,22 @@ def count(n: float | None) -> str:
     return _scaled(n, (("G", 1e9), ("M", 1e6), ("k", 1e3)), "")
 
 
-def amount(value: float | None, unit: str = "ns") -> str:
-    """A figure in its unit: a duration for ``ns`` (``25.1 us``), an instruction count
-    for ``instructions`` (``3.42M instr``); ``-`` for no value."""
-    if unit == "instructions":
-        text = count(value)
-        return text if text == "-" else f"{text} instr"
-    return duration(value)
+class Unit(enum.Enum):
+    """What a figure counts: a small closed set, each shown its own way. A measure (the
+    objects of :mod:`pytest_opprof.measure.measures`) says which its figures are in, and
+    names what its counts count; below it, a figure is known by its unit alone."""
+
+    NANOSECONDS = "ns"
+    COUNT = "count"
+
+
+def amount(value: float | None, unit: Unit = Unit.NANOSECONDS, noun: str = "") -> str:
+    """A figure in its unit: a duration (``25.1 us``), or a count followed by ``noun``
+    where one is given (``3.42M instr``); ``-`` for no value."""
+    if unit is Unit.NANOSECONDS:
+        return duration(value)
+    text = count(value)
+    return f"{text} {noun}" if noun and text != "-" else text
 
 
 def percent(ratio: float | None) -> str:

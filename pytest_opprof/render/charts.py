@@ -17,10 +17,13 @@ import numpy as np
 
 from .._extras import install
 from ..errors import OpprofError
+from ..model.words import Unit
 from ..stats.reports import phase_medians, segment_levels
-from . import amount, display_name, percent
+from . import display_name, percent
+from .kernels import measure_of
 
 if TYPE_CHECKING:
+    from ..measure.measures import Measure
     from ..model.history import History, OpHistory
     from ..model.reports import OpReport, TestReport
 
@@ -61,22 +64,21 @@ def svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # inline: no XML prologue or doctype
 
 
-#: Each unit's axis: what a figure is divided by, and the axis's unit.
-AXES = {"ns": (1e6, "ms"), "instructions": (1e6, "millions of instructions")}
+def axis(measure: type[Measure]) -> tuple[float, str]:
+    """What a figure is divided by, and the axis's unit: ``(1e6, "ms")`` for times,
+    ``(1e6, "millions of instructions")`` for instruction counts."""
+    if measure.unit is Unit.NANOSECONDS:
+        return 1e6, "ms"
+    return 1e6, f"millions of {what(measure)}"
 
 
-def axis(unit: str) -> tuple[float, str]:
-    """``(1e6, "ms")`` for ns; ``(1e6, "millions of instructions")`` for instructions."""
-    return AXES.get(unit, AXES["ns"])
+def scaled(values: Any, measure: type[Measure]) -> Any:
+    return np.asarray(values, dtype=float) / axis(measure)[0]
 
 
-def scaled(values: Any, unit: str) -> Any:
-    return np.asarray(values, dtype=float) / axis(unit)[0]
-
-
-def what(unit: str) -> str:
-    """What a chart's figures are: ``time``, or ``instructions``."""
-    return "instructions" if unit == "instructions" else "time"
+def what(measure: type[Measure]) -> str:
+    """What a chart's figures are: ``host time``, ``kernel time``, ``instructions``."""
+    return measure.figure if measure.unit is Unit.NANOSECONDS else measure.counts[0] or "counts"
 
 
 def ops_chart(record: TestReport) -> str:
@@ -86,7 +88,7 @@ def ops_chart(record: TestReport) -> str:
                  key=lambda op: -(op.median or 0))[:TOP_OPS]
     if not ops:
         return ""
-    unit = record.profile.unit
+    measure = measure_of(record.profile)
     labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops][::-1]
     current = [op.judged_median or 0 for op in ops][::-1]  # the verdict's, as the table's
     baseline = [math.nan if op.baseline is None else op.baseline.baseline_median
@@ -95,13 +97,13 @@ def ops_chart(record: TestReport) -> str:
               "#1b5e20" if op.status == "improved" else "#1565c0" for op in ops][::-1]
     y = np.arange(len(ops))
     fig, ax = plt.subplots(figsize=(9, 0.28 * len(ops) + 1.2))
-    ax.barh(y + 0.2, scaled(current, unit), height=0.4, color=colors, label="current")
+    ax.barh(y + 0.2, scaled(current, measure), height=0.4, color=colors, label="current")
     if not all(math.isnan(b) for b in baseline):
-        ax.barh(y - 0.2, scaled(baseline, unit), height=0.4, color="#9e9e9e",
+        ax.barh(y - 0.2, scaled(baseline, measure), height=0.4, color="#9e9e9e",
                 label="baseline")
     ax.set_yticks(y, labels, fontsize=8)
-    ax.set_xlabel(f"median per iteration ({axis(unit)[1]})")
-    ax.set_title(f"Per-op {what(unit)} against the baseline")
+    ax.set_xlabel(f"median per iteration ({axis(measure)[1]})")
+    ax.set_title(f"Per-op {what(measure)} against the baseline")
     ax.legend(loc="lower right", fontsize=8)
     return svg(fig)
 
@@ -142,23 +144,23 @@ def moved_chart(record: TestReport) -> str:
     baseline (or, with no baseline, took most); skipped iterations shaded."""
     plt = pyplot()
     profile = record.profile
-    unit = profile.unit
+    measure = measure_of(profile)
     ops = [op for op in record.ops if op.current is not None]
     moved = [op for op in ops if math.isfinite(_moved(op)) and _moved(op) > 0]
     if moved:
         chosen = sorted(moved, key=lambda op: -abs(math.log(_moved(op))))[:MOVED]
-        title = f"Per-iteration {what(unit)} of the ops that moved most"
+        title = f"Per-iteration {what(measure)} of the ops that moved most"
     else:
         chosen = sorted(ops, key=lambda op: -(op.median or 0))[:MOVED]
-        title = (f"Per-iteration {what(unit)} of the "
-                 + ("costliest ops" if unit == "instructions" else "slowest ops"))
+        title = (f"Per-iteration {what(measure)} of the "
+                 + ("slowest ops" if measure.unit is Unit.NANOSECONDS else "costliest ops"))
     if not chosen or profile.iterations == 0:
         return ""
     fig, ax = plt.subplots(figsize=(9, 3.2))
     x = np.arange(profile.iterations)
     bucketed = profile.iterations > SERIES_POINTS
     for op in chosen:
-        values = scaled(profile.gated_samples()[:, op.op_id], unit)
+        values = scaled(profile.gated_samples()[:, op.op_id], measure)
         name = label(f"OP_ID{op.op_id}. {op.name}")
         drawn = envelope(values)
         if drawn is None:
@@ -170,12 +172,12 @@ def moved_chart(record: TestReport) -> str:
                             linewidth=0)
         median = math.nan if op.baseline is None else op.baseline.baseline_median
         if math.isfinite(median) and median:
-            ax.axhline(median / axis(unit)[0], linestyle=":", linewidth=1,
+            ax.axhline(median / axis(measure)[0], linestyle=":", linewidth=1,
                        color=ax.lines[-1].get_color())
     if profile.skip:
         ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
     ax.set_xlabel("iteration")
-    ax.set_ylabel(axis(unit)[1])
+    ax.set_ylabel(axis(measure)[1])
     if bucketed:
         title += (f"\n{profile.iterations:,} iterations in {SERIES_POINTS} buckets: line "
                   "median, band min to max;")
@@ -191,13 +193,13 @@ def phase_chart(record: TestReport) -> str:
     medians = phase_medians(record.profile)
     if not medians:
         return ""
-    unit = record.profile.unit
-    scale, name_of_axis = axis(unit)
+    measure = measure_of(record.profile)
+    scale, name_of_axis = axis(measure)
     fig, ax = plt.subplots(figsize=(9, 1.4))
     left = 0.0
     for name, value in medians:
-        shown = amount(value, "instructions") if unit == "instructions" \
-            else f"{value / 1e6:.3g} ms"
+        shown = (f"{value / 1e6:.3g} ms" if measure.unit is Unit.NANOSECONDS
+                 else measure.amount(value))
         ax.barh([0], [value / scale], left=left, label=label(f"{name} {shown}"))
         left += value / scale
     ax.set_yticks([])
@@ -207,16 +209,16 @@ def phase_chart(record: TestReport) -> str:
     return svg(fig)
 
 
-def history_chart(test: History, op: OpHistory, unit: str = "ns") -> str:
-    """The op's medians, run by run, with its segments' levels and its steps (figures in
-    ``unit``: ``ns`` or ``instructions``)."""
+def history_chart(test: History, op: OpHistory, measure: type[Measure]) -> str:
+    """The op's medians, run by run, with its segments' levels and its steps (figures of
+    ``measure``)."""
     plt = pyplot()
-    scale, name_of_axis = axis(unit)
+    scale, name_of_axis = axis(measure)
     x = np.arange(len(op.runs))
     fig, ax = plt.subplots(figsize=(9, 2.4))
-    ax.plot(x, scaled(op.median_ns, unit), marker=".", markersize=3, color="#bdbdbd",
+    ax.plot(x, scaled(op.median_ns, measure), marker=".", markersize=3, color="#bdbdbd",
             label="as measured")
-    ax.plot(x, scaled(op.corrected_ns, unit), marker="o", markersize=3, color="#1565c0",
+    ax.plot(x, scaled(op.corrected_ns, measure), marker="o", markersize=3, color="#1565c0",
             label="machine drift taken out")
     position = {run: k for k, run in enumerate(op.runs)}
     edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]

@@ -1,11 +1,11 @@
 """``opprof compare``'s outputs: the terminal table, ``--json`` (schema
-``pytest-opprof/compare/1``: pytest_opprof/schemas/compare-1.schema.json) and
+``pytest-opprof/compare/2``: pytest_opprof/schemas/compare-2.schema.json) and
 ``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
 :class:`~pytest_opprof.commands.compare.Report`; none prints, none writes.
 
-A comparison holds no measure of its own: each output takes the unit of the profiles it
-was made from (``unit``: ``ns``, or ``instructions`` under
-``--opprof-measure=instructions``), and writes the medians in it.
+A comparison takes the measure of the profiles it was made from (``measure`` and
+``unit``: ``ns``, or ``count`` under ``--opprof-measure=instructions``), and writes the
+medians as that measure says them.
 """
 
 from __future__ import annotations
@@ -14,35 +14,42 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..measure import measures
 from ..model.comparison import differences
 from ..stats.power import blind
-from . import amount, display_name, percent
+from . import display_name, percent
 from .markdown import code, quote, span
 from .table import align
 
 if TYPE_CHECKING:
     from ..model.comparison import Environment, OpRow, Report, TestComparison
 
-SCHEMA = "pytest-opprof/compare/1"
+#: Version 2: the measure named, its unit ``ns`` or ``count`` (version 1: ``instructions``).
+SCHEMA = "pytest-opprof/compare/2"
 COLUMNS = ["OP_ID", "op", "base", "head", "change", "corrected", "interval", "detectable",
            "verdict"]
 #: What the columns say, under every table: ``change`` is what the medians beside it show.
 LEGEND = ("change is head/base of the medians; corrected is the op's own change, less the "
           "drift (what every op moved by alike): the interval and the verdict are its")
-COUNTS_LEGEND = ("change is head/base of the medians, instructions executed; corrected is "
-                 "its mean over the pairs (counts are not drift-corrected): the interval "
-                 "and the verdict are its")
+#: The same for figures that repeat (counts: ``{}`` is what an op's figure is).
+COUNTS_LEGEND = ("change is head/base of the medians, {}; corrected is its mean over the "
+                 "pairs (counts are not drift-corrected): the interval and the verdict are "
+                 "its")
 
 
-def _cells(row: OpRow, unit: str = "ns") -> list[str]:
+def _measure(report: Report) -> type[measures.Measure]:
+    return measures.of(report.measure, report.unit)
+
+
+def _cells(row: OpRow, measure: type[measures.Measure]) -> list[str]:
     c = row.change
-    return [str(row.op_id), display_name(row.name), amount(c.base_ns, unit),
-            amount(c.head_ns, unit), percent(c.change), percent(c.own),
+    return [str(row.op_id), display_name(row.name), measure.amount(c.base_ns),
+            measure.amount(c.head_ns), percent(c.change), percent(c.own),
             f"{percent(c.low)} .. {percent(c.high)}", percent(1 + c.detectable), c.verdict]
 
 
-def _legend(unit: str) -> str:
-    return COUNTS_LEGEND if unit == "instructions" else LEGEND
+def _legend(measure: type[measures.Measure]) -> str:
+    return COUNTS_LEGEND.format(measure.figure) if measure.repeats else LEGEND
 
 
 def _blind(report: Report, test: TestComparison) -> str | None:
@@ -108,35 +115,36 @@ def _environments(report: Report) -> list[str]:
             else "packages that differ: none (the same versions of everything)"]
 
 
-def text(report: Report, unit: str | None = None) -> str:
-    """The terminal table: per test, every op with its change and verdict (medians in
-    ``unit``, the report's own by default)."""
-    unit = report.unit if unit is None else unit
+def text(report: Report) -> str:
+    """The terminal table: per test, every op with its change and verdict (medians as
+    the report's measure says them)."""
+    measure = _measure(report)
     lines = [f"opprof compare: base {display_name(report.base)}, head "
-             f"{display_name(report.head)}; {_legend(unit)}", *_environments(report)]
+             f"{display_name(report.head)}; {_legend(measure)}", *_environments(report)]
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
         blind = _blind(report, test)
         lines += [f"  blind: {blind}"] if blind else []
-        rows = [COLUMNS, *(_cells(row, unit) for row in test.ops)]
+        rows = [COLUMNS, *(_cells(row, measure) for row in test.ops)]
         lines += ["  " + line for line in align(rows, right=set(range(len(COLUMNS))) - {1})]
     lines += [f"{where} only: {display_name(what)}" for what, where in _one_side(report)]
     lines += ["", f"opprof compare: {_summary(report)}"]
     return "\n".join(lines)
 
 
-def markdown(report: Report, unit: str | None = None) -> str:
-    """A job summary: the counts, then a table per test (regressions first; medians in
-    ``unit``, the report's own by default)."""
-    unit = report.unit if unit is None else unit
+def markdown(report: Report) -> str:
+    """A job summary: the counts, then a table per test (regressions first; medians as
+    the report's measure says them)."""
+    measure = _measure(report)
     lines = ["## opprof compare", "",
              f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", ""]
     envs = _environments(report)
     if envs:
         lines += [f"- {label}: {span(value)}" for label, value in
                   (line.split(": ", 1) for line in envs)] + [""]
-    lines.append(_legend(unit)[0].upper() + _legend(unit)[1:] + ".")
+    legend = _legend(measure)
+    lines.append(legend[0].upper() + legend[1:] + ".")
     order = {"regressed": 0, "improved": 1, "ok": 2}
     for test in sorted(report.tests, key=lambda t: min(
             (order[r.change.verdict] for r in t.ops), default=3)):
@@ -145,7 +153,7 @@ def markdown(report: Report, unit: str | None = None) -> str:
         lines += quote([*test.result.notes, *([f"**blind:** {blind}"] if blind else [])])
         lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
         for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
-            cells = _cells(row, unit)
+            cells = _cells(row, measure)
             cells[1] = code(row.name)
             cells[-1] = f"**{cells[-1]}**" if cells[-1] != "ok" else cells[-1]
             lines.append("| " + " | ".join(cells) + " |")
@@ -160,13 +168,11 @@ def _number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def to_json(report: Report, unit: str | None = None) -> str:
-    """The comparison as schema compare/1 (``unit``: what its ``*_ns`` medians count;
-    the report's own by default)."""
-    unit = report.unit if unit is None else unit
+def to_json(report: Report) -> str:
+    """The comparison as schema compare/2 (``unit``: what its ``*_ns`` medians count)."""
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
-        "unit": unit,
+        "measure": report.measure, "unit": report.unit.value,
         "pairs": report.pairs, "tolerance": report.tolerance, "alpha": report.alpha,
         "detect": report.detect,
         "regressed": report.count("regressed"), "improved": report.count("improved"),

@@ -1,16 +1,17 @@
 """``opprof history`` as text (sparklines and step lines) and as JSON.
 
-``--json PATH`` writes (schema ``pytest-opprof/history/1``)::
+``--json PATH`` writes (schema ``pytest-opprof/history/2``; version 1 named the figures
+``*_ns`` whatever their unit, and its unit ``instructions`` is ``count`` now)::
 
-    {"schema": "pytest-opprof/history/1",
+    {"schema": "pytest-opprof/history/2",
      "tolerance": 0.05,                      # the smallest step reported (a fraction)
      "method": {"library": "ruptures", "algorithm": "PELT", "cost": "l1",
                 "penalty": 4.0, "margin_z": 3.0, "min_segment": 2},
      "unreadable": ["<one line per baseline file that could not be read>"],
      "tests": [{
         "nodeid": "tests/test_net.py::test_net", "machine": "<machine key>",
-        "unit": "ns" or "instructions",      # what the *_ns figures count (the measure
-                                             # of the latest run's conditions)
+        "measure": "time",                   # the measure of the latest run, and what
+        "unit": "ns" or "count",             # its figures (below) count
         "runs": [{"date": "2026-11-30T01:02:03+00:00" or null,
                   "commit": {pytest-benchmark's commit info: "id", "time", "branch",
                              "dirty", ...} or null}],      # oldest first
@@ -20,8 +21,8 @@
                  or null,
         "ops": [{"op_id": 0, "name": "conv2d", "occurrence": 0,
                  "runs": [0, 1, ...],        # indices into the test's runs that hold it
-                 "median_ns": [...],         # the op's median in each of those runs
-                 "corrected_ns": [...],      # the same, each run's drift taken out
+                 "median": [...],            # the op's median in each of those runs
+                 "corrected": [...],         # the same, each run's drift taken out
                  "noise": 0.004,             # sigma: spread of one run's log median
                  "steps": [STEP, ...]}]}]}
 
@@ -29,7 +30,7 @@
             "commit_id": "a1b2c3d..." or null, "date": "..." or null,
             "ratio": 1.183,                  # after / before (drift-corrected)
             "margin": 1.05,                  # the smallest ratio reported, up or down
-            "before_ns": 1.0e6, "after_ns": 1.183e6}  # the op's levels either side
+            "before": 1.0e6, "after": 1.183e6}     # the op's levels either side
 
 ``--html PATH`` draws each op's medians across the runs with its steps marked (the
 ops with steps first, then the slowest).
@@ -51,13 +52,19 @@ from ..judge.changepoints import (
     PENALTY,
     log_times,
 )
+from ..measure.measures import Measure
 from ..model.baseline import BaselineRun
 from ..model.history import History, OpHistory, Step
-from . import amount, display_name, percent
-from .kernels import history_unit
+from . import display_name, percent
+from .kernels import run_measure
 from .table import align
 
-SCHEMA = "pytest-opprof/history/1"
+SCHEMA = "pytest-opprof/history/2"
+
+
+def measure_of(test: History) -> type[Measure]:
+    """The measure of the history's latest run: its figures' words and unit."""
+    return run_measure(test.runs[-1].meta)
 DRIFT_LABEL = "machine drift"
 SPARKS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 ASCII_SPARKS = "_.-=*#"
@@ -80,10 +87,10 @@ def _op_name(op: OpHistory) -> str:
 
 def step_line(test: History, op: OpHistory, step: Step) -> str:
     """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms`` (in the
-    history's unit: ``1.2M instr -> 1.5M instr`` for instructions)."""
-    unit = history_unit(test)
+    history's measure: ``1.2M instr -> 1.5M instr`` for instructions)."""
+    amount = measure_of(test).amount
     return (f"{_op_name(op)}: {percent(step.ratio)} at {test.where(step.run)}: "
-            f"{amount(step.before, unit)} -> {amount(step.after, unit)} (margin "
+            f"{amount(step.before)} -> {amount(step.after)} (margin "
             f"\u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
@@ -93,12 +100,12 @@ def drift_step_line(test: History, step: Step) -> str:
             f"change that moved every op (margin \u00b1{(step.margin - 1) * 100:.1f}%)")
 
 
-def trend_cells(op: OpHistory, chars: str, unit: str = "ns") -> list[str]:
+def trend_cells(op: OpHistory, chars: str, measure: type[Measure]) -> list[str]:
     """``OP_ID0. conv2d``, ``1 ms``, ``..``, ``1.18 ms``, ``▁▁▁▁████  noise 0.4%, 8 runs``
-    (drift-corrected; figures in ``unit``): one op's trend line, as the cells
+    (drift-corrected; figures of ``measure``): one op's trend line, as the cells
     :func:`trend_lines` lines up."""
-    return [_op_name(op), amount(op.corrected_ns[0], unit), "..",
-            amount(op.corrected_ns[-1], unit),
+    return [_op_name(op), measure.amount(op.corrected_ns[0]), "..",
+            measure.amount(op.corrected_ns[-1]),
             f"{sparkline(op.corrected_ns, chars)}  noise {op.noise * 100:.1f}%, "
             f"{len(op.runs)} run(s)"]
 
@@ -124,8 +131,7 @@ def render_text(test: History, tolerance: float, chars: str) -> str:
                      "history with pytest --opprof-update-baseline=append")
     else:
         lines.append(f"  no step beyond the noise and the tolerance ({tolerance * 100:g}%)")
-    unit = history_unit(test)
-    rows = [trend_cells(op, chars, unit) for op in test.ops]
+    rows = [trend_cells(op, chars, measure_of(test)) for op in test.ops]
     if test.drift is None:
         lines.append(f"  trends, oldest run first (fewer than {DRIFT_MIN_OPS} ops: machine "
                      "drift not taken out):")
@@ -159,14 +165,15 @@ def _test_json(test: History) -> dict[str, Any]:
                 "date": test.date(step.run), "ratio": step.ratio, "margin": step.margin}
 
     return {
-        "nodeid": test.nodeid, "machine": test.machine, "unit": history_unit(test),
+        "nodeid": test.nodeid, "machine": test.machine, "measure": measure_of(test).name,
+        "unit": measure_of(test).unit.value,
         "runs": [{"date": test.date(k), "commit": commit(run)}
                  for k, run in enumerate(test.runs)],
         "drift": None if test.drift is None else {
             "factor": test.drift, "steps": [where(s) for s in test.drift_steps]},
         "ops": [{"op_id": op.op_id, "name": op.name, "occurrence": op.occurrence,
-                 "runs": op.runs, "median_ns": op.median_ns, "corrected_ns": op.corrected_ns,
+                 "runs": op.runs, "median": op.median_ns, "corrected": op.corrected_ns,
                  "noise": op.noise,
-                 "steps": [{**where(s), "before_ns": s.before, "after_ns": s.after}
+                 "steps": [{**where(s), "before": s.before, "after": s.after}
                            for s in op.steps]}
                 for op in test.ops]}

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import amount, charts, percent
+from . import charts, percent
+from .history import measure_of
 from .html import STYLE, _h
-from .kernels import history_unit
 
 if TYPE_CHECKING:
     from ..model.history import History, OpHistory
@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 
 def step_table(test: History) -> str:
     """Every step of the test: the machine drift's (all ops), then each op's."""
-    unit = history_unit(test)
+    amount = measure_of(test).amount
     rows = [("", "all ops (machine drift)", step, "-", "-") for step in test.drift_steps]
-    rows += [(str(op.op_id), op.name, step, amount(step.before, unit),
-              amount(step.after, unit))
+    rows += [(str(op.op_id), op.name, step, amount(step.before), amount(step.after))
              for op in test.ops for step in op.steps]
     if not rows:
         return "<p>No step beyond the noise and the tolerance.</p>"
@@ -76,7 +75,7 @@ def _budget(tests: list[History]) -> list[int]:
 
 def _section(test: History, charts_given: int) -> list[str]:
     drawn = _ranked(test)[:charts_given]
-    unit = history_unit(test)
+    measure = measure_of(test)
     shown = {id(op) for op in drawn}
     undrawn = [op for op in test.ops if id(op) not in shown]
     stepped = sum(1 for op in undrawn if op.steps)
@@ -88,7 +87,8 @@ def _section(test: History, charts_given: int) -> list[str]:
             + (f"; not drawn: {' and '.join(left)}" if left else "")
             + ".</p>",
             step_table(test),
-            *(f'<div class="chart">{charts.history_chart(test, op, unit)}</div>' for op in drawn),
+            *(f'<div class="chart">{charts.history_chart(test, op, measure)}</div>'
+              for op in drawn),
             "</section>"]
 
 

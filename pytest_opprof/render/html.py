@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.reports import OpReport, TestReport
 from ..model.runinfo import RunInfo
+from ..model.words import Unit
 from ..stats.kernels import kernel_stats
 from ..stats.reports import report_of
-from . import amount, display_name, duration, percent
 from . import charts as draw
-from .kernels import measure_word
+from . import display_name, duration, percent
+from .kernels import has_kernel_time, measure_of
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -76,11 +77,12 @@ def _table_ops(test: TestReport) -> list[OpReport]:
 def op_table(test: TestReport) -> str:
     """Each op's numbers, in graph order: what the charts show, as figures. With kernel
     time, the medians are kernel time and the op's event span and kernels per iteration
-    follow; with instructions, they are instruction counts. At most TABLE_ROWS ops."""
-    kernel = test.measure == "kernel"
-    unit = test.profile.unit
+    follow; with counts, they are counts. At most TABLE_ROWS ops."""
+    kernel = has_kernel_time(test.profile)
+    measure = measure_of(test.profile)
     extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
-    what = " (kernel time)" if kernel else " (instructions)" if unit == "instructions" else ""
+    what = (f" ({_h(measure.counts[0])})" if measure.unit is Unit.COUNT
+            else f" ({_h(measure.figure)})" if kernel else "")
     rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
             f"<th>current median{what}</th>{extra}"
             "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
@@ -91,8 +93,8 @@ def op_table(test: TestReport) -> str:
                        "every op).</p>")
     for op in listed:
         base = op.baseline
-        figures = [amount(None if base is None else base.baseline_median, unit),
-                   amount(op.judged_median, unit)]
+        figures = [measure.amount(None if base is None else base.baseline_median),
+                   measure.amount(op.judged_median)]
         if kernel:
             count = None if op.kernel is None else op.kernel.count
             figures += [duration(None if op.kernel is None else op.kernel.span_median),
@@ -128,7 +130,7 @@ def kernel_table(test: TestReport) -> str:
 
 
 def _figures(test: TestReport) -> str:
-    return "op figures" if test.profile.unit == "instructions" else "op times"
+    return "op figures" if test.profile.unit is Unit.COUNT else "op times"
 
 
 def _charted(tests: Sequence[TestReport]) -> set[int]:
@@ -152,7 +154,7 @@ def _section(test: TestReport, charts: bool | None) -> list[str]:
              f"{test.profile.counted} counted iterations; "
              f"{test.baseline_runs} baseline runs"
              + (f"; machine drift {percent(drift)}" if drift else "")
-             + f"; {_figures(test)} are {_h(measure_word(test.measure))}.</p>",
+             + f"; {_figures(test)} are {_h(measure_of(test.profile).figure)}.</p>",
              op_table(test), kernel_table(test)]
     if charts:
         parts += [f'<div class="chart">{chart}</div>'
@@ -177,7 +179,7 @@ def render_tests(tests: Sequence[TestReport], run_info: RunInfo, charts: bool = 
              "<title>opprof report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>opprof report</h1>",
              f"<p>Machine <code>{_h(run_info.machine)}</code>: {_h(run_info.device)}, "
-             f"backend {_h(run_info.backend)}. {len(tests)} profiled test(s)"
+             f"measure {_h(run_info.measure)}. {len(tests)} profiled test(s)"
              + (f"; the charts of {CHARTED_TESTS} of them (failed ones first, then those "
                 "with ops that moved)" if charts and len(tests) > CHARTED_TESTS else "")
              + ".</p>"]

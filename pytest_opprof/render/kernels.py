@@ -1,40 +1,33 @@
-"""Kernel time in the reports, in words: which measure an op's figures are (and in which
-unit), and kernel names cut to a width. The figures themselves (the GPU activities grouped
-by name, per op or for the whole test) are in :mod:`pytest_opprof.stats.kernels`.
+"""The measure in the reports: which measure an op's figures are (the renderers ask its
+object for the words and the unit), and kernel names cut to a width. The figures
+themselves (the GPU activities grouped by name, per op or for the whole test) are in
+:mod:`pytest_opprof.stats.kernels`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any
 
-from ..model.profile import Profile, unit_of
+from ..measure import measures
+from ..model.profile import Profile
+from ..model.words import Unit
 from . import display_name
 from .table import cut
 
-if TYPE_CHECKING:
-    from ..model.history import History
-
-#: How each measure is named in a report.
-MEASURE_WORDS = {"kernel": "kernel time", "events": "event span",
-                 "instructions": "instructions executed"}
 #: The widest kernel name the terminal report prints; longer ones end in ``...`` there
 #: (the results JSON keeps them whole).
 NAME_WIDTH = 72
 
 
-def measure_word(measure: str) -> str:
-    """``kernel`` -> ``kernel time``, ``events`` -> ``event span``."""
-    return MEASURE_WORDS.get(measure, display_name(str(measure)))
+def measure_of(profile: Profile) -> type[measures.Measure]:
+    """The measure that took the profile's figures: its words, its unit, its gate."""
+    return measures.of(profile.measure, profile.unit)
 
 
-def history_unit(test: History) -> str:
-    """The unit of a history's figures: that of the measure its latest run recorded in
-    its run conditions (``ns`` for runs that recorded none)."""
-    for run in reversed(test.runs):
-        conditions = run.meta.get("conditions")
-        if isinstance(conditions, dict) and conditions.get("measure") is not None:
-            return unit_of(str(conditions["measure"]))
-    return "ns"
+def run_measure(meta: Mapping[str, Any]) -> type[measures.Measure]:
+    """The measure a stored baseline run was taken with (its meta says)."""
+    return measures.of(str(meta["measure"]), Unit(meta["unit"]))
 
 
 def has_kernel_time(profile: Profile) -> bool:

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from ..model.reports import OpReport, TestReport
 from ..model.runinfo import RunInfo
+from ..model.words import Unit
 from ..stats.reports import report_of
-from . import amount, display_name, duration, percent
-from .kernels import measure_word
+from . import display_name, duration, percent
+from .kernels import measure_of
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -58,10 +59,10 @@ def quote(sentences: Sequence[str]) -> list[str]:
 
 
 def _row(test: TestReport, op: OpReport) -> str:
-    base, unit = op.baseline, test.profile.unit
+    base, amount = op.baseline, measure_of(test.profile).amount
     cells = [code(test.nodeid), f"OP_ID{op.op_id}. {code(op.name)}",
-             amount(None if base is None else base.baseline_median, unit),
-             amount(op.judged_median, unit),
+             amount(None if base is None else base.baseline_median),
+             amount(op.judged_median),
              percent(None if base is None else base.corrected_ratio),
              percent(None if base is None else base.margin)]
     if op.status == "over_budget":
@@ -70,17 +71,17 @@ def _row(test: TestReport, op: OpReport) -> str:
 
 
 def _measures(tests: list[TestReport]) -> str:
-    """Which measure the op times are: ``op times are kernel time``, or how many tests
-    used each when they differ (``op figures are`` when some are instruction counts)."""
-    counts: dict[str, int] = {}
+    """Which measure the op figures are: ``op times are kernel time``, or how many tests
+    used each when they differ (``op figures are`` when some are counts)."""
+    figures: dict[str, int] = {}
     for t in tests:
-        measure = t.measure
-        counts[measure] = counts.get(measure, 0) + 1
-    are = "op figures are" if "instructions" in counts else "op times are"
-    if len(counts) <= 1:
-        return f"{are} {measure_word(next(iter(counts), 'events'))}"
-    return f"{are} " + " and ".join(
-        f"{measure_word(m)} in {n} test(s)" for m, n in sorted(counts.items()))
+        figure = measure_of(t.profile).figure
+        figures[figure] = figures.get(figure, 0) + 1
+    are = ("op figures are" if any(t.profile.unit is Unit.COUNT for t in tests)
+           else "op times are")
+    if len(figures) <= 1:
+        return f"{are} {next(iter(figures), 'not taken')}"
+    return f"{are} " + " and ".join(f"{m} in {n} test(s)" for m, n in sorted(figures.items()))
 
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:

@@ -1,12 +1,12 @@
 """``--opprof-json``: every profiled test's result, for machines.
 
-Schema ``pytest-opprof/results/1``: pytest_opprof/schemas/results-1.schema.json (a JSON
+Schema ``pytest-opprof/results/2``: pytest_opprof/schemas/results-2.schema.json (a JSON
 Schema, validated in the tests); the fields are described in docs/reference.md ("Results
 for machines"). Each test's entry is its :class:`~pytest_opprof.model.reports.TestReport`
 written out, the same figures the Markdown and HTML reports show;
 :func:`pytest_opprof.store.results.load` reads a file back. Each test's ``unit`` says
-what its figures count: ``ns``, or ``instructions`` (its ``*_ns`` fields then hold
-instruction counts).
+what its figures count: ``ns``, or ``count`` (its ``*_ns`` fields, and its profile's, then
+hold counts, such as the instructions of ``measure`` instructions).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def entry(report: TestReport) -> dict[str, Any]:
         "current_runs": c.current_runs if c else None,
         "baseline_runs": report.baseline_runs, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
-        "measure": report.measure, "unit": report.profile.unit,
+        "measure": report.measure, "unit": report.profile.unit.value,
         "zero_instrumentation": report.zero_instrumentation,
         "ops": [_op(op) for op in report.ops],
         "outside_ops_kernels": _kernels(report.outside_ops_kernels),
@@ -86,7 +86,7 @@ def _kernels(rows: tuple[KernelStats, ...] | None) -> list[dict[str, Any]] | Non
 def render_reports(reports: list[TestReport], run_info: RunInfo, *,
                    strict: list[Unjudged] | None = None,
                    strict_effect: float | None = None) -> str:
-    """The results file of these tests (schema results/1); under strict mode, its
+    """The results file of these tests (schema results/2); under strict mode, its
     ``strict`` object: whether it failed the session, and for which tests, why."""
     data: dict[str, Any] = {"schema": SCHEMA, **run_info.to_dict(),
                             "tests": [{**entry(r), "profile": r.profile.to_dict(),
@@ -100,5 +100,5 @@ def render_reports(reports: list[TestReport], run_info: RunInfo, *,
 
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:
-    """The results file of a run (schema results/1)."""
+    """The results file of a run (schema results/2)."""
     return render_reports([report_of(r) for r in records], run_info)

@@ -10,18 +10,19 @@ time, each op's event span follows as a second figure, each op lists the kernels
 launched, and PaddlePaddle's table gains a per-kernel section (as Paddle's CUPTI tracer
 and torch.profiler's kernel table); long kernel names are cut to a width with ``...``.
 
-With instructions (callgrind: ``Profile.unit == "instructions"``) every figure is an
-instruction count, written ``1.57M instr`` in place of seconds or milliseconds, and
+With counts (``Profile.unit`` COUNT: instructions, by callgrind) every figure is a count,
+written as its measure says it (``1.57M instr``) in place of seconds or milliseconds, and
 verbosity 2 adds each op's costliest functions (``Profile.op_functions``).
 """
 
 from __future__ import annotations
 
 from ..model.profile import Profile
+from ..model.words import Unit
 from ..stats.kernels import kernel_stats, kernels_by_op
 from ..stats.summary import op_stats, op_type_stats, phase_times, wall_summary
-from . import amount, display_name
-from .kernels import abbreviate, has_kernel_time, measure_word, op_name, zero_instrumentation
+from . import display_name
+from .kernels import abbreviate, has_kernel_time, measure_of, op_name, zero_instrumentation
 from .table import align
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
@@ -36,16 +37,16 @@ def milliseconds(ns: float) -> str:
     return f"{ns / 1e6:g}"
 
 
-def instructions(profile: Profile) -> bool:
-    """Whether the profile's figures are instruction counts (callgrind), not ns."""
-    return profile.unit == "instructions"
+def counts(profile: Profile) -> bool:
+    """Whether the profile's figures are counts (instructions), not nanoseconds."""
+    return profile.unit is Unit.COUNT
 
 
 def figure(profile: Profile, value: float) -> str:
     """An op, phase or iteration figure as SINGA's lists print it: ``1.73722e-05 sec``,
-    or ``1.57M instr`` for instructions."""
-    if instructions(profile):
-        return amount(value, "instructions")
+    or a count as its measure says it (``1.57M instr``)."""
+    if counts(profile):
+        return measure_of(profile).amount(value)
     return f"{seconds(value)} sec"
 
 
@@ -56,27 +57,31 @@ def phase_label(name: str) -> str:
 
 
 def header(profile: Profile) -> str:
-    """Which clock, and which iterations the figures cover."""
+    """Which measure, and which iterations the figures cover."""
     skipped = f"first {profile.skip} skipped" if profile.skip else "none skipped"
-    timeline = {"cuda": "CUDA events", "fake": "virtual CUDA events"}.get(
-        profile.backend, "perf_counter_ns")
-    if profile.kernel_samples is not None:  # ops on kernel time; phases and wall on events
-        timeline += ", ops on kernel time from CUPTI"
-    if instructions(profile):
-        timeline = "instructions executed, counted by callgrind"
-    return (f"backend {profile.backend} ({profile.device}; {timeline}): "
-            f"{profile.counted} of {profile.iterations} iterations counted ({skipped})")
+    measure = measure_of(profile)
+    return (f"measure {display_name(profile.measure)} ({profile.device}; {measure.figure} from "
+            f"{measure.source}): {profile.counted} of {profile.iterations} iterations counted "
+            f"({skipped})")
 
 
 def singa_phases(profile: Profile) -> str:
     """SINGA's verbosity-1 block: each phase's time (or instructions) per counted
     iteration."""
-    title, word = (("Instruction", "Instructions") if instructions(profile)
-                   else ("Time", "Time"))
+    title, word = _titles(profile)
     phases = phase_times(profile)
     lines = [f"{title} Profiling:"]
     lines += [f"{phase_label(name)} {word} : {figure(profile, ns)}" for name, ns in phases]
     return "\n".join(lines + _split_note(profile, phases))
+
+
+def _titles(profile: Profile) -> tuple[str, str]:
+    """SINGA's words for the unit: ``Time`` (``Time Profiling:``), or the count's
+    (``Instruction Profiling:``, ``Forward Propagation Instructions``)."""
+    noun = measure_of(profile).counts[0]
+    if not counts(profile) or not noun:
+        return "Time", "Time"
+    return noun[:1].upper() + noun[1:].removesuffix("s"), noun[:1].upper() + noun[1:]
 
 
 def _split_note(profile: Profile, phases: list[tuple[str, float]]) -> list[str]:
@@ -105,10 +110,9 @@ def measure_line(profile: Profile) -> str:
     if has_kernel_time(profile):
         return ("Measure: kernel time (the GPU activities each op launched, nested ops "
                 "included); span: the op's event span")
-    if instructions(profile):
-        return ("Measure: instructions executed (counted by callgrind between the op's "
-                "boundaries, nested ops included)")
-    return f"Measure: {measure_word('events')} (the op's time between its boundaries)"
+    measure = measure_of(profile)
+    return (f"Measure: {measure.figure} (from {measure.source} between the op's boundaries, "
+            "nested ops included)")
 
 
 def singa_ops(profile: Profile) -> str:
@@ -116,9 +120,9 @@ def singa_ops(profile: Profile) -> str:
     instructions, with instructions); with kernel time, each op's event span second and
     the kernels it launched under it."""
     kernel = has_kernel_time(profile)
-    counts = instructions(profile)
-    lines = ["Instruction Profiling:" if counts else "Time Profiling:"]
-    if kernel or counts:
+    counted = counts(profile)
+    lines = [f"{_titles(profile)[0]} Profiling:"]
+    if kernel or counted:
         lines.append(measure_line(profile))
     zero = zero_instrumentation(profile)
     kernel = kernel and not zero  # its ops are its kernels: no span, no kernels under them
@@ -126,7 +130,8 @@ def singa_ops(profile: Profile) -> str:
     span_stats = op_stats(profile, profile.samples) if kernel else []
     for s in op_stats(profile):
         value = figure(profile, s.mean) if s.count else (
-            f"- {'instr' if counts else 'sec'} (ran only in skipped iterations)")
+            f"- {measure_of(profile).counts[1] if counted else 'sec'} (ran only in skipped "
+            "iterations)")
         if kernel and s.count:
             value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
         lines.append(f"OP_ID{s.op_id}. {op_name(profile, s.name)} : {value}")
@@ -148,18 +153,19 @@ def top_functions(profile: Profile) -> str:
     """Each op's costliest functions in its last iteration, nested ops included, in graph
     order (instructions only: ``Profile.op_functions``), names and counts aligned."""
     found = profile.op_functions
-    if not instructions(profile) or not found:
+    if not counts(profile) or not found:
         return ""
     rows = []
     for info, functions in zip(profile.ops, found, strict=False):
         ranked = sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN]
         for k, (name, n) in enumerate(ranked):
             rows.append([f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
-                         abbreviate(name), amount(n, "instructions")])
+                         abbreviate(name), measure_of(profile).amount(n)])
     if not rows:
         return ""
-    return ("Top functions per op (instructions in the last iteration, nested ops "
-            "included):\n" + "\n".join("    " + line for line in align(rows, right={2})))
+    return (f"Top functions per op ({measure_of(profile).counts[0]} in the last iteration, "
+            "nested ops included):\n" + "\n".join("    " + line for line in align(rows,
+                                                                                 right={2})))
 
 
 def stat_table(rows: list[list[str]]) -> str:
@@ -171,7 +177,7 @@ def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
     measure the gate uses); with instructions, by total instructions, in instructions."""
     def number(v: float) -> str:
-        return amount(v, "instructions") if instructions(profile) else milliseconds(v)
+        return measure_of(profile).amount(v) if counts(profile) else milliseconds(v)
 
     return stat_table([
         [f"Stat={op_name(profile, s.name)}", f"total={number(s.total)}",
@@ -199,9 +205,10 @@ def kernel_table(profile: Profile) -> str:
 def wall_line(profile: Profile) -> str:
     """Op time against iteration wall time, and the share outside any op."""
     w = wall_summary(profile)
-    if instructions(profile):
-        return (f"Op instructions : {figure(profile, w.op_time)} of {figure(profile, w.wall)} "
-                f"executed per counted iteration, {100 * w.outside_share:.1f}% outside any op")
+    if counts(profile):
+        return (f"Op {measure_of(profile).counts[0]} : {figure(profile, w.op_time)} of "
+                f"{figure(profile, w.wall)} per counted iteration, "
+                f"{100 * w.outside_share:.1f}% outside any op")
     return (f"Op time : {seconds(w.op_time)} sec of {seconds(w.wall)} sec iteration wall time "
             f"per counted iteration, {100 * w.outside_share:.1f}% outside any op")
 

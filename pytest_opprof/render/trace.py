@@ -1,7 +1,7 @@
 """``--opprof-trace=DIR``: one Chrome trace per profiled test (Trace Event format).
 
 Perfetto (ui.perfetto.dev) and chrome://tracing open the files. One process per test;
-its tracks: ``CPU`` (the host: on the CPU backend the ops themselves, on CUDA each op's
+its tracks: ``CPU`` (the host: on the CPU the ops themselves, under CUDA each op's
 dispatch) and, on CUDA, ``GPU stream N`` for each stream the ops ran on (their device
 times). Iterations are enclosing slices on every track, named ``iteration N`` or
 ``iteration N (skipped)`` (greyed, ``args.skipped``); phases enclose their ops on the
@@ -14,10 +14,10 @@ cross a slice's edge there (the event clock and CUPTI's differ by a little; an a
 can outlast its op's span) goes to ``GPU stream N (outside op spans)`` instead, since a
 trace viewer drops slices that are not properly nested.
 
-With instructions (callgrind: ``Profile.unit == "instructions"``) the time axis counts
-instructions executed: one instruction is drawn as one ns of trace time (a slice of
-1.57 ms is 1.57M instructions). The CPU track's name and ``otherData`` say so, and each
-op's slice has its count in ``args.instructions``.
+With counts (``Profile.unit`` COUNT: instructions, by callgrind) the time axis counts:
+one instruction is drawn as one ns of trace time (a slice of 1.57 ms is 1.57M
+instructions). The CPU track's name and ``otherData`` say so, and each op's slice has its
+count in ``args``, named for what is counted (``args.instructions``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..model.profile import ACTIVITY_KINDS, Profile
+from ..model.words import Unit
 from ..store.files import safe_name
+from .kernels import measure_of
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -38,8 +40,16 @@ CPU_TID = 1
 GPU_TID0 = 100
 #: Tracks of activities that do not nest in the slices of their stream's track.
 LOOSE_TID0 = 10_000
-#: What the time axis is under the instructions measure.
-INSTRUCTIONS_AXIS = "time axis: instructions executed, 1 ns = 1 instruction"
+
+
+def counted_axis(profile: Profile) -> str | None:
+    """What the time axis is for counts (``time axis: instructions executed, 1 ns = 1
+    instruction``); None for times."""
+    if profile.unit is Unit.NANOSECONDS:
+        return None
+    measure = measure_of(profile)
+    noun = measure.counts[0] or "counts"
+    return f"time axis: {measure.figure}, 1 ns = 1 {noun.removesuffix('s')}"
 
 
 def _us(ns: float) -> float:
@@ -55,10 +65,11 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     act_streams = set() if acts is None else set(acts.stream.tolist())
     streams = sorted(set(profile.op_streams or [0]) | act_streams) if cuda else []
     gpu_tid = {s: GPU_TID0 + k for k, s in enumerate(streams)}
-    counts = profile.unit == "instructions"
+    axis = counted_axis(profile)
+    counted = measure_of(profile).counts[0] or "counts"
     cpu_name = "CPU (host dispatch)" if cuda else "CPU"
-    if counts:
-        cpu_name += f" ({INSTRUCTIONS_AXIS})"
+    if axis is not None:
+        cpu_name += f" ({axis})"
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": profile.nodeid}},
         {"ph": "M", "pid": 1, "tid": CPU_TID, "name": "thread_name",
@@ -110,8 +121,8 @@ def events(profile: Profile) -> list[dict[str, Any]]:
                 if math.isfinite(start) and math.isfinite(dur):
                     args = {"op_id": k, "occurrence": info.occurrence,
                             "phase": info.phase, "skipped": skipped}
-                    if counts:
-                        args["instructions"] = _ns(dur)
+                    if axis is not None:
+                        args[counted] = _ns(dur)
                     out.append({"ph": "X", "pid": 1, "tid": tid, "name": info.name,
                                 "cat": "op", "ts": _us(t0 + start), "dur": _us(dur),
                                 "args": args})
@@ -212,10 +223,11 @@ def _activity_events(profile: Profile, indices: list[int], t0: float,
 
 
 def trace(profile: Profile) -> dict[str, Any]:
-    other: dict[str, Any] = {"nodeid": profile.nodeid, "backend": profile.backend,
+    other: dict[str, Any] = {"nodeid": profile.nodeid, "measure": profile.measure,
                              "device": profile.device, "skip": profile.skip}
-    if profile.unit == "instructions":
-        other.update(unit="instructions", axis=INSTRUCTIONS_AXIS)
+    axis = counted_axis(profile)
+    if axis is not None:
+        other.update(unit=profile.unit.value, axis=axis)
     return {"traceEvents": events(profile), "displayTimeUnit": "ns", "otherData": other}
 
 

@@ -10,12 +10,14 @@ from typing import Any
 from ..judge.config import BLIND as BLIND
 from ..judge.config import GREW_SHOWN, more_runs
 from ..judge.strict import seen as sees_of
+from ..measure.measures import AUTO_ORDER, Measure
 from ..model.conditions import remedies
 from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from ..model.words import Unit
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind
-from . import amount, count, display_name, duration, percent, word
-from .kernels import abbreviate, has_kernel_time
+from . import count, display_name, duration, percent, word
+from .kernels import abbreviate, has_kernel_time, measure_of
 from .table import align
 
 __all__ = ["blind_line", "budget_line", "counts_line", "failure_text", "op_line", "summary_line",
@@ -34,28 +36,27 @@ def op_name(v: OpVerdict | BudgetVerdict) -> str:
         else display_name(v.name)
 
 
-def op_line(v: OpVerdict, unit: str = "ns") -> str:
+def op_line(v: OpVerdict, measure: type[Measure]) -> str:
     """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence, the
-    figures in ``unit`` (``ns``, or ``instructions``: ``1.2M instr -> 1.5M instr``, not
-    drift-corrected)."""
+    figures as ``measure`` says them (``1.2M instr -> 1.5M instr``; the drift-corrected
+    change and the rank test where its gate has them)."""
     head = f"OP_ID{v.op_id}. {display_name(v.name)}"
+    amount = measure.amount
     if v.verdict in COMPARED:
         beyond = "" if math.isnan(v.margin) else f" beyond its margin {percent(v.margin)}"
-        corrected = ("" if unit == "instructions"
-                     else f"; {percent(v.corrected_ratio)} drift-corrected")
-        # counts repeat: no rank test judges them (gate.gate_config)
-        rank = "" if unit == "instructions" else f"; rank test p={v.rank_p_value:.2g}"
-        return (f"{head}: {amount(v.baseline_median, unit)} -> "
-                f"{amount(v.current_median, unit)} "
+        corrected = (f"; {percent(v.corrected_ratio)} drift-corrected" if measure.gate.drift
+                     else "")
+        rank = f"; rank test p={v.rank_p_value:.2g}" if measure.gate.rank_test else ""
+        return (f"{head}: {amount(v.baseline_median)} -> "
+                f"{amount(v.current_median)} "
                 f"({percent(v.ratio)}{corrected}{beyond}, "
                 f"z={v.z:.1f}, p={v.p_value:.2g} for a spread of {spread(v.spread)} between "
                 "processes"
                 f"{rank}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
-        return f"{head}: new, {amount(v.current_median, unit)} (not in the baseline)"
+        return f"{head}: new, {amount(v.current_median)} (not in the baseline)"
     if v.verdict == OpStatus.MISSING:
-        return (f"{head}: missing (the baseline had it at "
-                f"{amount(v.baseline_median, unit)})")
+        return f"{head}: missing (the baseline had it at {amount(v.baseline_median)})"
     return f"{head}: not judged ({v.reason})"
 
 
@@ -64,16 +65,15 @@ def op_line(v: OpVerdict, unit: str = "ns") -> str:
 FUNCTION_WIDTH = 80
 
 
-def grew_lines(v: OpVerdict) -> list[str]:
+def grew_lines(v: OpVerdict, measure: type[Measure]) -> list[str]:
     """``    grew: DOUBLE_add 1.2M -> 1.5M instr (+300k)``: one line per function whose
-    instructions grew most in a regressed op (instructions measure), at most GREW_SHOWN."""
+    count grew most in a regressed op (the instructions measure), at most GREW_SHOWN."""
     lines = []
     for name, before, after in v.grew[:GREW_SHOWN]:
         change = after - before
         sign = "-" if change < 0 else "+"
-        lines.append(f"    grew: {abbreviate(name, FUNCTION_WIDTH)} "
-                     f"{count(before)} -> "
-                     f"{amount(after, 'instructions')} ({sign}{count(abs(change))})")
+        lines.append(f"    grew: {abbreviate(name, FUNCTION_WIDTH)} {count(before)} -> "
+                     f"{measure.amount(after)} ({sign}{count(abs(change))})")
     return lines
 
 
@@ -112,17 +112,17 @@ def verdict_table(result: TestResult) -> str:
     c = result.comparison
     if c is None:
         return ""
-    unit = result.profile.unit
+    measure = measure_of(result.profile)
     rows = [["OP_ID", "op", "baseline", "now", "change", "margin", "detectable", "spread",
              "verdict"]]
     for v in c.ops:
         rows.append([str(v.op_id) if v.op_id >= 0 else "-", display_name(v.name),
-                     amount(v.baseline_median, unit), amount(v.current_median, unit),
+                     measure.amount(v.baseline_median), measure.amount(v.current_median),
                      percent(v.corrected_ratio), percent(v.margin),
                      percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
     lines = align(rows, right=set(range(len(rows[0]))) - {1})
-    if unit == "instructions":
-        return (f"gate: {c.runs} baseline runs; instructions executed, not drift-corrected\n"
+    if not measure.gate.drift:
+        return (f"gate: {c.runs} baseline runs; {measure.figure}, not drift-corrected\n"
                 + "\n".join(lines))
     return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
             "runs; change is drift-corrected\n" + "\n".join(lines))
@@ -146,17 +146,16 @@ def failure_text(result: TestResult) -> str:
     c = result.comparison
     if c is not None and result.at_fault:
         confirmed = ", confirmed by a re-run in a new process" if c.current_runs > 1 else ""
-        counted = result.profile.measure == "instructions"
-        drift = ("instructions are not drift-corrected" if counted
-                 else f"this run's drift {percent(c.drift)}, from {c.drift_source}")
+        measure = measure_of(result.profile)
+        drift = (f"this run's drift {percent(c.drift)}, from {c.drift_source}"
+                 if measure.gate.drift
+                 else f"{measure.counts[0] or measure.figure} are not drift-corrected")
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
                  f"{drift}{confirmed})")
         kernel = has_kernel_time(result.profile)
-        measure = (" in instructions executed" if counted
-                   else " in kernel time" if kernel else "")
-        unit = result.profile.unit
+        named = f" in {measure.figure}" if kernel or measure.unit is Unit.COUNT else ""
         heads = {
-            OpStatus.REGRESSED: f"op(s) regressed{measure} against {where}",
+            OpStatus.REGRESSED: f"op(s) regressed{named} against {where}",
             OpStatus.NEW: "new op(s) not in the baseline (failing under --opprof-strict=ops)",
             OpStatus.MISSING: "op(s) of the baseline missing from this run (failing "
                               "under --opprof-strict=ops)",
@@ -164,14 +163,16 @@ def failure_text(result: TestResult) -> str:
         for status, ops in result.at_fault_by_verdict().items():
             lines.append(f"opprof: {len(ops)} {heads[status]}:")
             for v in ops:
-                lines.append("  " + op_line(v, unit))
+                lines.append("  " + op_line(v, measure))
                 if kernel and status == OpStatus.REGRESSED:
                     lines += kernel_lines(result, v.op_id)
                 if status == OpStatus.REGRESSED:
-                    lines += grew_lines(v)
+                    lines += grew_lines(v, measure)
+        # a measure auto does not take is named (the ini file may name it: harmless)
         lines.append("To accept: opprof baseline update "
                      + display_name(shlex.quote(result.nodeid))
-                     + (" --opprof-measure=instructions" if counted else ""))
+                     + ("" if result.profile.measure in AUTO_ORDER
+                        else f" --opprof-measure={display_name(result.profile.measure)}"))
     return "\n".join(lines)
 
 

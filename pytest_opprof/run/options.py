@@ -12,25 +12,25 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .._extras import install
 from ..errors import OpprofError
-from ..judge.config import INSTRUCTION_TOLERANCE, TOLERANCE, default_tolerance
-from ..measure.timers import BACKENDS, MEASURE_CHOICES
+from ..judge.config import TOLERANCE
+from ..measure import measures
 from . import outputs
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
 DEFAULT_SKIP = 1
 DEFAULT_ITERATIONS = 20
-DEFAULT_BACKEND = "auto"
-DEFAULT_MEASURE = "auto"
+DEFAULT_MEASURE = measures.AUTO
+#: The ini value the measure replaced (the device follows from the measure): refused.
+GONE_INI = "opprof_backend"
 DEFAULT_BASELINE_DIR = ".opprof"
 #: The most iterations a test may run or skip: beyond it a value is a typo, not a plan.
 MAX_ITERATIONS = 1_000_000
@@ -52,26 +52,24 @@ HELP_SKIP = ("leave the first N iterations of each profiled test out of every fi
              f"(default {DEFAULT_SKIP}; gpu_profiler.iterations(n, skip=k) sets it in code)")
 HELP_ITERATIONS = ("iterations run by gpu_profiler.iterations() when neither the call nor "
                    f"the marker gives a number (default {DEFAULT_ITERATIONS})")
-HELP_BACKEND = ("timer: cuda (CUDA events through CuPy), cpu (perf_counter_ns), auto (cuda "
-                "when CuPy finds a GPU, else cpu), fake (a virtual CUDA device, for testing "
-                f"pytest-opprof itself) (default {DEFAULT_BACKEND})")
-HELP_MEASURE = ("what an op's figure is: on CUDA kernel (the summed GPU time of the kernels, "
-                f"copies and memsets it launched, from CUPTI: {install('cupti')}), events "
-                "(its CUDA event span), auto (kernel when "
-                "cupti-python loads and CUPTI starts, else events); on the CPU instructions "
-                "(the instructions it executed, counted by valgrind's callgrind in a child "
-                "process: steady on a shared runner; default tolerance "
-                f"{INSTRUCTION_TOLERANCE:.0%}%) (default {DEFAULT_MEASURE})")
+HELP_MEASURE = ("what an op's figure is: " + ", ".join(
+    [f"{measures.AUTO} (kernel where CUPTI starts on a GPU, else events on a GPU, else "
+     "time on the CPU)",
+     *(f"{m.name} ({m.help})" for m in measures.listed())]).replace("%", "%%")
+    + f" (default {DEFAULT_MEASURE})")
 HELP_BASELINE_DIR = (f"where per-op baselines are kept (default {DEFAULT_BASELINE_DIR}/ at the "
                      "rootdir); one folder per machine key")
-HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: backend and device, "
+HELP_MACHINE_KEY = ("the machine key that namespaces baselines (default: measure and device, "
                     "e.g. 'cpu-AMD EPYC (2 cores)'); set one name for a fleet of identical runners")
 HELP_UPDATE = ("write the baselines of the profiled tests that ran and passed, instead of "
                "gating: replace (the default) the stored runs, or append this run to them "
                "(the last 20 are kept: a history of how the machine varies, for main-branch CI)")
 HELP_TOLERANCE = ("the smallest drift-corrected slowdown of an op that fails its test, as a "
-                  f"fraction or percentage (default {TOLERANCE:.0%}%, "
-                  f"{INSTRUCTION_TOLERANCE:.0%}% under --opprof-measure=instructions)")
+                  "fraction or percentage (default " + ", ".join(
+                      [f"{TOLERANCE:.0%}", *(
+                          f"{m.gate.tolerance:.0%} under --opprof-measure={m.name}"
+                          for m in measures.listed() if m.gate.tolerance != TOLERANCE)])
+                  + ")").replace("%", "%%")
 HELP_STRICT = ("a comma list: ops (new or missing ops fail their test), unjudged (fail the "
                "session, exit code 1, when a gated test could not be judged: no baseline on "
                "this machine, other run conditions, an absurd drift, nothing counted; the "
@@ -217,9 +215,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--opprof-verbosity", type=_verbosity, default=None, metavar="N",
                     help=HELP_VERBOSITY)
     group.addoption("--opprof-skip", type=_skip, default=None, metavar="N", help=HELP_SKIP)
-    group.addoption("--opprof-backend", choices=BACKENDS, default=None, help=HELP_BACKEND)
-    group.addoption("--opprof-measure", choices=MEASURE_CHOICES, default=None,
-                    help=HELP_MEASURE)
+    # no choices here: a conftest.py may register a measure (checked in Settings)
+    group.addoption("--opprof-measure", default=None, metavar="NAME", help=HELP_MEASURE)
     group.addoption("--opprof-baseline-dir", default=None, metavar="DIR", help=HELP_BASELINE_DIR)
     group.addoption("--opprof-machine-key", default=None, metavar="NAME", help=HELP_MACHINE_KEY)
     group.addoption("--opprof-update-baseline", type=_update_mode, nargs="?", const="replace",
@@ -236,12 +233,13 @@ def add_options(parser: pytest.Parser) -> None:
     for name, text in INI_VALUES.items():
         # argparse %-formats a flag's help ("5%%" prints "5%"); an ini value's is printed raw
         parser.addini(name, text.replace("%%", "%"), default="")
+    parser.addini(GONE_INI, "removed: set opprof_measure instead", default="")
 
 
 #: The ini values, each the twin of a flag: name -> help.
 INI_VALUES = {"opprof_verbosity": HELP_VERBOSITY, "opprof_skip": HELP_SKIP,
-              "opprof_iterations": HELP_ITERATIONS, "opprof_backend": HELP_BACKEND,
-              "opprof_measure": HELP_MEASURE, "opprof_baseline_dir": HELP_BASELINE_DIR,
+              "opprof_iterations": HELP_ITERATIONS, "opprof_measure": HELP_MEASURE,
+              "opprof_baseline_dir": HELP_BASELINE_DIR,
               "opprof_machine_key": HELP_MACHINE_KEY, "opprof_tolerance": HELP_TOLERANCE,
               "opprof_strict": HELP_STRICT}
 
@@ -252,7 +250,7 @@ def requested(config: pytest.Config) -> bool:
     not, the plugin stays inert until a test uses its fixture."""
     return any(name.startswith("opprof_") and value not in (None, False, "")
                for name, value in vars(config.option).items()) \
-        or any(str(config.getini(name) or "").strip() for name in INI_VALUES) \
+        or any(str(config.getini(name) or "").strip() for name in (*INI_VALUES, GONE_INI)) \
         or config.pluginmanager.has_plugin(CHILD_PLUGIN)
 
 
@@ -289,18 +287,31 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
         raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
 
 
-def _choice(what: str, choices: Sequence[str]) -> Callable[[str], str]:
-    """An ini value's check; a flag's is argparse's ``choices``."""
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise argparse.ArgumentTypeError(f"{what} must be one of {', '.join(choices)}")
-        return text
+def _measure(text: str) -> str:
+    """A registered measure's name, or ``auto`` (after the conftest files have loaded:
+    one of them may register a measure)."""
+    if text != measures.AUTO:
+        try:
+            measures.named(text)
+        except OpprofError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
-    return parse
 
-
-_backend = _choice("the backend", BACKENDS)
-_measure = _choice("the measure", MEASURE_CHOICES)
+def _measure_of(config: pytest.Config) -> str:
+    """``--opprof-measure``, else ``opprof_measure``, checked; the ini value it replaced
+    is refused in one line."""
+    if str(config.getini(GONE_INI) or "").strip():
+        choices = ", ".join(measures.choices())
+        raise pytest.UsageError(f"ini option {GONE_INI} is gone: set opprof_measure instead "
+                                f"({choices}; time for cpu, events or kernel for cuda)")
+    flag = config.getoption("opprof_measure", None)
+    if flag is None:
+        return str(_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE))
+    try:
+        return _measure(flag)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"--opprof-measure: {exc}") from None
 
 
 def _baseline_dir(config: pytest.Config) -> Path:
@@ -319,10 +330,10 @@ class Settings:
     verbosity: int = DEFAULT_VERBOSITY
     skip: int = DEFAULT_SKIP
     iterations: int = DEFAULT_ITERATIONS
-    backend: str = DEFAULT_BACKEND
+    #: The measure's name, or ``auto`` (resolved when the session starts it).
     measure: str = DEFAULT_MEASURE
     baseline_dir: Path = Path(DEFAULT_BASELINE_DIR)
-    #: None: derived from the backend and device once the backend is resolved.
+    #: None: derived from the measure and device once the measure has started.
     machine_key: str | None = None
     update_baseline: bool = False
     append_baseline: bool = False
@@ -346,16 +357,16 @@ class Settings:
         """An update judges nothing; a child that only profiles is not gated."""
         return self.strict and self.gate and not self.update_baseline
 
-    def tolerance_of_measure(self, measure: str | None) -> float:
+    def tolerance_of_measure(self, measure: type[measures.Measure]) -> float:
         """The one given, else the measure's default (for a command reading stored
         counts under a time session)."""
-        given = self.given_tolerance
-        return default_tolerance(measure) if given is None else given
+        return measure.gate.tolerance if self.given_tolerance is None \
+            else self.given_tolerance
 
     @classmethod
     def from_pytest_config(cls, config: pytest.Config) -> Settings:
         machine_key = _resolve(config, "opprof_machine_key", str.strip, None) or None
-        measure = _resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE)
+        measure = _measure_of(config)
         given = _resolve(config, "opprof_tolerance", _tolerance, None)
         strict = _resolve(config, "opprof_strict", parse_strict, Strictness())
         update = config.getoption("opprof_update_baseline", None)
@@ -365,14 +376,13 @@ class Settings:
             verbosity=_resolve(config, "opprof_verbosity", _verbosity, DEFAULT_VERBOSITY),
             skip=_resolve(config, "opprof_skip", _skip, DEFAULT_SKIP),
             iterations=_resolve(config, "opprof_iterations", _iterations, DEFAULT_ITERATIONS),
-            backend=_resolve(config, "opprof_backend", _backend, DEFAULT_BACKEND),
             measure=measure,
             baseline_dir=_baseline_dir(config),
             machine_key=machine_key,
             update_baseline=update is not None,
             append_baseline=update == "append",
             baseline_batch=os.environ.get(BATCH_VARIABLE, ""),
-            tolerance=default_tolerance(measure) if given is None else given,
+            tolerance=measures.defaults_of(measure).gate.tolerance if given is None else given,
             given_tolerance=given,
             strict_ops=strict.ops,
             strict=strict.unjudged,

@@ -94,15 +94,14 @@ def node_arg(config: pytest.Config, nodeid: str) -> str:
     return f"{Path(config.rootpath, path)}{sep}{rest}"
 
 
-def profiling(config: pytest.Config, nodeids: Sequence[str], *, backend: str, skip: int,
-              measure: str | None = None) -> list[str]:
+def profiling(config: pytest.Config, nodeids: Sequence[str], *, measure: str,
+              skip: int) -> list[str]:
     """The arguments of a child that profiles ``nodeids`` as this run does, serially
     (the re-run, the callgrind child; with ``records`` it gates nothing)."""
     args = [*user_args(config), *(node_arg(config, n) for n in nodeids),
-            "-q", f"--rootdir={config.rootpath}", f"--opprof-backend={backend}",
+            # the first run's measure, not auto's choice of the moment
+            "-q", f"--rootdir={config.rootpath}", f"--opprof-measure={measure}",
             f"--opprof-skip={skip}", "--opprof-verbosity=0"]
-    if measure is not None:  # the first run's measure, not auto's choice of the moment
-        args.append(f"--opprof-measure={measure}")
     if config.inipath is not None:
         args += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
@@ -123,11 +122,11 @@ def announce(config: pytest.Config, nodeid: str, suspects: Sequence[OpVerdict]) 
     reporter.write_line(f"opprof: re-running {nodeid} in a new process to confirm: {why}")
 
 
-def profile_again(config: pytest.Config, nodeid: str, *, backend: str, skip: int,
-                  timeout: float, measure: str | None = None) -> Profile | None:
+def profile_again(config: pytest.Config, nodeid: str, *, measure: str, skip: int,
+                  timeout: float) -> Profile | None:
     """The test's last passing profile from a new process, or None (the first run's
     verdict then stands)."""
-    args = profiling(config, [nodeid], backend=backend, skip=skip, measure=measure)
+    args = profiling(config, [nodeid], measure=measure, skip=skip)
     try:
         child = run_pytest(args, cwd=config.invocation_params.dir, records=True,
                            timeout=timeout, env=selection_free(config)[1])

@@ -1,4 +1,4 @@
-"""Per-run state: the resolved backend, the profiles taken, the gate, the summary.
+"""Per-run state: the started measure, the profiles taken, the gate, the summary.
 
 The plugin makes a session only when a run asks for opprof (an option, an ini value,
 or the fixture's first use), so this module's imports (numpy, the profiler) are paid
@@ -7,7 +7,6 @@ only then. The gate's and the reports' modules are imported where they are first
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Sequence
@@ -17,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import OpprofError
+from ..measure import measures
 from ..measure.profiler import Profiler
-from ..measure.timers import BackendUnavailable, Timer, build_timer, resolve_backend, start_tracer
 from ..model import conditions as run_conditions
 from ..model.profile import Profile
+from ..model.words import Unit
 from .options import Settings, TestSettings, test_settings
 
 if TYPE_CHECKING:
@@ -29,19 +29,7 @@ if TYPE_CHECKING:
     from ..model.runinfo import RunInfo
     from ..model.verdict import OpVerdict, TestResult
     from ..store.baseline import Baseline, BaselineStore
-    from .instructions import Counting
-
-def _in_child() -> bool:
-    from .instructions import in_child
-
-    return in_child()
-
-
-def _unsteady_line(profile: Profile) -> str | None:
-    from .instructions import unsteady_line
-
-    return unsteady_line(profile)
-
+    from .counting import Counting
 
 PROFILER = pytest.StashKey[tuple[Profiler, TestSettings]]()
 #: The key of a worker's notes in ``config.workeroutput`` (it starts with "opprof": the
@@ -75,44 +63,22 @@ def worker_number(config: pytest.Config) -> int | None:
     return int(digits) if digits.isdigit() else 0
 
 
-def make_session_timer(backend: str, worker: int | None) -> Timer:
-    """The session's probe timer: ``auto`` resolved once (a missing GPU is a usage
-    error before any test runs); an xdist worker on CUDA takes its own device first."""
+def start_measure(name: str, worker: int | None) -> measures.Measure:
+    """The measure ``--opprof-measure`` names, started once (``auto`` resolved; one that
+    cannot run here is a usage error before any test runs)."""
     try:
-        kind = resolve_backend(backend)
-        if kind == "cuda" and worker is not None:
-            from ..measure.timers.cuda import pin_worker
-
-            pin_worker(worker)
-        return build_timer(kind)
-    except BackendUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def machine_key(backend: str, traced: bool, device: str) -> str:
-    """The key a session's baselines are stored under (unless ``opprof_machine_key``
-    names one): the backend, ``-kernel`` when kernel time is measured (kernel times and
-    event spans of one op differ by up to 25x: never one baseline), and the device."""
-    return f"{backend}{'-kernel' if traced else ''}-{device}"
+        return measures.start(name, worker)
+    except measures.Unavailable as exc:
+        advice = f"; {exc.advice}" if exc.advice else ""
+        raise pytest.UsageError(f"--opprof-measure={name}: {exc}{advice}") from None
 
 
 def this_machine(config: pytest.Config) -> str:
     """The machine key a profiled run with ``config`` stores its baselines under, found
     as the session finds it (``opprof baseline prune`` prunes this machine's folder);
-    pytest.UsageError when the backend cannot start here."""
+    pytest.UsageError when the measure cannot start here."""
     settings = Settings.from_pytest_config(config)
-    if settings.machine_key:
-        return settings.machine_key
-    if settings.measure == "instructions":
-        from ..measure.timers.callgrind import MACHINE_KEY
-
-        return MACHINE_KEY
-    probe = make_session_timer(settings.backend, None)
-    try:
-        tracer, _ = start_tracer(probe.kind, settings.measure)
-    except BackendUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return machine_key(probe.kind, tracer is not None, probe.device)
+    return settings.machine_key or start_measure(settings.measure, None).machine_key()
 
 
 class OpprofSession:
@@ -125,37 +91,17 @@ class OpprofSession:
         self.is_worker = hasattr(config, "workerinput")
         if not self.is_worker:
             self._check_outputs()
-        #: Under the instructions measure: whether this is the child counting under
-        #: callgrind, and (in the process the user started) what starts and reads it.
-        self.instructions = settings.measure == "instructions"
-        # run.instructions is imported only where that measure is asked for (its
-        # launcher and callgrind reader: 16 ms of every other session's start-up)
-        self.counting_child = self.instructions and _in_child()
+        #: What an op's figure is, started in this process: everything that differs
+        #: between measures is its to say.
+        self.measure = start_measure(settings.measure, worker_number(config))
+        self.machine = settings.machine_key or self.measure.machine_key()
+        #: Where a child takes the figures (in the process the user started): what starts
+        #: it and reads what it counted (run.counting, imported only then).
         self.counting: Counting | None = None
-        if self.instructions:
-            self._check_instructions()
-        probe = make_session_timer("cpu" if self.instructions else settings.backend,
-                                   worker_number(config))
-        self.backend = probe.kind
-        self.device = probe.device
-        self.xp = probe.xp
-        try:
-            #: The kernel tracer of this process (kernel measure), started once.
-            self.tracer, self.measure_line = start_tracer(
-                self.backend, "events" if self.instructions else settings.measure)
-        except BackendUnavailable as exc:
-            raise pytest.UsageError(str(exc)) from None
-        self.measure = "kernel" if self.tracer is not None else "events"
-        self.machine = settings.machine_key or machine_key(self.backend, self.tracer is not None,
-                                                           self.device)
-        if self.instructions:
-            from ..measure.timers.callgrind import DEVICE, MACHINE_KEY
-            from .instructions import Counting, header_line
+        if self.measure.child_counts and not self.measure.in_child:
+            from .counting import Counting
 
-            self.measure, self.measure_line = "instructions", header_line()
-            self.device, self.machine = DEVICE, settings.machine_key or MACHINE_KEY
-            if not self.counting_child:
-                self.counting = Counting(config, settings.skip)
+            self.counting = Counting(config, settings.skip, self.measure)
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
         #: The profiled tests whose call did not pass (their records say so).
@@ -181,32 +127,9 @@ class OpprofSession:
 
         return BaselineStore(self.settings.baseline_dir, self.machine)
 
-    def _check_instructions(self) -> None:
-        """The instructions measure's requirements, each refused with one line."""
-        if self.settings.backend not in ("auto", "cpu"):
-            raise pytest.UsageError(
-                f"--opprof-measure=instructions counts CPU instructions; it cannot run with "
-                f"--opprof-backend={self.settings.backend}: use --opprof-backend=cpu or auto")
-        if not self.counting_child:
-            from .instructions import problem as instructions_problem
-
-            problem = instructions_problem()
-            if problem is not None:
-                raise pytest.UsageError(problem)
-
-    def new_timer(self, skip: int = 0) -> Timer:
-        """A fresh timer of the resolved backend for one test (CuPy is not probed again);
-        in the counting child, one whose marks are callgrind's dumps from iteration
-        ``skip`` on."""
-        if self.counting_child:
-            from ..measure.timers.callgrind import OUT_VARIABLE, CallgrindTimer
-
-            return CallgrindTimer(os.environ[OUT_VARIABLE], skip)
-        return build_timer(self.backend, self.tracer)
-
-    def count_instructions(self, items: Sequence[pytest.Item]) -> None:
+    def count_in_child(self, items: Sequence[pytest.Item]) -> None:
         """Before the first test: this process's child counts its share of the profiled
-        tests under callgrind (the instructions measure; nothing otherwise)."""
+        tests (a measure a child takes, such as instructions; nothing otherwise)."""
         if self.counting is None:
             return
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -224,18 +147,15 @@ class OpprofSession:
             from ..judge.strict import effect_words
 
             mode += f", {effect_words(s.strict_effect)}"
-        counted = ""
-        if self.instructions:
-            from .instructions import COUNTED
-
-            counted = f" natively, {s.skip} + {COUNTED} under callgrind"
-        lines = [f"opprof: backend {self.backend} ({self.device}), verbosity {s.verbosity}, "
-                 f"skip {s.skip}, iterations {s.iterations}{counted}",
-                 f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})"]
-        if self.measure_line:
-            lines.append(self.measure_line)
-        if self.backend == "cpu" and s.gate and self.store.root.is_dir() and \
-                not self.instructions and not run_conditions.pinned():
+        m = self.measure
+        counted = (f" natively, {s.skip} + {m.child_counts} under {m.child_tool}"
+                   if m.child_counts else "")
+        lines = [f"opprof: device {m.device}, verbosity {s.verbosity}, skip {s.skip}, "
+                 f"iterations {s.iterations}{counted}",
+                 f"opprof: machine {self.machine!r}, baselines in {self.store.folder} ({mode})",
+                 m.header()]
+        if m.threads_matter and s.gate and self.store.root.is_dir() and \
+                not run_conditions.pinned():
             lines.append("opprof: BLAS threads are not pinned: on a shared runner, contention "
                          "can slow multi-threaded ops for minutes; set OPENBLAS_NUM_THREADS=1 "
                          "OMP_NUM_THREADS=1 for baselines and checks (docs/reference.md: "
@@ -245,14 +165,12 @@ class OpprofSession:
     # -- one test ----------------------------------------------------------------------
     def start(self, item: pytest.Item) -> Profiler:
         per_test = test_settings(item, self.settings)
-        cap = None
-        if self.counting_child:  # the callgrind child counts a few iterations
-            from .instructions import COUNTED
-
-            cap = per_test.skip + COUNTED
-        profiler = Profiler(self.new_timer(per_test.skip), skip=per_test.skip,
+        m = self.measure
+        # the child that takes the figures counts a few iterations
+        cap = per_test.skip + m.child_counts if m.in_child else None
+        profiler = Profiler(m.timer(per_test.skip), skip=per_test.skip,
                             iterations=per_test.iterations, nodeid=item.nodeid,
-                            measure=self.measure, cap=cap)
+                            measure=m.name, unit=m.unit, cap=cap)
         item.stash[PROFILER] = (profiler, per_test)
         key = baseline_key(item)
         if key != item.nodeid:
@@ -266,8 +184,8 @@ class OpprofSession:
             self.profiles[profile.nodeid] = self._counted(profile)[0] or profile
 
     def _counted(self, profile: Profile) -> tuple[Profile | None, str]:
-        """The profile the test is judged on: its own, or under the instructions
-        measure the one its callgrind child counted (None, and why there is none)."""
+        """The profile the test is judged on: its own, or the one its child counted
+        under a measure a child takes (None, and why there is none)."""
         if self.counting is None:
             return profile, ""
         return self.counting.profile(profile.nodeid)
@@ -294,11 +212,11 @@ class OpprofSession:
         from ..store.baseline import BaselineError
 
         counted, why = self._counted(profile)
-        if counted is None:  # the instructions measure, and its child counted nothing
+        if counted is None:  # a measure a child takes, and its child counted nothing
             if report.passed and self.settings.gate:
                 self.results[item.nodeid] = result = TestResult(
                     item.nodeid, Verdict.UNJUDGED, self.machine, profile,
-                    reason=f"no instruction counts: {why}")
+                    reason=f"no {self.measure.counts[0]} counted: {why}")
                 report.sections.append(("opprof", summary_line(result)))
             return
         profile = counted
@@ -363,11 +281,12 @@ class OpprofSession:
     def _properties(item: pytest.Item, report: pytest.TestReport, result: TestResult) -> None:
         """The verdict and each regressed op as test properties (``record_property``'s
         mechanism: they reach ``--junitxml`` and, under xdist, the controller)."""
+        from ..render.kernels import measure_of
         from ..render.verdicts import op_line
 
         # plain str values: xdist's serializer takes no str subclass (an enum)
         properties = [("opprof_verdict", result.verdict.value)]
-        properties += [("opprof_regressed", op_line(v, result.profile.unit))
+        properties += [("opprof_regressed", op_line(v, measure_of(result.profile)))
                        for v in result.at_fault]
         properties += [("opprof_over_budget", b.name) for b in result.over_budget]
         item.user_properties.extend(properties)
@@ -388,10 +307,9 @@ class OpprofSession:
                  environment: TestEnvironment) -> TestResult:
         from ..judge.gate import check_budgets, gate_config, judge, updated
 
-        config = gate_config(self.backend, per_test.tolerance, per_test.tolerances,
-                             profile.measure)
-        # max_time budgets are durations: they cannot judge instruction counts
-        budgets = {} if self.instructions else per_test.budgets
+        config = gate_config(self.measure.gate, per_test.tolerance, per_test.tolerances)
+        # max_time budgets are durations: they cannot judge counts
+        budgets = per_test.budgets if self.measure.unit is Unit.NANOSECONDS else {}
         if self.settings.update_baseline:
             if check_budgets(profile, budgets):  # the old baseline is kept
                 return judge(profile, None, machine=self.machine, config=config,
@@ -425,22 +343,21 @@ class OpprofSession:
         from . import rerun
 
         rerun.announce(self.config, nodeid, suspects)
-        return rerun.profile_again(self.config, nodeid, backend=self.backend,
-                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration),
-                                   measure=self.measure if self.backend != "cpu" else None)
+        return rerun.profile_again(self.config, nodeid, measure=self.measure.name,
+                                   skip=self.settings.skip, timeout=max(120.0, 10 * duration))
 
     # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
     def probe_ns(self) -> float:
         from ..measure.probe import reference_probe
 
-        return reference_probe(self.xp)
+        return reference_probe(self.measure.xp)
 
     def probe_drift(self, baseline: Baseline) -> float | None:
-        """The machine's speed now against the baseline's, by the reference probe (the
-        fake backend's virtual clock has no machine speed to measure)."""
+        """The machine's speed now against the baseline's, by the reference probe (where
+        the probe's time tracks the measure's: not a virtual clock's, nor counts')."""
         then = baseline.probe_ns()
-        if not then or self.backend == "fake":
+        if not then or not self.measure.probed:
             return None
         return self.probe_ns / then
 
@@ -450,19 +367,12 @@ class OpprofSession:
         baseline first needs it (git takes a moment)."""
         from ..model.runinfo import RunInfo
 
-        return RunInfo.collect(self.machine, self.backend, self.device)
+        return RunInfo.collect(self.machine, self.measure.name, self.measure.device)
 
     @cached_property
     def conditions(self) -> run_conditions.Conditions:
-        """The conditions this run's op times were measured under (conditions.py); under
-        the instructions measure, its child's (``run.instructions.conditions``)."""
-        if self.instructions:
-            from .instructions import conditions
-
-            return conditions()
-        return run_conditions.current(getattr(self.config, "workerinput", None),
-                                      backend=self.backend, device=self.device,
-                                      measure=self.measure)
+        """The conditions this run's figures were taken under, as the measure says."""
+        return self.measure.conditions(getattr(self.config, "workerinput", None))
 
     def _conditions_differ(self, baseline: Baseline) -> str | None:
         """Why ``baseline`` cannot judge this run: its conditions differ (one line)."""
@@ -475,8 +385,7 @@ class OpprofSession:
         info = self.run_info
         return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
                 "versions": dict(info.versions),
-                "probe_ns": None if self.backend == "fake" or self.instructions
-                else self.probe_ns,
+                "probe_ns": self.probe_ns if self.measure.probed else None,
                 "conditions": self.conditions}
 
     # -- the end -----------------------------------------------------------------------
@@ -601,7 +510,7 @@ class OpprofSession:
                 blind = blind_line(result, conditions)
                 if blind is not None:
                     tr.write_line(blind)
-                unsteady = _unsteady_line(result.profile) if self.instructions else None
+                unsteady = self.measure.unsteady(result.profile)
                 if unsteady is not None:
                     tr.write_line(unsteady)
             if not self.settings.update_baseline:
@@ -644,8 +553,8 @@ class TestEnvironment:
         self.session = session
         self.nodeid = nodeid
         self.duration = duration
-        # instruction counts repeat: a re-run would cost valgrind's time and show the same
-        self.confirms = session.settings.confirm and not session.instructions
+        # figures that repeat (counts): a re-run would cost its time and show the same
+        self.confirms = session.settings.confirm and session.measure.gate.confirms
 
     def probe_drift(self, baseline: Baseline) -> float | None:
         return self.session.probe_drift(baseline)

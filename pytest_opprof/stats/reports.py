@@ -65,8 +65,7 @@ def report_of(record: TestRecord) -> TestReport:
         ops.append(OpReport(op_id=v.op_id, name=v.name, occurrence=v.occurrence, phase=None,
                             status=word(v.verdict), current=None, verdict=v))
     return TestReport(record=record, result=result, ops=tuple(ops),
-                      measure="kernel" if kernel else (
-                          "instructions" if profile.measure == "instructions" else "events"),
+                      measure=profile.measure,
                       outside_ops_kernels=None if by_op is None else tuple(by_op.get(-1, [])))
 
 

@@ -20,18 +20,19 @@ try:  # POSIX: lock the machine folder while a file is read, changed and replace
 except ImportError:  # pragma: no cover - Windows: atomic replace only
     fcntl = None  # type: ignore[assignment]
 
+from ..measure.measures import former
 from ..model import conditions as run_conditions
 from ..model.baseline import (
     FIX,
     MAX_RUNS,
     MAX_SAMPLES,
     OUTLYING_OPS,
-    READER,
     SCHEMA,
     Baseline,
     BaselineError,
     BaselineRun,
     check_run,
+    reader,
 )
 from .files import machine_folders, read_json, replace_all, safe_name, write_problem
 
@@ -167,4 +168,4 @@ def obstacle(path: Path) -> str | None:
 def load_file(path: Path) -> Baseline:
     """The stored file at ``path``, or one :class:`BaselineError` line naming the file,
     what is wrong and what to do."""
-    return read_json(path, READER)
+    return read_json(path, reader(former))  # schema 2 too

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OpprofError
+from ..measure.measures import former
 from ..model import jsontext
+from ..model.profile import SCHEMA as PROFILE_SCHEMA
 from ..model.profile import Profile
 from ..model.records import TestRecord
 from ..model.reports import RESULTS_SCHEMA, TestReport
@@ -20,6 +22,9 @@ from ..stats.reports import report_of
 from .files import read_json
 
 SCHEMA = RESULTS_SCHEMA
+#: The schemas before measures were objects: a results file's, and its profiles'.
+SCHEMA_1 = "pytest-opprof/results/1"
+PROFILE_SCHEMA_1 = "pytest-opprof/profile/1"
 
 
 def load(path: Path) -> tuple[RunInfo, list[TestReport]]:
@@ -35,6 +40,8 @@ def load_records(path: Path) -> tuple[RunInfo, list[TestRecord]]:
 
 
 def _results(data: Any) -> tuple[RunInfo, list[TestRecord]]:
+    if isinstance(data, dict) and data.get("schema") == SCHEMA_1:
+        data = update_to_2(data)
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise OpprofError(f"not a results file of schema {SCHEMA!r} "
                           "(pytest --opprof-json=PATH writes one)")
@@ -45,6 +52,29 @@ def _results(data: Any) -> tuple[RunInfo, list[TestRecord]]:
 
 
 READER = jsontext.Reader(_results, "results", "write it again with pytest --opprof-json=PATH")
+
+
+def update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """A results file of schema 1 as schema 2: the backend and measure each profile (and
+    the machine) recorded, as the one measure they stand for (its name and unit:
+    :func:`~pytest_opprof.measure.measures.former`). What is not a profile is left for
+    the reader to refuse."""
+    def measure(fields: dict[str, Any]) -> dict[str, Any]:
+        recorded = fields.get("measure")
+        name, unit = former(str(fields.get("backend")),
+                            recorded if isinstance(recorded, str) else None)
+        kept = {k: v for k, v in fields.items() if k != "backend"}
+        return {**kept, "measure": name, "unit": unit.value}
+
+    tests = data.get("tests")
+    if isinstance(tests, list):
+        tests = [{**t, "profile": {**measure(t["profile"]), "schema": PROFILE_SCHEMA}}
+                 if isinstance(t, dict) and isinstance(t.get("profile"), dict)
+                 and t["profile"].get("schema") == PROFILE_SCHEMA_1 else t for t in tests]
+    machine = data.get("machine")
+    if isinstance(machine, dict):
+        machine = {k: v for k, v in measure(machine).items() if k != "unit"}
+    return {**data, "schema": SCHEMA, "tests": tests, "machine": machine}
 
 
 def _record(test: dict[str, Any]) -> TestRecord:

@@ -1,4 +1,4 @@
-"""The interface every timer backend implements.
+"""The interface every measure's timer implements.
 
 A timer hands out *marks*: opaque tokens taken on the hot path, one at each op
 boundary. Nothing is converted to time until the iteration ends; then
@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...model.words import Unit
+
 if TYPE_CHECKING:
     from .cupti import RawActivities
 
@@ -24,19 +26,22 @@ Times = Sequence[int] | np.ndarray
 class Timer(ABC):
     """A clock for op boundaries.
 
-    ``mark`` is an attribute, not a method, so that the CPU backend can bind it
+    ``mark`` is an attribute, not a method, so that the CPU timer can bind it
     straight to :func:`time.perf_counter_ns` and the hot path pays for one call.
     """
 
-    #: "cpu", "cuda" or "fake".
-    kind: str
+    #: The measure whose figures it takes (``pytest_opprof.measure.measures``), as a
+    #: profile of it records, and their unit; "": the session's measure, whatever it is.
+    measure: str = ""
+    unit: Unit = Unit.NANOSECONDS
     #: What the timeline is measured on, for reports: e.g. "AMD EPYC (2 cores)".
     device: str
     #: Takes a mark now and returns its token.
     mark: Callable[[], Any]
-    #: What an op's figure is: "events" (marks), "kernel" (CUPTI activity records) or
-    #: "instructions" (callgrind's counts between marks).
-    measure: str = "events"
+    #: Whether it traces the GPU activities each op launched (:meth:`activities`), and
+    #: names each interval's costliest functions (:meth:`mark_functions`).
+    traces_kernels: bool = False
+    names_functions: bool = False
 
     @property
     @abstractmethod
@@ -59,7 +64,7 @@ class Timer(ABC):
         return times
 
     #: Called with the op's name as it is entered, and with nothing as it is left, in
-    #: the recording thread (the CUDA backend's NVTX ranges); None: nothing to call.
+    #: the recording thread (CUDA events' NVTX ranges); None: nothing to call.
     enter_hook: Callable[[str], Any] | None = None
     exit_hook: Callable[[], Any] | None = None
 

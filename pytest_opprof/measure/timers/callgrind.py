@@ -29,15 +29,15 @@ import numpy as np
 
 from ...errors import OpprofError
 from ...model import jsontext
+from ...model.words import Unit
 from .. import callgrind as reader
 from .base import Timer, Times
 
 #: Where the child's dumps go: set by the process that starts it under valgrind.
 OUT_VARIABLE = "OPPROF_CALLGRIND_OUT"
-#: The device counts are taken on, and the machine key their baselines are stored under:
-#: counts depend on the architecture, not on the machine's speed or model.
+#: The device counts are taken on: counts depend on the architecture, not on the
+#: machine's speed or model.
 DEVICE = f"callgrind ({platform.machine()})"
-MACHINE_KEY = f"callgrind-{platform.machine()}"
 #: The longest the dumps of one test may take to read (a native process).
 READ_TIMEOUT_S = 600.0
 
@@ -52,8 +52,9 @@ def extension() -> ModuleType | None:
 
 
 class CallgrindTimer(Timer):
-    kind = "cpu"
     measure = "instructions"
+    unit = Unit.COUNT
+    names_functions = True
 
     def __init__(self, prefix: str, skip: int = 0) -> None:
         requests = extension()

@@ -1,4 +1,4 @@
-"""The CPU backend: :func:`time.perf_counter_ns` around each op."""
+"""The host's clock: :func:`time.perf_counter_ns` around each op (the ``time`` measure)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def cpu_name() -> str:
 
 
 class CpuTimer(Timer):
-    kind = "cpu"
+    measure = "time"
 
     def __init__(self) -> None:
         self.device = cpu_name()

@@ -1,8 +1,9 @@
-"""The CUDA backend: event pairs on the current stream, one sync per iteration.
+"""CUDA events: event pairs on the current stream, one sync per iteration (the
+``events`` and ``kernel`` measures).
 
 The timing logic lives in :class:`CudaTimer` and talks to the device only
 through a small event API, so that the same code runs on CuPy
-(:class:`CupyEvents`) and on the virtual device of the fake backend.
+(:class:`CupyEvents`) and on the virtual device of the fake measures.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ class CudaTimer(Timer):
     correlation, is not affected.
     """
 
-    kind = "cuda"
+    measure = "events"
+    #: The measure of its figures when it traces kernel time.
+    traced_measure = "kernel"
 
     def __init__(self, api: EventAPI, tracer: KernelTracer | None = None, *,
                  share_boundaries: bool | None = None) -> None:
@@ -66,7 +69,8 @@ class CudaTimer(Timer):
         if tracer is None:
             self.enter_hook, self.exit_hook = api.range_push, api.range_pop
         else:  # the op's external correlation id instead of its NVTX range
-            self.measure = "kernel"
+            self.measure = self.traced_measure
+            self.traces_kernels = True
             self.enter_hook, self.exit_hook = tracer.enter, tracer.exit
         self.share_boundaries = (tracer is not None if share_boundaries is None
                                  else share_boundaries)

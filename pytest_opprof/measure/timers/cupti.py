@@ -1,7 +1,7 @@
 """Kernel time from CUPTI activity records: the thin layer over cupti-python.
 
 :class:`KernelTracer` talks to a module with cupti-python's API (``from cupti import
-cupti``, or :class:`~pytest_opprof.measure.timers.fake_cupti.FakeCupti` on the fake backend):
+cupti``, or :class:`~pytest_opprof.measure.timers.fake_cupti.FakeCupti` on the fake device):
 it enables the activity kinds, hands CUPTI its buffers, pushes an external correlation id
 at each op's entry and pops it at the exit (the timer's enter/exit hooks), and flushes once
 per iteration. What it hands back per iteration is plain columns (:class:`RawActivities`):

@@ -1,11 +1,12 @@
-"""The fake backend: the CUDA timing logic on a virtual device and clock.
+"""The fake device: the CUDA timing logic on a virtual device and clock (the ``fake``
+and ``fake-kernel`` measures of the tests).
 
 :class:`FakeDevice` models one stream the way CUDA does: kernels are queued
 and run back to back on the device timeline while the host goes on; an event
 completes when the stream reaches it, and its time can only be read once the
 host has synchronised past it (reading it earlier raises, as
 ``cudaErrorNotReady`` would). It counts event creations, records and
-synchronisations so that tests can hold the backend to its promises.
+synchronisations so that tests can hold the timer to its promises.
 """
 
 from __future__ import annotations
@@ -112,9 +113,10 @@ class FakeDevice:
 
 
 class FakeTimer(CudaTimer):
-    """:class:`CudaTimer` on a :class:`FakeDevice` (``--opprof-backend=fake``)."""
+    """:class:`CudaTimer` on a :class:`FakeDevice` (``--opprof-measure=fake``)."""
 
-    kind = "fake"
+    measure = "fake"
+    traced_measure = "fake-kernel"
 
     def __init__(self, device: FakeDevice | None = None,
                  tracer: KernelTracer | None = None, *,

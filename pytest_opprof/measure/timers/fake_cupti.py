@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The environment variable that turns the fake CUPTI on for ``--opprof-measure=auto`` on
-#: the fake backend (``ok``) or makes it fail one way.
+#: the fake device (``ok``) or makes it fail one way.
 ENV = "OPPROF_FAKE_CUPTI"
 FAILURES = ("missing", "no-gpu", "multiple-subscribers", "version")
 

@@ -1,0 +1,306 @@
+"""The measures: what an op's figure is (``--opprof-measure``), each one registered object.
+
+A measure owns everything that differs between figures: its name, its unit and the
+words for it, what it needs to run here and its timer, the machine key its baselines are
+stored under, how the gate judges its figures, its default baseline runs, its run
+conditions, its header line, and whether a child process takes its figures. The session,
+the gate, the commands and the renderers ask the object; none of them spells a name.
+Modelled on pytest-codspeed's instruments (an ``Instrument`` base and
+``get_instrument_from_mode``).
+
+The class says what the figures are, read without starting anything (a stored profile's
+or baseline's measure, found by its name); an instance is the measure started in this
+process, for one session. A ``conftest.py`` or a plugin adds one with :func:`register`
+(docs/reference.md, "Measures"; tests/test_own_measure.py registers one). Importing this
+package is cheap (the plugin reads :func:`choices` for ``--help``): each
+measure loads its timer, and numpy or CuPy with it, when it starts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from ...errors import OpprofError
+from ...model import conditions as run_conditions
+from ...model.words import Unit, amount
+
+if TYPE_CHECKING:
+    from ...model.profile import Profile
+    from ..timers.base import Timer
+
+#: The smallest drift-corrected slowdown that may fail an op of a timed measure (see
+#: benchmarks/RESULTS.md); the judges' default (``judge.config``) too.
+TOLERANCE = 0.05
+#: The runs ``opprof baseline update`` takes by default (each a new process).
+BASELINE_RUNS = 5
+#: The choice that takes the first measure of :data:`AUTO_ORDER` that starts here.
+AUTO = "auto"
+AUTO_ORDER = ("kernel", "events", "time")
+
+
+class Unavailable(OpprofError):
+    """A measure cannot run here: ``why`` (one line) and what to do instead. ``said``:
+    whether ``auto``, falling back past it, says why (a GPU whose kernel time cannot be
+    traced is worth a line; a machine with no GPU is not)."""
+
+    def __init__(self, why: str, advice: str = "", *, said: bool = True) -> None:
+        super().__init__(why)
+        self.why = why
+        self.advice = advice
+        self.said = said
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """How the gate judges a measure's figures, in its unit
+    (:func:`pytest_opprof.judge.gate.gate_config` makes the rule's settings of them)."""
+
+    #: The smallest slowdown that may fail an op when none is given.
+    tolerance: float
+    #: A slowdown must also exceed this much per call, drift-corrected.
+    floor: float
+    #: The typical relative spread of an op's median between processes, assumed where it
+    #: cannot be measured, and the least a measured one is taken to be.
+    tau_prior: float
+    tau_floor: float
+    #: Absolute jitter per call, so short ops get a wider margin.
+    jitter: float
+    #: Fewer counted samples than this in a run: the op is not judged.
+    min_samples: int = 5
+    #: Whether a rank test guards against one odd run (figures that repeat need none).
+    rank_test: bool = True
+    #: Whether the machine's speed moves the figures: the drift is corrected, and ops that
+    #: grew together leave the test unjudged (a busy machine, not the code).
+    drift: bool = True
+    #: How much more real runs spread than baseline runs taken back to back show.
+    spread_inflation: float = 1.5
+    #: Whether a suspected regression is confirmed by profiling the test again in a new
+    #: process (figures that repeat would show the same, at the same cost).
+    confirms: bool = True
+
+
+class Measure(ABC):
+    """One way to take an op's figure. See the module's docstring."""
+
+    #: What ``--opprof-measure`` calls it, and what profiles and baselines record.
+    name: ClassVar[str]
+    #: What ``--help`` says of it; a measure without help (the tests' fakes) is accepted
+    #: but not offered.
+    help: ClassVar[str] = ""
+    unit: ClassVar[Unit] = Unit.NANOSECONDS
+    #: For counts: what is counted, and its short form after an amount
+    #: (``("instructions", "instr")``: ``3.42M instr``).
+    counts: ClassVar[tuple[str, str]] = ("", "")
+    #: What an op's figure is, in words: ``kernel time``; and where it comes from:
+    #: ``CUPTI activity records``.
+    figure: ClassVar[str]
+    source: ClassVar[str] = ""
+    #: How the gate judges the figures.
+    gate: ClassVar[GateSettings]
+    #: The runs ``opprof baseline update`` takes by default.
+    baseline_runs: ClassVar[int] = BASELINE_RUNS
+    #: The start of the machine key its baselines are stored under (the device follows):
+    #: two measures never share a baseline.
+    key: ClassVar[str]
+    #: The (backend, measure) pairs that stood for it before measures were objects: how a
+    #: baseline (schema 2) or a results file (schema 1) of then recorded it.
+    formerly: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: Whether the reference probe's time tracks the speed its figures move with (a
+    #: virtual clock's or counts' do not).
+    probed: ClassVar[bool] = True
+    #: Whether its figures repeat between processes (counts): ``opprof compare`` judges
+    #: one pair of processes as enough, without a drift.
+    repeats: ClassVar[bool] = False
+    #: Whether unpinned BLAS threads contend for the cores its figures are taken on (host
+    #: time): the header says so where they are not pinned.
+    threads_matter: ClassVar[bool] = False
+
+    #: Where the figures are taken: ``AMD EPYC (2 cores)``, ``NVIDIA H200 (device 0)``.
+    device: str = ""
+    #: Why ``auto`` did not take the measure it tried first (one line), or "".
+    passed_over: str = ""
+    #: Whether this process is the child that takes the figures for its parent.
+    in_child: bool = False
+
+    def __init__(self, worker: int | None = None) -> None:  # noqa: B027 - most need nothing
+        """Start the measure in this process (``worker``: its xdist worker number);
+        :class:`Unavailable` when it cannot run here."""
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module that runs where the figures are taken (numpy or CuPy)."""
+        import numpy
+
+        return numpy
+
+    @abstractmethod
+    def timer(self, skip: int) -> Timer:
+        """A new timer for one test, whose loop skips ``skip`` iterations."""
+
+    def header(self) -> str:
+        """The line the run's header says of the measure: what it takes, what it cannot
+        see, why ``auto`` took it."""
+        line = f"opprof: measure {self.name} ({self.figure} from {self.source})"
+        return f"{line}: {self.passed_over}" if self.passed_over else line
+
+    def machine_key(self) -> str:
+        """Where its baselines are stored, unless ``opprof_machine_key`` names a place."""
+        return f"{self.key}-{self.device}"
+
+    def conditions(self, workerinput: Any) -> run_conditions.Conditions:
+        """What its figures were taken under, recorded with each baseline run and
+        compared with the baseline's (``workerinput``: xdist's, on a worker)."""
+        return run_conditions.current(workerinput, measure=self.name, device=self.device)
+
+    # -- a child process that takes the figures ------------------------------------------
+    #: Iterations counted after the skipped ones by a child that takes the figures for
+    #: the tests (0: the tests' own processes take them), and what the child runs under.
+    child_counts: ClassVar[int] = 0
+    child_tool: ClassVar[str] = ""
+
+    def child_command(self, out: Path) -> tuple[list[str], dict[str, str]]:
+        """The command the child's pytest runs under (its wrapper), and what its
+        environment adds, with ``out`` the prefix of the files it leaves."""
+        raise NotImplementedError(f"measure {self.name!r} takes no child")
+
+    @classmethod
+    def unsteady(cls, profile: Profile) -> str | None:
+        """One line when figures that should repeat did not, or None."""
+        return None
+
+    # -- words -------------------------------------------------------------------------
+    @classmethod
+    def amount(cls, value: float | None) -> str:
+        """A figure of this measure: ``25.1 us``, ``3.42M instr``."""
+        return amount(value, cls.unit, cls.counts[1])
+
+
+M = TypeVar("M", bound=type[Measure])
+_REGISTRY: dict[str, type[Measure]] = {}
+
+
+def register(measure: M) -> M:
+    """Add ``measure`` to the measures ``--opprof-measure`` takes (a class decorator).
+    The same class registered again (a ``conftest.py`` imported anew) replaces itself;
+    another class of a taken name is refused."""
+    name = getattr(measure, "name", "")
+    if not isinstance(name, str) or not name or name == AUTO or not name.isprintable():
+        raise OpprofError(f"{measure.__qualname__}: a measure's name is a printable word "
+                          f"other than 'auto', not {name!r}")
+    found = _REGISTRY.get(name)
+    if found is not None and (found.__module__, found.__qualname__) != (
+            measure.__module__, measure.__qualname__):
+        raise OpprofError(f"measure {name!r} is registered by {found.__module__}."
+                          f"{found.__qualname__} already; give {measure.__qualname__} "
+                          "another name")
+    _REGISTRY[name] = measure
+    return measure
+
+
+def names() -> tuple[str, ...]:
+    """Every registered measure's name, those not offered to users too."""
+    return tuple(_REGISTRY)
+
+
+def listed() -> tuple[type[Measure], ...]:
+    """The measures offered to a user (those with help), in the order registered."""
+    return tuple(m for m in _REGISTRY.values() if m.help)
+
+
+def choices() -> tuple[str, ...]:
+    """The names ``--opprof-measure`` offers: ``auto`` and each listed measure's."""
+    return (AUTO, *(m.name for m in listed()))
+
+
+def named(name: str) -> type[Measure]:
+    """The measure registered as ``name``; OpprofError (one line) for another name."""
+    found = _REGISTRY.get(name)
+    if found is None:
+        shown = repr(name if len(name) <= 40 else name[:37] + "...")
+        raise OpprofError(f"unknown measure {shown}; choose one of {', '.join(choices())} "
+                          "(or register it in a conftest.py)")
+    return found
+
+
+def defaults_of(name: str) -> type[Measure]:
+    """The measure a setting names, for its defaults before it starts (its tolerance,
+    its baseline runs): ``auto``'s are those of the measure it can always fall back to,
+    which every measure it may take shares."""
+    return named(AUTO_ORDER[-1] if name == AUTO else name)
+
+
+def of(name: str, unit: Unit) -> type[Measure]:
+    """The measure a stored profile or baseline names, for its words and its gate; a
+    name this process does not know (registered by a conftest.py not loaded here) is
+    read as a measure of its unit alone."""
+    found = _REGISTRY.get(name)
+    if found is not None and found.unit is unit:
+        return found
+    return _StoredCounts if unit is Unit.COUNT else _Stored
+
+
+def former(backend: str, measure: str | None) -> tuple[str, Unit]:
+    """The measure, by name and unit, that a baseline or results file written before
+    measures were objects stands for, by the (backend, measure) it recorded; the backend
+    itself where no measure was that (a file of a later, unknown backend)."""
+    pair = (backend, measure or "events")
+    found = next((m for m in _REGISTRY.values() if pair in m.formerly), None)
+    return (backend, Unit.NANOSECONDS) if found is None else (found.name, found.unit)
+
+
+def start(name: str, worker: int | None = None) -> Measure:
+    """The measure ``name`` started in this process, ``auto`` resolved (see
+    :data:`AUTO_ORDER`); :class:`Unavailable` when it cannot run here."""
+    if name != AUTO:
+        return named(name)(worker)
+    passed_over = ""
+    for candidate in AUTO_ORDER:
+        measure = named(candidate)
+        try:
+            started = measure(worker)
+        except Unavailable as exc:
+            if exc.said and not passed_over:
+                passed_over = f"{measure.figure} unavailable: {exc.why}"
+            continue
+        started.passed_over = passed_over
+        return started
+    raise Unavailable(f"none of {', '.join(AUTO_ORDER)} can run here")
+
+
+class _Stored(Measure):
+    """A measure known only by the unit a file gives its figures (its name is not
+    registered in this process): shown as its unit, judged as a time."""
+
+    name = "stored"
+    figure = "time"
+    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=0.025, tau_floor=0.005,
+                        jitter=0.0)
+    key = "stored"
+
+    def timer(self, skip: int) -> Timer:
+        raise Unavailable(f"measure {self.name!r} is not registered here")
+
+
+class _StoredCounts(_Stored):
+    unit = Unit.COUNT
+    counts = ("counts", "")
+    figure = "count"
+    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=0.0005, tau_floor=0.0001,
+                        jitter=0.0, min_samples=1, rank_test=False, drift=False,
+                        spread_inflation=1.0, confirms=False)
+    repeats = True
+
+
+# the built-in measures register themselves, in the order --help offers them (each loads
+# its timer when it starts)
+# isort: off
+from . import host, events, kernel, instructions, fake  # noqa: E402, F401
+# isort: on
+
+__all__ = ["AUTO", "AUTO_ORDER", "BASELINE_RUNS", "TOLERANCE", "GateSettings", "Measure",
+           "Unavailable", "choices", "defaults_of", "former", "listed", "named", "names", "of",
+           "register", "start"]
