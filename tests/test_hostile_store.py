@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from pytest_opprof.cli import main
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.measure import measures
 from pytest_opprof.run.options import CHILD_RECORDS
 
 
@@ -81,14 +82,15 @@ def records():
     found = []
     for iterations in (6, 7):
         current = train_profile(iterations=iterations)
+        config = gate_config(measures.named("fake").gate, 0.05, {})
         found.append(TestRecord(current, judge(current, baseline, machine="m", strict_ops=False,
-                                               config=gate_config("fake", 0.05, {}), budgets={})))
+                                               config=config, budgets={})))
     return found
 
 
 def _written(kind: str, record, folder) -> bytes:
     """The file of ``kind`` its writer writes for ``record``."""
-    from pytest_opprof.run.instructions import Share
+    from pytest_opprof.run.counting import Share
 
     from pytest_opprof.model.records import dumps
     from pytest_opprof.model.runinfo import RunInfo
@@ -110,7 +112,7 @@ def _written(kind: str, record, folder) -> bytes:
 def _read(kind: str, path) -> None:
     """``path`` read as the package reads a file of ``kind``, and used as it uses it;
     the one line, when it cannot be, as an OpprofError."""
-    from pytest_opprof.run.instructions import Share
+    from pytest_opprof.run.counting import Share
 
     from pytest_opprof.run.child import read as read_child
     from pytest_opprof.store import results
@@ -173,22 +175,23 @@ def test_damaged_bytes_are_one_line_naming_the_file_and_what_to_do(kind, records
     check()
 
 
+@pytest.mark.pytester  # starting the instructions measure asks valgrind its version
 def test_a_lost_workers_share_is_one_line_for_each_of_its_tests(monkeypatch, tmp_path):
     """An xdist worker lost before it wrote its child's instruction counts (killed,
     crashed): every test of its share is unjudged in one line naming the file."""
     from types import SimpleNamespace
 
-    from pytest_opprof.run import instructions
+    from pytest_opprof.run import counting as module
 
-    monkeypatch.setattr(instructions.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(instructions, "child_timeout", lambda tests: 0.0)
-    monkeypatch.setattr(instructions, "run_child", lambda *args: instructions.Share())
+    monkeypatch.setattr(module.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(module, "child_timeout", lambda tests: 0.0)
+    monkeypatch.setattr(module, "run_child", lambda *args: module.Share())
     config = SimpleNamespace(workerinput={"workerid": "gw1", "workercount": 2,
                                           "testrunuid": "run8"})
-    counting = instructions.Counting(config, 1)
+    counting = module.Counting(config, 1, measures.named("instructions")())
     counting.count([SimpleNamespace(nodeid=f"t.py::t{k}", fixturenames=["gpu_profiler"])
                     for k in range(4)])
-    lost = tmp_path / "opprof-instructions-run8" / "share-0.json"
+    lost = module.shares_folder("run8") / "share-0.json"
     for nodeid in ("t.py::t0", "t.py::t2"):
         assert counting.profile(nodeid) == (None, f"{lost}: cannot be read (No such file or "
                                                   "directory); run the tests again")
