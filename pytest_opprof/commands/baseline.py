@@ -1,12 +1,8 @@
 """``opprof baseline update | show | prune``: the stored baselines from the shell.
 
-    opprof baseline update [--runs N] [PYTEST ARGS...]
-    opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
-    opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
-
-``update`` runs pytest in new processes (:mod:`pytest_opprof.run.launcher`) into a
-staging folder and commits it; which run replaces which and what is committed or
-pruned is the store's policy (:mod:`pytest_opprof.store.policy`).
+``update`` runs pytest in new processes into a staging folder and commits it; which run
+replaces which and what is committed or pruned is the store's policy
+(:mod:`pytest_opprof.store.policy`).
 """
 
 from __future__ import annotations
@@ -49,8 +45,6 @@ from .common import (
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``opprof baseline`` and its actions (unrecognised arguments of update and prune
-    go to pytest)."""
     baseline = commands.add_parser(
         "baseline", help="update, show or prune stored baselines",
         usage="opprof baseline {update,show,prune} ...",
@@ -281,7 +275,7 @@ def show(root: Path, machine_key: str | None, test: str | None,
 
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
-    outlying = _outlying(b)
+    outlying = {name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])}
     return (f"{display_name(b.machine)}  {display_name(b.nodeid)}  {len(b.runs)} run(s), "
             f"{last.n_ops} ops, {_field(last.meta.get('date'))}  [{display_name(path.name)}]"
             + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
@@ -290,11 +284,6 @@ def _list_line(b: Baseline, path: Path) -> str:
 def _field(value: object) -> str:
     """A stored field escaped: a forged ``\\n`` or ESC in a date prints as its escape."""
     return "?" if value is None else display_name(str(value))
-
-
-def _outlying(b: Baseline) -> list[str]:
-    """The ops on which some run sat far from the others (the update recorded them)."""
-    return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
 
 
 def _describe(b: Baseline, given: float | None) -> str:

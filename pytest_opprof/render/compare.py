@@ -1,11 +1,6 @@
 """``opprof compare``'s outputs: the terminal table, ``--json`` (schema
-``pytest-opprof/compare/2``: pytest_opprof/schemas/compare-2.schema.json) and
-``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
-:class:`~pytest_opprof.commands.compare.Report`; none prints, none writes.
-
-A comparison takes the measure of the profiles it was made from (``measure`` and
-``unit``: ``ns``, or ``count`` under ``--opprof-measure=instructions``), and writes the
-medians as that measure says them.
+pytest_opprof/schemas/compare-2.schema.json) and ``--markdown`` (for
+``$GITHUB_STEP_SUMMARY``), the medians written as the compared profiles' measure says them.
 """
 
 from __future__ import annotations

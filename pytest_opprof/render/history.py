@@ -52,11 +52,12 @@ from ..judge.changepoints import (
     PENALTY,
     log_times,
 )
+from ..measure import measures
 from ..measure.measures import Measure
 from ..model.baseline import BaselineRun
 from ..model.history import History, OpHistory, Step
+from ..model.words import Unit
 from . import display_name, percent
-from .kernels import run_measure
 from .table import align
 
 SCHEMA = "pytest-opprof/history/2"
@@ -67,7 +68,8 @@ ASCII_SPARKS = "_.-=*#"
 
 def measure_of(test: History) -> type[Measure]:
     """The measure of the history's latest run: its figures' words and unit."""
-    return run_measure(test.runs[-1].meta)
+    meta = test.runs[-1].meta
+    return measures.of(str(meta["measure"]), Unit(meta["unit"]))
 
 
 def sparkline(values: Sequence[float], chars: str) -> str:

@@ -20,7 +20,7 @@ from ..stats.kernels import kernel_stats
 from ..stats.reports import report_of
 from . import charts as draw
 from . import display_name, duration, percent
-from .kernels import has_kernel_time, measure_of
+from .kernels import measure_of
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -87,7 +87,7 @@ def _table_ops(test: TestReport) -> list[OpReport]:
 def op_table(test: TestReport) -> str:
     """Each op's numbers in graph order: what the charts show, as figures. With kernel
     time, the op's event span and kernels per iteration follow its medians."""
-    kernel = has_kernel_time(test.profile)
+    kernel = test.profile.kernel_samples is not None
     measure = measure_of(test.profile)
     what = (f" ({_h(measure.counts[0])})" if measure.unit is Unit.COUNT
             else f" ({_h(measure.figure)})" if kernel else "")

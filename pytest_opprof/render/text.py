@@ -21,7 +21,7 @@ from ..model.words import Unit
 from ..stats.kernels import kernel_stats, kernels_by_op
 from ..stats.summary import OpTypeStats, op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
-from .kernels import abbreviate, has_kernel_time, measure_of, op_name, zero_instrumentation
+from .kernels import abbreviate, measure_of, op_name, zero_instrumentation
 from .table import align
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
@@ -42,9 +42,7 @@ def counts(profile: Profile) -> bool:
 
 def figure(profile: Profile, value: float) -> str:
     """As SINGA's lists print it: ``1.73722e-05 sec``, or ``1.57M instr``."""
-    if counts(profile):
-        return measure_of(profile).amount(value)
-    return f"{seconds(value)} sec"
+    return measure_of(profile).amount(value) if counts(profile) else f"{seconds(value)} sec"
 
 
 def _capital(text: str) -> str:
@@ -69,9 +67,9 @@ def singa_phases(profile: Profile) -> str:
     """SINGA's verbosity-1 block: each phase's figure per counted iteration."""
     title, word = _titles(profile)
     phases = phase_times(profile)
-    lines = [f"{title} Profiling:"]
-    lines += [f"{phase_label(name)} {word} : {figure(profile, ns)}" for name, ns in phases]
-    return "\n".join(lines + _split_note(profile, phases))
+    return "\n".join([f"{title} Profiling:", *(f"{phase_label(name)} {word} : "
+                                               f"{figure(profile, ns)}" for name, ns in phases),
+                      *_split_note(profile, phases)])
 
 
 def _titles(profile: Profile) -> tuple[str, str]:
@@ -104,7 +102,7 @@ def measure_line(profile: Profile) -> str:
     if zero_instrumentation(profile):
         return ("Measure: kernel time; the test named no op: one op per kernel name, in "
                 "launch order (zero instrumentation)")
-    if has_kernel_time(profile):
+    if profile.kernel_samples is not None:
         return ("Measure: kernel time (the GPU activities each op launched, nested ops "
                 "included); span: the op's event span")
     measure = measure_of(profile)
@@ -120,7 +118,7 @@ def _kernel_lines(kernels: Iterable[KernelStats]) -> list[str]:
 def singa_ops(profile: Profile) -> str:
     """SINGA's verbosity-2 list: every OP_ID in graph order, its mean per run; with
     kernel time, its event span second and the kernels it launched under it."""
-    kernel = has_kernel_time(profile)
+    kernel = profile.kernel_samples is not None
     counted = counts(profile)
     lines = [f"{_titles(profile)[0]} Profiling:"]
     if kernel or counted:
@@ -152,17 +150,15 @@ def top_functions(profile: Profile) -> str:
     found = profile.op_functions
     if not counts(profile) or not found:
         return ""
-    rows = []
-    for info, functions in zip(profile.ops, found, strict=False):
-        ranked = sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN]
-        for k, (name, n) in enumerate(ranked):
-            rows.append([f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
-                         abbreviate(name), measure_of(profile).amount(n)])
+    measure = measure_of(profile)
+    rows = [[f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
+             abbreviate(name), measure.amount(n)]
+            for info, functions in zip(profile.ops, found, strict=False)
+            for k, (name, n) in enumerate(sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN])]
     if not rows:
         return ""
-    return (f"Top functions per op ({measure_of(profile).counts[0]} in the last iteration, "
-            "nested ops included):\n" + "\n".join("    " + line for line in align(rows,
-                                                                                 right={2})))
+    return (f"Top functions per op ({measure.counts[0]} in the last iteration, nested ops "
+            "included):\n" + "\n".join("    " + line for line in align(rows, right={2})))
 
 
 def stat_table(rows: list[list[str]]) -> str:

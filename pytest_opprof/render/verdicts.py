@@ -16,7 +16,7 @@ from ..model.words import Unit
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind
 from . import count, display_name, duration, percent, word
-from .kernels import abbreviate, has_kernel_time, measure_of
+from .kernels import abbreviate, measure_of
 from .table import align
 
 #: How the summary line names the ops of each verdict (at most SHOWN of each).
@@ -42,12 +42,9 @@ def op_line(v: OpVerdict, measure: type[Measure]) -> str:
         corrected = (f"; {percent(v.corrected_ratio)} drift-corrected" if measure.gate.drift
                      else "")
         rank = f"; rank test p={v.rank_p_value:.2g}" if measure.gate.rank_test else ""
-        return (f"{head}: {amount(v.baseline_median)} -> "
-                f"{amount(v.current_median)} "
-                f"({percent(v.ratio)}{corrected}{beyond}, "
-                f"z={v.z:.1f}, p={v.p_value:.2g} for a spread of {spread(v.spread)} between "
-                "processes"
-                f"{rank}; {v.runs} baseline runs)")
+        return (f"{head}: {amount(v.baseline_median)} -> {amount(v.current_median)} "
+                f"({percent(v.ratio)}{corrected}{beyond}, z={v.z:.1f}, p={v.p_value:.2g} for a "
+                f"spread of {spread(v.spread)} between processes{rank}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
         return f"{head}: new, {amount(v.current_median)} (not in the baseline)"
     if v.verdict == OpStatus.MISSING:
@@ -63,13 +60,9 @@ FUNCTION_WIDTH = 80
 def grew_lines(v: OpVerdict, measure: type[Measure]) -> list[str]:
     """``    grew: DOUBLE_add 1.2M -> 1.5M instr (+300k)``: the functions whose count grew
     most in a regressed op (instructions)."""
-    lines = []
-    for name, before, after in v.grew[:GREW_SHOWN]:
-        change = after - before
-        sign = "-" if change < 0 else "+"
-        lines.append(f"    grew: {abbreviate(name, FUNCTION_WIDTH)} {count(before)} -> "
-                     f"{measure.amount(after)} ({sign}{count(abs(change))})")
-    return lines
+    return [f"    grew: {abbreviate(name, FUNCTION_WIDTH)} {count(before)} -> "
+            f"{measure.amount(after)} ({'-' if after < before else '+'}"
+            f"{count(abs(after - before))})" for name, before, after in v.grew[:GREW_SHOWN]]
 
 
 def spread(value: float) -> str:
@@ -118,12 +111,10 @@ def verdict_table(result: TestResult) -> str:
                      measure.amount(v.baseline_median), measure.amount(v.current_median),
                      percent(v.corrected_ratio), percent(v.margin),
                      percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
-    lines = align(rows, right=set(range(len(rows[0]))) - {1})
-    if not measure.gate.drift:
-        return (f"gate: {c.runs} baseline runs; {measure.figure}, not drift-corrected\n"
-                + "\n".join(lines))
-    return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
-            "runs; change is drift-corrected\n" + "\n".join(lines))
+    head = (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline runs; "
+            "change is drift-corrected" if measure.gate.drift
+            else f"gate: {c.runs} baseline runs; {measure.figure}, not drift-corrected")
+    return "\n".join([head, *align(rows, right=set(range(len(rows[0]))) - {1})])
 
 
 def budget_line(b: BudgetVerdict) -> str:
@@ -150,7 +141,7 @@ def failure_text(result: TestResult) -> str:
                  else f"{measure.counts[0] or measure.figure} are not drift-corrected")
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
                  f"{drift}{confirmed})")
-        kernel = has_kernel_time(result.profile)
+        kernel = result.profile.kernel_samples is not None
         named = f" in {measure.figure}" if kernel or measure.unit is Unit.COUNT else ""
         heads = {
             OpStatus.REGRESSED: f"op(s) regressed{named} against {where}",
@@ -162,10 +153,9 @@ def failure_text(result: TestResult) -> str:
             lines.append(f"opprof: {len(ops)} {heads[status]}:")
             for v in ops:
                 lines.append("  " + op_line(v, measure))
-                if kernel and status == OpStatus.REGRESSED:
-                    lines += kernel_lines(result, v.op_id)
                 if status == OpStatus.REGRESSED:
-                    lines += grew_lines(v, measure)
+                    lines += [*(kernel_lines(result, v.op_id) if kernel else []),
+                              *grew_lines(v, measure)]
         # a measure auto does not take is named (the ini file may name it: harmless)
         lines.append("To accept: opprof baseline update "
                      + display_name(shlex.quote(result.nodeid))
