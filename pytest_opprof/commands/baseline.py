@@ -1,12 +1,8 @@
 """``opprof baseline update | show | prune``: the stored baselines from the shell.
 
-    opprof baseline update [--runs N] [PYTEST ARGS...]
-    opprof baseline show [TEST] [--dir DIR] [--machine-key KEY]
-    opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] [PYTEST ARGS...]
-
-``update`` runs pytest in new processes (:mod:`pytest_opprof.run.launcher`) into a
-staging folder and commits it; which run replaces which and what is committed or
-pruned is the store's policy (:mod:`pytest_opprof.store.policy`).
+``update`` runs pytest in new processes into a staging folder and commits it; which run
+replaces which and what is committed or pruned is the store's policy
+(:mod:`pytest_opprof.store.policy`).
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import numpy as np
 import pytest
 
 from ..judge import agreement, rule
-from ..judge.config import BASELINE_RUNS, BLIND, GATE_SEES_QUANTILE, more_runs
+from ..judge.config import BASELINE_RUNS, BLIND, GATE_SEES_QUANTILE
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
 from ..measure import measures
@@ -29,7 +25,7 @@ from ..model.conditions import describe as describe_conditions
 from ..model.conditions import remedies
 from ..render import display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
-from ..render.verdicts import spread
+from ..render.verdicts import more_data, spread
 from ..run.launcher import run_pytest
 from ..run.options import BATCH_VARIABLE
 from ..signals import held
@@ -47,12 +43,8 @@ from .common import (
     whole_number,
 )
 
-DEFAULT_RUNS = BASELINE_RUNS
-
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``opprof baseline`` and its actions (unrecognised arguments of update and prune
-    go to pytest)."""
     baseline = commands.add_parser(
         "baseline", help="update, show or prune stored baselines",
         usage="opprof baseline {update,show,prune} ...",
@@ -75,7 +67,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "completes or changes nothing. Unrecognised arguments go to pytest.")
     runs = whole_number("--runs", 1, MAX_RUNS, f" (a baseline keeps the last {MAX_RUNS} runs)")
     update_parser.add_argument("--runs", default=None, metavar="N", type=runs,
-                               help=f"separate pytest processes to take (default {DEFAULT_RUNS}"
+                               help=f"separate pytest processes to take (default {BASELINE_RUNS}"
                                     f"{_other_runs()})")
     update_parser.set_defaults(takes_pytest_args=True)
 
@@ -129,8 +121,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 def update(runs: int | None, pytest_args: list[str]) -> int:
     """Run pytest ``runs`` times into a staging folder, take again the runs that
-    disagree with their test's others, then commit every test's new baseline at once:
-    the command completes or leaves the store as it was."""
+    disagree with their test's others, then commit every new baseline at once."""
     view = pytest_view(pytest_args)
     if runs is None:
         runs = measures.defaults_of(view.settings.measure).baseline_runs
@@ -163,8 +154,7 @@ def update(runs: int | None, pytest_args: list[str]) -> int:
 
 
 def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -> None:
-    """One pytest process per label, each storing its baselines into ``folder``, its
-    output passed on as it comes."""
+    """One pytest process per label, each storing its baselines into ``folder``."""
     for label in labels:
         print(f"opprof: {label}: pytest --opprof-update-baseline=replace "
               + " ".join(pytest_args), flush=True)
@@ -176,13 +166,11 @@ def _take(folder: Path, batch: str, pytest_args: list[str], labels: list[str]) -
 
 def _retake_disagreeing(staging: Path, batch: str, pytest_args: list[str], runs: int,
                         tolerance: float) -> tuple[int, list[str]]:
-    """Runs that disagree with their test's other runs (agreement.py: taken while the
-    machine was busy) are taken again, each in a new process, once: as many new runs
-    as the test with the most such runs needs (fewer than ``runs``). A new run replaces a
-    disagreeing one in the staged baseline (:func:`policy.replace_runs`); where the runs
-    still disagree, the runs that sit far off name their ops in their meta (``opprof
-    baseline show`` says so). Returns how many runs were re-taken, and one line per test
-    still disagreeing."""
+    """Runs that disagree with their test's others (taken while the machine was busy)
+    are taken again, once: as many new runs as the test with the most such runs needs,
+    shared by every test. Where the runs still disagree, the runs far off name their ops
+    in their meta (``opprof baseline show`` says so). Returns how many runs were re-taken,
+    and one line per test still disagreeing."""
     found = [(store, baseline, agreement.check([r.samples() for r in baseline.runs],
                                                _config(baseline, tolerance)))
              for store, baseline in policy.staged(staging)]
@@ -215,10 +203,7 @@ FAR_TESTS_SHOWN = 3
 
 def _far_line(far: list[tuple[str, Collection[int]]], retake: int) -> str:
     """``opprof: run 2 of t.py::a and runs 1, 3 of t.py::b sit far from their test's other
-    runs (a busy machine?); taking 2 more runs: each test's far runs are replaced by as
-    many of them``: which runs of which test (``far``: 0-based run indices), and how many
-    new runs are taken (as many as the test with the most far runs needs: every test's
-    far runs are replaced from the same new runs)."""
+    runs (a busy machine?); taking 2 more runs: ...`` (``far``: 0-based run indices)."""
     def runs_of(nodeid: str, indices: Collection[int]) -> str:
         numbers = ", ".join(str(j + 1) for j in sorted(indices))
         return f"{'run' if len(indices) == 1 else 'runs'} {numbers} of {display_name(nodeid)}"
@@ -241,11 +226,10 @@ def _far_line(far: list[tuple[str, Collection[int]]], retake: int) -> str:
 
 def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
                      pytest_args: list[str]) -> str:
-    """What to tell of a test whose runs still disagree after they were taken again."""
     names = sorted({display_name(name) for name, _ in agreed.ops()})
     which = (f"op {names[0]} of {display_name(nodeid)} disagrees" if len(names) == 1 else
              f"ops {', '.join(names)} of {display_name(nodeid)} disagree")
-    command = shlex.join(["opprof", "baseline", "update", "--runs", str(max(runs, DEFAULT_RUNS)),
+    command = shlex.join(["opprof", "baseline", "update", "--runs", str(max(runs, BASELINE_RUNS)),
                           *pytest_args])
     return (f"opprof: {which} between runs (spread {max(agreed.spread.values()):.0%}): the "
             f"machine was busy? the gate is blind to slowdowns within that spread; re-run "
@@ -273,8 +257,7 @@ def show(root: Path, machine_key: str | None, test: str | None,
          tolerance: float | None = None) -> int:
     """Every stored baseline (a line each), or those matching ``test`` described;
     ``tolerance`` None: each baseline's measure's default."""
-    broken = 0
-    matched = 0
+    broken = matched = 0
     for store in stores(root, machine_key):
         for path, entry in store.entries():
             if isinstance(entry, BaselineError):
@@ -292,21 +275,15 @@ def show(root: Path, machine_key: str | None, test: str | None,
 
 def _list_line(b: Baseline, path: Path) -> str:
     last = b.runs[-1]
-    outlying = _outlying(b)
+    outlying = {name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])}
     return (f"{display_name(b.machine)}  {display_name(b.nodeid)}  {len(b.runs)} run(s), "
             f"{last.n_ops} ops, {_field(last.meta.get('date'))}  [{display_name(path.name)}]"
             + (f"  runs disagree on {len(outlying)} op(s)" if outlying else ""))
 
 
 def _field(value: object) -> str:
-    """A field of a stored file as printed: escaped (a forged ``\\n`` or ESC in a date
-    or a commit id prints as its escape, never a line or a terminal sequence)."""
+    """A stored field escaped: a forged ``\\n`` or ESC in a date prints as its escape."""
     return "?" if value is None else display_name(str(value))
-
-
-def _outlying(b: Baseline) -> list[str]:
-    """The ops on which some run sat far from the others, as the update recorded."""
-    return sorted({name for run in b.runs for name in run.meta.get(OUTLYING_OPS, [])})
 
 
 def _describe(b: Baseline, given: float | None) -> str:
@@ -337,12 +314,11 @@ def _describe(b: Baseline, given: float | None) -> str:
 def _other_runs() -> str:
     """``; 2 under --opprof-measure=instructions``: the measures whose default differs."""
     other = [f"{m.baseline_runs} under --opprof-measure={m.name}" for m in measures.listed()
-             if m.baseline_runs != DEFAULT_RUNS]
+             if m.baseline_runs != BASELINE_RUNS]
     return f"; {', '.join(other)}" if other else ""
 
 
 def _config(baseline: Baseline, tolerance: float) -> GateConfig:
-    """The rule's settings for the measure the baseline was taken with."""
     return gate_config(_measure(baseline).gate, tolerance)
 
 
@@ -358,10 +334,8 @@ def _slowdown(effect: float) -> str:
 
 
 def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
-    """Per op, what the gate sees in these runs: the median, the spread of the op's
-    median between runs and the smallest slowdown it would catch (rule.noise); and a
-    line saying what would help when the typical op's is beyond the gate's blindness limit
-    (``judge.config.BLIND``)."""
+    """Per op, what the gate sees in these runs (rule.noise), and what would help when
+    the typical op's detectable slowdown is beyond ``BLIND``."""
     samples = b.samples()
     measure = _measure(b)
     noise = rule.noise(samples, _config(b, tolerance))
@@ -377,11 +351,8 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
              "the smallest slowdown it catches):", stat_table(rows)]
     typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
     if blind(typical, BLIND):
-        runs = more_runs(len(b.runs))
-        helps = [f"more baseline runs (opprof baseline update --runs {runs})"] if runs else []
-        helps.append("more iterations (gpu_profiler.iterations(n))")
         # what the runs were taken under: no advice to pin what was pinned
-        helps += remedies(b.conditions())
+        helps = more_data(len(b.runs)) + remedies(b.conditions())
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
             f"typical op; {', '.join(helps[:-1])} or {helps[-1]} would help")
@@ -391,7 +362,6 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
 # -- prune --------------------------------------------------------------------------------
 
 def _machine_store(root: Path, machine: str | None) -> list[BaselineStore]:
-    """This machine's store under ``root``, when it has a folder there."""
     if machine is None:
         return []
     try:

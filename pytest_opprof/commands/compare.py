@@ -1,31 +1,21 @@
 """``opprof compare``: base against head, op by op, measured now on this machine.
 
-    opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]
-                       [--tolerance X] [--json PATH] [--markdown PATH] [PYTEST ARGS...]
-    opprof compare BASE.json HEAD.json [--tolerance X] [--json PATH] [--markdown PATH]
-
-The first form checks REF out in a temporary git worktree (removed afterwards, also on
+The ref form checks REF out in a temporary git worktree (removed afterwards, also on
 errors and Ctrl-C) and runs the selected tests there (base) and in the working tree
-(head) in pytest processes taking turns, each writing its results file;
-:mod:`pytest_opprof.judge.paired` judges each op from the pairs. ``--pairs N`` runs N pairs;
-by default the run is sized from its first :data:`FIRST_PAIRS`: pairs are added until
-nine in ten ops of every test would show a ``--detect`` slowdown, at most
-``--max-pairs``. A stored baseline carries everything that changed since it was taken
-(the machine, its load, the process's layout); two sides measured now, alternating,
-share all of that.
+(head) in pytest processes taking turns; :mod:`pytest_opprof.judge.paired` judges each op
+from the pairs: ``--pairs N``, or as many as nine in ten ops of every test need to show a
+``--detect`` slowdown, sized after the first :data:`FIRST_PAIRS`. A stored baseline
+carries everything that changed since it was taken (the machine, its load, the process's
+layout); two sides measured now, alternating, share all of that.
 
-The environment form, ``opprof compare --base-python A [--head-python B] [PYTEST
-ARGS...]``, runs both sides in the working tree, each under its own interpreter (two
-virtual environments: a dependency upgrade), in the same pairs, judged the same way; the
-report names both environments and the packages that differ (:mod:`pytest_opprof.run.
-environments` asks each interpreter, and refuses one that cannot run a side). Given a
-REF as well (``opprof compare REF --base-python A``), the base side is REF under A.
+The environment form (``--base-python A [--head-python B]``) runs both sides in the
+working tree, each under its own interpreter (a dependency upgrade), judged the same way;
+the report names the packages that differ. Given a REF as well, the base side is REF
+under A.
 
-The last form compares two results files (``pytest --opprof-json``) the user made
-(on two machines, or before and after an upgrade): one pair, judged conservatively
-(:func:`pytest_opprof.judge.paired.judge_assumed`: each op credited a spread between
-processes it may have, widened by what the files' gated verdicts knew of it from their
-baselines), as ``--pairs`` 1 to 3 are.
+The files form compares two results files (``pytest --opprof-json``): one pair, judged
+conservatively (:func:`pytest_opprof.judge.paired.judge_assumed`), as ``--pairs`` 1 to 3
+are.
 """
 
 from __future__ import annotations
@@ -54,6 +44,7 @@ from ..run import environments
 from ..run.launcher import last_line, run_command, run_pytest
 from ..run.options import Settings, fraction
 from ..run.outputs import Output, clash, problem, write_files
+from ..run.rerun import _expanded as expanded
 from ..signals import deferred
 from .common import CommandError, PytestView, UsageProblem, pytest_view, whole_number
 
@@ -74,7 +65,6 @@ MOST_PAIRS = 1000
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``compare`` command's arguments (unrecognised ones go to pytest)."""
     sub = commands.add_parser(
         "compare", help="compare every op with a git ref (pytest processes taking turns) or "
                         "two results files",
@@ -128,8 +118,7 @@ _detect = fraction("--detect")
 # -- the command ---------------------------------------------------------------------
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    """``opprof compare``: the form is told by its first argument (:func:`_form`).
-    Ctrl-C: 130, the worktree removed (and said only when it was)."""
+    """Ctrl-C: 130, the worktree removed (and said only when it was)."""
     scratch = Scratch()
     try:
         return _compare(args, extra, scratch)
@@ -140,18 +129,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 @dataclass
 class Scratch:
-    """The temporary folder and worktree of the ref form, and what of them could not
-    be removed (the messages say only what is true)."""
+    """Whether the ref form made its temporary folder, and what of it could not be
+    removed (a folder, a worktree still registered with git): the messages say only
+    what is true."""
 
-    #: Whether a temporary folder was made.
     made: bool = False
-    #: What is left behind: folders that could not be removed, a worktree still
-    #: registered with git.
     left: list[str] = field(default_factory=list)
 
     def said(self) -> str:
-        """The interruption line's ending: the worktree's removal when it was made and
-        removed (what could not be removed was said where the removal failed)."""
+        """The interruption line's ending (what could not be removed was said already)."""
         return "; the temporary worktree was removed" if self.made and not self.left else ""
 
 
@@ -232,7 +218,6 @@ def _files_form(ref: str) -> bool:
 
 
 def _names_commit(ref: str) -> bool:
-    """Whether git, in the current folder, takes ``ref`` for a commit."""
     try:
         code, _ = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], Path.cwd())
     except OSError:  # no git
@@ -290,8 +275,8 @@ def _detect_of(args: argparse.Namespace) -> float:
 
 
 def _git(args: list[str], cwd: Path) -> tuple[int, str]:
-    """git in a process group of its own (:func:`run_command`: a git that starts
-    another, as ``worktree add`` may, is ended with it); its status and output."""
+    """git in a process group of its own: a git that starts another, as ``worktree add``
+    may, is ended with it."""
     return run_command(["git", *args], cwd=cwd)
 
 
@@ -312,11 +297,10 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
             raise UsageProblem("--setup runs in each side's tree, and the environments share "
                                "the working tree: build there first, or give a REF")
         extra = _expanded(extra, here)
-        sides = {"base": Side("base", here, extra, _activated(envs[0]), pythons[0]),
-                 "head": Side("head", here, extra, _activated(envs[1]), pythons[1])}
-        names = (envs[0].python, envs[1].python)
-        return _run_pairs(args, sides, names, {k: f"{k} ({n})" for k, n in
-                                               zip(("base", "head"), names, strict=True)},
+        sides = {name: Side(name, here, extra, _activated(env), env.python)
+                 for name, env in zip(("base", "head"), envs, strict=True)}
+        return _run_pairs(args, sides, (envs[0].python, envs[1].python),
+                          {name: f"{name} ({side.python})" for name, side in sides.items()},
                           envs, _settings(extra))
     code, top_out = _git(["rev-parse", "--show-toplevel"], here)
     if code != 0:
@@ -366,8 +350,7 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
 def _run_pairs(args: argparse.Namespace, sides: Mapping[str, Side], labels: tuple[str, str],
                shown: Mapping[str, str], envs: tuple[Environment, Environment] | None,
                settings: Settings) -> tuple[Report, list[str]]:
-    """The pairs of processes, ABBA, sized from the first pairs unless ``--pairs``; the
-    report and a line for each test that failed at a side."""
+    """The pairs of processes, sized from the first pairs unless ``--pairs``."""
     if args.tolerance is None:
         args.tolerance = settings.tolerance
     detect = _detect_of(args)
@@ -444,7 +427,7 @@ def _activated(env: Environment) -> dict[str, str]:
 
 
 def _inside(path: str | Path, top: Path) -> bool:
-    """Whether ``path``, its links resolved, is the repository ``top`` or lies in it."""
+    """Whether ``path``, its links resolved, is ``top`` or lies in it."""
     real = Path(os.path.realpath(path))
     return real == top or top in real.parents
 
@@ -469,16 +452,14 @@ def _check_same_tests(runs: Mapping[str, list[Run]],
 
 @dataclass(frozen=True)
 class Side:
-    """Where and how one side's processes run."""
+    """Where and how one side's processes run: its pytest arguments and environment
+    changes (PYTEST_ADDOPTS, PYTHONPATH) with their absolute paths into the repository
+    pointing into its tree; its interpreter (None: this one)."""
 
     name: str
     folder: Path
-    #: The pytest arguments, absolute paths into the repository pointing into this tree.
     args: list[str]
-    #: Changes to the environment (PYTEST_ADDOPTS, PYTHONPATH into this tree).
     env: Mapping[str, str]
-    #: The interpreter its processes run under (--base-python, --head-python); None:
-    #: this one.
     python: str | None = None
 
 
@@ -491,10 +472,9 @@ def _view(extra: list[str]) -> PytestView | None:
 
 
 def _settings(pytest_args: list[str]) -> Settings:
-    """The plugin's settings as pytest sees ``pytest_args`` here (the gate's tolerance:
-    ``opprof_tolerance``, ``--opprof-tolerance`` in addopts; the measure), as every
-    other command takes them; arguments pytest refuses are left for the first process
-    to name (the ini file's alone are taken)."""
+    """The plugin's settings (the tolerance, the measure) as pytest sees ``pytest_args``
+    here; arguments pytest refuses are left for the first process to name (the ini
+    file's settings alone are taken)."""
     for args in ([pytest_args, []] if pytest_args else [[]]):
         view = _view(args)
         if view is not None:
@@ -503,19 +483,16 @@ def _settings(pytest_args: list[str]) -> Settings:
 
 
 def _expanded(extra: list[str], here: Path) -> list[str]:
-    """``@FILE`` arguments (pytest reads one argument a line) read here, once, so that
-    the paths they name are seen and mapped as the command line's."""
-    out: list[str] = []
-    for arg in extra:
+    """``@FILE`` arguments read here, once, as the re-run reads them, so that the paths
+    they name are seen and mapped as the command line's; blank lines left out, and a
+    file that cannot be read refused before any process starts (the re-run leaves it)."""
+    for arg in (args := expanded(extra, here)):
         if arg.startswith("@") and len(arg) > 1:
             try:
-                lines = (here / arg[1:]).read_text(encoding="utf-8").splitlines()
+                (here / arg[1:]).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise UsageProblem(f"{arg}: cannot read the arguments file ({exc})") from None
-            out += _expanded([line for line in lines if line.strip()], here)
-        else:
-            out.append(arg)
-    return out
+    return [arg for arg in args if arg.strip()]
 
 
 def _check_selection(view: PytestView, here: Path, top: Path) -> None:
@@ -570,16 +547,12 @@ def _environment_at(top: Path, tree: Path) -> dict[str, str]:
     return env
 
 
-def _measured(profile: Profile) -> str:
-    return f"--opprof-measure={profile.measure}"
-
-
 def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],
             *labels: tuple[str, str]) -> str | None:
-    """Why ``base`` and ``head`` were not measured alike (another measure:
-    the sides' ini files differ), one line; None when they were."""
+    """Why ``base`` and ``head`` were not measured alike (another measure: the sides'
+    ini files differ), one line; None when they were."""
     for nodeid in sorted(base.keys() & head.keys()):
-        b, h = _measured(base[nodeid]), _measured(head[nodeid])
+        b, h = (f"--opprof-measure={p[nodeid].measure}" for p in (base, head))
         if b != h:
             (bn, bl), (hn, hl) = labels
             return (f"{nodeid} was measured with {b} at {bn} ({bl}) but {h} at {hn} "
@@ -588,8 +561,6 @@ def _unlike(base: Mapping[str, Profile], head: Mapping[str, Profile],
 
 
 def _check_alike(runs: Mapping[str, list[Run]], shown: Mapping[str, str]) -> None:
-    """Both sides measured with the same measure, else one line: their times are not
-    comparable (an ini change, a conftest that picks the measure)."""
     if not runs["base"] or not runs["head"]:
         return
     unlike = _unlike(runs["base"][-1], runs["head"][-1], ("base", shown["base"]),
@@ -601,7 +572,7 @@ def _check_alike(runs: Mapping[str, list[Run]], shown: Mapping[str, str]) -> Non
 
 def _judged(runs: Mapping[str, list[Run]],
             failed: Mapping[str, Mapping[str, str]]) -> dict[str, list[Run]]:
-    """The runs less every test that failed at either side (in any process)."""
+    """The runs less every test that failed at either side, in any process."""
     gone = {nodeid for side in failed.values() for nodeid in side}
     return {name: [{n: p for n, p in run.items() if n not in gone} for run in side_runs]
             for name, side_runs in runs.items()}
@@ -609,11 +580,9 @@ def _judged(runs: Mapping[str, list[Run]],
 
 @contextlib.contextmanager
 def _worktree(repo: Path, sha: str, scratch: Scratch) -> Iterator[Path]:
-    """A detached worktree of ``sha`` in a new temporary folder, removed (and
-    unregistered) after, whatever happens meanwhile: also when ``git worktree add`` is
-    itself interrupted (its git and the git it started are ended first, by the
-    launcher). The removal is not cut by Ctrl-C or SIGTERM (they are delivered after);
-    what could not be removed is kept in ``scratch`` and said."""
+    """A detached worktree of ``sha`` in a new temporary folder, removed and
+    unregistered after whatever happens meanwhile, also an interrupted ``git worktree
+    add``. Ctrl-C and SIGTERM do not cut the removal (they are delivered after)."""
     with deferred():
         folder = Path(tempfile.mkdtemp(prefix="opprof-compare-"))
         scratch.made = True
@@ -656,9 +625,8 @@ def _registered(repo: Path, path: Path) -> bool:
 
 
 def _setup(command: str, side: Side) -> None:
-    """``--setup`` in the side's tree: a shell in a process group of its own, ended
-    with everything it started on Ctrl-C or SIGTERM; in the side's environment (its
-    interpreter's folder first on PATH: ``python -m pip install .`` installs there)."""
+    """``--setup`` in the side's tree and environment (its interpreter's folder first on
+    PATH: ``python -m pip install .`` installs there), in a process group of its own."""
     print(f"opprof: setup ({side.name}): {command}", flush=True)
     code, out = run_command(["/bin/sh", "-c", command], cwd=side.folder, env=dict(side.env))
     if code != 0:
@@ -667,9 +635,8 @@ def _setup(command: str, side: Side) -> None:
 
 
 def _profiled(side: Side) -> tuple[Run, dict[str, str]]:
-    """One pytest process of ``side``; its profiles by node id, as typed records
-    (:mod:`pytest_opprof.run.launcher`: no results file, no machine info), and the
-    tests that failed there (node id -> pytest's line)."""
+    """One pytest process of ``side``: its profiles by node id, and the tests that
+    failed there (node id -> pytest's line)."""
     child = run_pytest(["-q", "-p", "no:cacheprovider", *side.args],
                        cwd=side.folder, env={"PYTHONDONTWRITEBYTECODE": "1", **side.env},
                        records=True, python=side.python)

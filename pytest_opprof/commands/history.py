@@ -1,15 +1,9 @@
 """``opprof history``: each op's time across the stored runs, and where it stepped.
 
-    opprof history [TEST] [--dir DIR] [--machine-key KEY] [--tolerance X]
-                   [--json PATH] [--html PATH]
-
 ``pytest --opprof-update-baseline=append`` (on the main branch, once per commit) grows each
-test's stored baseline run by run, each run with its date and commit (see
-:mod:`pytest_opprof.store.baseline`; the last 20 are kept). This command reads those runs,
-in date order, and finds for each op where its median stepped.
-
-How steps are found: :mod:`pytest_opprof.judge.changepoints`; the JSON file's fields:
-:mod:`pytest_opprof.render.history`.
+test's stored baseline run by run, each with its date and commit; this command reads those
+runs in date order and finds for each op where its median stepped
+(:mod:`pytest_opprof.judge.changepoints`).
 """
 
 from __future__ import annotations
@@ -17,18 +11,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import OpprofError
 from ..judge.changepoints import history_of, require_ruptures
-from ..model.history import History
 from ..render import display_name
 from ..render.charts import NEEDS_MATPLOTLIB
 from ..render.history import ASCII_SPARKS, SPARKS, render_text, to_json
 from ..run.options import parse_fraction
 from ..run.outputs import Output, clash, problem, write_files
-from ..store.baseline import BaselineError, BaselineStore
+from ..store.baseline import BaselineError
 from .common import add_store_arguments, pytest_view, stores
 
 
@@ -42,7 +34,6 @@ def _spark_chars() -> str:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``opprof history`` and its arguments."""
     parser = commands.add_parser(
         "history", help="each op's time across the stored runs (pytest "
                         "--opprof-update-baseline=append), and the commits where it stepped "
@@ -69,13 +60,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_store_arguments(parser)
 
 
-def check_outputs(json_path: Path | None, html_path: Path | None,
-                  folders: Sequence[Path] = ()) -> None:
-    """Each file asked for can be written (and drawn), and writes over no stored
-    baseline (nor into a machine's baseline folder of ``folders``): OpprofError, one
-    line, if not."""
-    outputs = [Output(flag, path) for flag, path in (("--json", json_path),
-                                                     ("--html", html_path)) if path]
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    """The store found as ``opprof baseline show`` finds it, the tolerance the gate's
+    unless given; 1 when a baseline file could not be read (the rest still shown)."""
+    require_ruptures()
+    view = pytest_view([])
+    root = args.dir or view.settings.baseline_dir
+    found = stores(root, args.machine_key or view.settings.machine_key)
+    tolerance = args.tolerance or view.settings.tolerance
+    outputs = [Output(flag, path) for flag, path in (("--json", args.json),
+                                                     ("--html", args.html)) if path]
     for output in outputs:
         why = problem(output)
         if why is None and output.flag == "--html" and \
@@ -83,42 +77,16 @@ def check_outputs(json_path: Path | None, html_path: Path | None,
             why = NEEDS_MATPLOTLIB
         if why is not None:
             raise OpprofError(f"{output.flag} {output.path}: {why}")
-    clashing = clash(outputs, folders=folders)
+    clashing = clash(outputs, folders=[store.folder for store in found])
     if clashing is not None:
         raise OpprofError(f"{clashing[0].flag} {clashing[0].path}: {clashing[1]}")
-
-
-def collect(stores: list[BaselineStore], test: str | None, tolerance: float,
-            ) -> tuple[list[History], list[str]]:
-    """The history of each stored test (matching ``test``), and a line for each file
-    that could not be read."""
-    found, unreadable = [], []
-    for store in stores:
+    tests, unreadable = [], []
+    for store in found:
         for _, entry in store.entries():
             if isinstance(entry, BaselineError):
                 unreadable.append(str(entry))
-            elif test is None or test in entry.nodeid:
-                found.append(history_of(entry, tolerance))
-    return found, unreadable
-
-
-def run(args: argparse.Namespace, extra: list[str]) -> int:
-    """``opprof history``: the store found as ``opprof baseline show`` finds it, the
-    tolerance the gate's (``opprof_tolerance``) unless given."""
-    require_ruptures()
-    view = pytest_view([])
-    root = args.dir or view.settings.baseline_dir
-    found = stores(root, args.machine_key or view.settings.machine_key)
-    return show(found, root, args, args.tolerance or view.settings.tolerance)
-
-
-def show(stores: list[BaselineStore], root: Path, args: argparse.Namespace,
-         tolerance: float) -> int:
-    """The history of the stored tests printed, and written to the files asked for;
-    1 when a baseline file could not be read (the rest still shown)."""
-    require_ruptures()
-    check_outputs(args.json, args.html, [store.folder for store in stores])
-    tests, unreadable = collect(stores, args.test, tolerance)
+            elif args.test is None or args.test in entry.nodeid:
+                tests.append(history_of(entry, tolerance))
     if not tests and not unreadable:
         if args.test is not None:
             raise OpprofError(f"no stored baseline matches {args.test!r} under {root}")

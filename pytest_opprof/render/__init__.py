@@ -1,8 +1,5 @@
-"""Renderers: each takes plain data and returns a string; none prints, none writes.
-
-Every surface is ``render(records, run_info) -> str`` (the Chrome trace: one string per
-record); :mod:`pytest_opprof.run.outputs` writes them. The words every surface shares
-(how a name from user code is shown, a duration, a percentage) live in
+"""Renderers: each takes plain data and returns a string; none prints, none writes
+(:mod:`pytest_opprof.run.outputs` writes them). The words every surface shares live in
 :mod:`pytest_opprof.model.words`, once, and are re-exported here.
 """
 

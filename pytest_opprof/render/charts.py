@@ -64,16 +64,17 @@ def svg(fig: Any) -> str:
     return text[text.index("<svg"):]  # inline: no XML prologue or doctype
 
 
-def axis(measure: type[Measure]) -> tuple[float, str]:
-    """What a figure is divided by, and the axis's unit: ``(1e6, "ms")`` for times,
-    ``(1e6, "millions of instructions")`` for instruction counts."""
-    if measure.unit is Unit.NANOSECONDS:
-        return 1e6, "ms"
-    return 1e6, f"millions of {what(measure)}"
+#: What every chart divides its figures by: ms of ns, millions of counts.
+SCALE = 1e6
 
 
-def scaled(values: Any, measure: type[Measure]) -> Any:
-    return np.asarray(values, dtype=float) / axis(measure)[0]
+def axis(measure: type[Measure]) -> str:
+    """The axis's unit: ``ms``, or ``millions of instructions``."""
+    return "ms" if measure.unit is Unit.NANOSECONDS else f"millions of {what(measure)}"
+
+
+def scaled(values: Any) -> Any:
+    return np.asarray(values, dtype=float) / SCALE
 
 
 def what(measure: type[Measure]) -> str:
@@ -89,27 +90,26 @@ def ops_chart(record: TestReport) -> str:
     if not ops:
         return ""
     measure = measure_of(record.profile)
-    labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops][::-1]
-    current = [op.judged_median or 0 for op in ops][::-1]  # the verdict's, as the table's
+    ops.reverse()  # the slowest at the top
+    labels = [label(f"OP_ID{op.op_id}. {op.name}") for op in ops]
+    current = [op.judged_median or 0 for op in ops]  # the verdict's, as the table's
     baseline = [math.nan if op.baseline is None else op.baseline.baseline_median
-                for op in ops][::-1]
+                for op in ops]
     colors = ["#b00020" if op.status in ("regressed", "over_budget") else
-              "#1b5e20" if op.status == "improved" else "#1565c0" for op in ops][::-1]
+              "#1b5e20" if op.status == "improved" else "#1565c0" for op in ops]
     y = np.arange(len(ops))
     fig, ax = plt.subplots(figsize=(9, 0.28 * len(ops) + 1.2))
-    ax.barh(y + 0.2, scaled(current, measure), height=0.4, color=colors, label="current")
+    ax.barh(y + 0.2, scaled(current), height=0.4, color=colors, label="current")
     if not all(math.isnan(b) for b in baseline):
-        ax.barh(y - 0.2, scaled(baseline, measure), height=0.4, color="#9e9e9e",
-                label="baseline")
+        ax.barh(y - 0.2, scaled(baseline), height=0.4, color="#9e9e9e", label="baseline")
     ax.set_yticks(y, labels, fontsize=8)
-    ax.set_xlabel(f"median per iteration ({axis(measure)[1]})")
+    ax.set_xlabel(f"median per iteration ({axis(measure)})")
     ax.set_title(f"Per-op {what(measure)} against the baseline")
     ax.legend(loc="lower right", fontsize=8)
     return svg(fig)
 
 
 def _moved(op: OpReport) -> float:
-    """How far the op moved against its baseline (drift-corrected); NaN without one."""
     return math.nan if op.baseline is None else op.baseline.corrected_ratio
 
 
@@ -121,10 +121,9 @@ SERIES_POINTS = 500
 
 def envelope(values: np.ndarray, points: int = SERIES_POINTS
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """``values`` (one per iteration, NaN where the op did not run) in ``points``
-    buckets of consecutive iterations: each bucket's centre, median, min and max
-    (NaN for a bucket where the op never ran); None when the series is short enough to
-    draw point by point."""
+    """``values`` (NaN where the op did not run) in ``points`` buckets of consecutive
+    iterations: each bucket's centre, median, min and max; None when the series is short
+    enough to draw point by point."""
     n = len(values)
     if n <= points:
         return None
@@ -140,8 +139,8 @@ def envelope(values: np.ndarray, points: int = SERIES_POINTS
 
 
 def moved_chart(record: TestReport) -> str:
-    """Per-iteration time (or instructions) of the ops that moved most against the
-    baseline (or, with no baseline, took most); skipped iterations shaded."""
+    """Per-iteration figures of the ops that moved most against the baseline (or, with
+    no baseline, took most); skipped iterations shaded."""
     plt = pyplot()
     profile = record.profile
     measure = measure_of(profile)
@@ -160,7 +159,7 @@ def moved_chart(record: TestReport) -> str:
     x = np.arange(profile.iterations)
     bucketed = profile.iterations > SERIES_POINTS
     for op in chosen:
-        values = scaled(profile.gated_samples()[:, op.op_id], measure)
+        values = scaled(profile.gated_samples()[:, op.op_id])
         name = label(f"OP_ID{op.op_id}. {op.name}")
         drawn = envelope(values)
         if drawn is None:
@@ -172,12 +171,12 @@ def moved_chart(record: TestReport) -> str:
                             linewidth=0)
         median = math.nan if op.baseline is None else op.baseline.baseline_median
         if math.isfinite(median) and median:
-            ax.axhline(median / axis(measure)[0], linestyle=":", linewidth=1,
+            ax.axhline(median / SCALE, linestyle=":", linewidth=1,
                        color=ax.lines[-1].get_color())
     if profile.skip:
         ax.axvspan(-0.5, profile.skip - 0.5, color="#eeeeee", label="skipped")
     ax.set_xlabel("iteration")
-    ax.set_ylabel(axis(measure)[1])
+    ax.set_ylabel(axis(measure))
     if bucketed:
         title += (f"\n{profile.iterations:,} iterations in {SERIES_POINTS} buckets: line "
                   "median, band min to max;")
@@ -187,44 +186,41 @@ def moved_chart(record: TestReport) -> str:
 
 
 def phase_chart(record: TestReport) -> str:
-    """The median time (or instructions) of each phase, and of the rest of the
-    iteration, as one bar."""
+    """The median of each phase, and of the rest of the iteration, as one bar."""
     plt = pyplot()
     medians = phase_medians(record.profile)
     if not medians:
         return ""
     measure = measure_of(record.profile)
-    scale, name_of_axis = axis(measure)
     fig, ax = plt.subplots(figsize=(9, 1.4))
     left = 0.0
     for name, value in medians:
         shown = (f"{value / 1e6:.3g} ms" if measure.unit is Unit.NANOSECONDS
                  else measure.amount(value))
-        ax.barh([0], [value / scale], left=left, label=label(f"{name} {shown}"))
-        left += value / scale
+        ax.barh([0], [value / SCALE], left=left, label=label(f"{name} {shown}"))
+        left += value / SCALE
     ax.set_yticks([])
-    ax.set_xlabel(f"median per iteration ({name_of_axis})")
+    ax.set_xlabel(f"median per iteration ({axis(measure)})")
     ax.set_title("Phase split")
     ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.6))
     return svg(fig)
 
 
 def history_chart(test: History, op: OpHistory, measure: type[Measure]) -> str:
-    """The op's medians, run by run, with its segments' levels and its steps (figures of
-    ``measure``)."""
+    """The op's medians, run by run, with its segments' levels dotted and a red line,
+    labelled with its change, at each step."""
     plt = pyplot()
-    scale, name_of_axis = axis(measure)
     x = np.arange(len(op.runs))
     fig, ax = plt.subplots(figsize=(9, 2.4))
-    ax.plot(x, scaled(op.median_ns, measure), marker=".", markersize=3, color="#bdbdbd",
+    ax.plot(x, scaled(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
             label="as measured")
-    ax.plot(x, scaled(op.corrected_ns, measure), marker="o", markersize=3, color="#1565c0",
+    ax.plot(x, scaled(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
             label="machine drift taken out")
     position = {run: k for k, run in enumerate(op.runs)}
     edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
     for (start, end), level in zip(itertools.pairwise(edges),
                                    segment_levels(op.corrected_ns, edges), strict=True):
-        ax.hlines(level / scale, start - 0.4, end - 0.6, linestyles=":", color="#616161")
+        ax.hlines(level / SCALE, start - 0.4, end - 0.6, linestyles=":", color="#616161")
     for step in op.steps:
         at = position[step.run] - 0.5
         ax.axvline(at, color="#b00020", linestyle="--", linewidth=1)
@@ -232,7 +228,7 @@ def history_chart(test: History, op: OpHistory, measure: type[Measure]) -> str:
                     xycoords=("data", "axes fraction"), xytext=(3, -10),
                     textcoords="offset points", color="#b00020", fontsize=8)
     ax.set_xticks(x, [label(test.label(run)) for run in op.runs], rotation=60, fontsize=7)
-    ax.set_ylabel(f"median ({name_of_axis})")
+    ax.set_ylabel(f"median ({axis(measure)})")
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title(label(f"OP_ID{op.op_id}. {op.name}"), fontsize=10)
     return svg(fig)

@@ -1,11 +1,6 @@
 """``opprof compare``'s outputs: the terminal table, ``--json`` (schema
-``pytest-opprof/compare/2``: pytest_opprof/schemas/compare-2.schema.json) and
-``--markdown`` (for ``$GITHUB_STEP_SUMMARY``). Each is a string made from a
-:class:`~pytest_opprof.commands.compare.Report`; none prints, none writes.
-
-A comparison takes the measure of the profiles it was made from (``measure`` and
-``unit``: ``ns``, or ``count`` under ``--opprof-measure=instructions``), and writes the
-medians as that measure says them.
+pytest_opprof/schemas/compare-2.schema.json) and ``--markdown`` (for
+``$GITHUB_STEP_SUMMARY``), the medians written as the compared profiles' measure says them.
 """
 
 from __future__ import annotations
@@ -18,7 +13,8 @@ from ..measure import measures
 from ..model.comparison import differences
 from ..stats.power import blind
 from . import display_name, percent
-from .markdown import code, quote, span
+from .markdown import code, head, quote, row, span
+from .results_json import finite
 from .table import align
 
 if TYPE_CHECKING:
@@ -35,10 +31,6 @@ LEGEND = ("change is head/base of the medians; corrected is the op's own change,
 COUNTS_LEGEND = ("change is head/base of the medians, {}; corrected is its mean over the "
                  "pairs (counts are not drift-corrected): the interval and the verdict are "
                  "its")
-
-
-def _measure(report: Report) -> type[measures.Measure]:
-    return measures.of(report.measure, report.unit)
 
 
 def _cells(row: OpRow, measure: type[measures.Measure]) -> list[str]:
@@ -118,7 +110,7 @@ def _environments(report: Report) -> list[str]:
 def text(report: Report) -> str:
     """The terminal table: per test, every op with its change and verdict (medians as
     the report's measure says them)."""
-    measure = _measure(report)
+    measure = measures.of(report.measure, report.unit)
     lines = [f"opprof compare: base {display_name(report.base)}, head "
              f"{display_name(report.head)}; {_legend(measure)}", *_environments(report)]
     for test in report.tests:
@@ -136,7 +128,7 @@ def text(report: Report) -> str:
 def markdown(report: Report) -> str:
     """A job summary: the counts, then a table per test (regressions first; medians as
     the report's measure says them)."""
-    measure = _measure(report)
+    measure = measures.of(report.measure, report.unit)
     lines = ["## opprof compare", "",
              f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", ""]
     envs = _environments(report)
@@ -151,21 +143,17 @@ def markdown(report: Report) -> str:
         lines += ["", f"### {span(test.nodeid)}", "", _how(report, test) + ".", ""]
         blind = _blind(report, test)
         lines += quote([*test.result.notes, *([f"**blind:** {blind}"] if blind else [])])
-        lines += ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
-        for row in sorted(test.ops, key=lambda r: order[r.change.verdict]):
-            cells = _cells(row, measure)
-            cells[1] = code(row.name)
+        lines += head(*COLUMNS)
+        for op in sorted(test.ops, key=lambda r: order[r.change.verdict]):
+            cells = _cells(op, measure)
+            cells[1] = code(op.name)
             cells[-1] = f"**{cells[-1]}**" if cells[-1] != "ok" else cells[-1]
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(row(cells))
     one_side = _one_side(report)
     if one_side:
         lines += ["", "### On one side only", ""]
         lines += [f"- {where}: {span(what)}" for what, where in one_side]
     return "\n".join(lines) + "\n"
-
-
-def _number(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def to_json(report: Report) -> str:
@@ -181,11 +169,11 @@ def to_json(report: Report) -> str:
         "tests": [{
             "nodeid": t.nodeid, "pairs": t.result.pairs,
             "drift_corrected": t.result.drift_corrected, "drift": list(t.result.drift),
-            "dof": _number(t.result.dof), "quantile": t.result.quantile,
+            "dof": finite(t.result.dof), "quantile": t.result.quantile,
             "notes": list(t.result.notes),
             "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
             "partial_ops": list(t.partial_ops),
-            "sees": _number(t.sees) if t.ops else None,
+            "sees": finite(t.sees) if t.ops else None,
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
                      "change": r.change.change, "corrected": r.change.own,

@@ -52,22 +52,24 @@ from ..judge.changepoints import (
     PENALTY,
     log_times,
 )
+from ..measure import measures
 from ..measure.measures import Measure
 from ..model.baseline import BaselineRun
 from ..model.history import History, OpHistory, Step
+from ..model.words import Unit
 from . import display_name, percent
-from .kernels import run_measure
 from .table import align
 
 SCHEMA = "pytest-opprof/history/2"
+DRIFT_LABEL = "machine drift"
+SPARKS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
+ASCII_SPARKS = "_.-=*#"
 
 
 def measure_of(test: History) -> type[Measure]:
     """The measure of the history's latest run: its figures' words and unit."""
-    return run_measure(test.runs[-1].meta)
-DRIFT_LABEL = "machine drift"
-SPARKS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
-ASCII_SPARKS = "_.-=*#"
+    meta = test.runs[-1].meta
+    return measures.of(str(meta["measure"]), Unit(meta["unit"]))
 
 
 def sparkline(values: Sequence[float], chars: str) -> str:
@@ -85,25 +87,26 @@ def _op_name(op: OpHistory) -> str:
     return f"OP_ID{op.op_id}. {display_name(op.name)}"
 
 
+def margin(step: Step) -> str:
+    return f"\u00b1{(step.margin - 1) * 100:.1f}%"
+
+
 def step_line(test: History, op: OpHistory, step: Step) -> str:
-    """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms`` (in the
-    history's measure: ``1.2M instr -> 1.5M instr`` for instructions)."""
+    """``OP_ID0. conv2d: +18.3% at a1b2c3d (2026-11-30): 1 ms -> 1.18 ms (margin ...)``."""
     amount = measure_of(test).amount
     return (f"{_op_name(op)}: {percent(step.ratio)} at {test.where(step.run)}: "
-            f"{amount(step.before)} -> {amount(step.after)} (margin "
-            f"\u00b1{(step.margin - 1) * 100:.1f}%)")
+            f"{amount(step.before)} -> {amount(step.after)} (margin {margin(step)})")
 
 
 def drift_step_line(test: History, step: Step) -> str:
     """``all ops: +12.0% at a1b2c3d (2026-11-30): ...``: every op moved at once."""
     return (f"all ops: {percent(step.ratio)} at {test.where(step.run)}: the machine, or a "
-            f"change that moved every op (margin \u00b1{(step.margin - 1) * 100:.1f}%)")
+            f"change that moved every op (margin {margin(step)})")
 
 
 def trend_cells(op: OpHistory, chars: str, measure: type[Measure]) -> list[str]:
-    """``OP_ID0. conv2d``, ``1 ms``, ``..``, ``1.18 ms``, ``▁▁▁▁████  noise 0.4%, 8 runs``
-    (drift-corrected; figures of ``measure``): one op's trend line, as the cells
-    :func:`trend_lines` lines up."""
+    """``OP_ID0. conv2d``, ``1 ms``, ``..``, ``1.18 ms``, ``▁▁▁▁████  noise 0.4%, 8 runs``:
+    one op's drift-corrected trend line, as :func:`trend_lines` lines it up."""
     return [_op_name(op), measure.amount(op.corrected_ns[0]), "..",
             measure.amount(op.corrected_ns[-1]),
             f"{sparkline(op.corrected_ns, chars)}  noise {op.noise * 100:.1f}%, "
@@ -111,7 +114,6 @@ def trend_cells(op: OpHistory, chars: str, measure: type[Measure]) -> list[str]:
 
 
 def trend_lines(rows: list[list[str]]) -> list[str]:
-    """Trend lines, their names, first and last values lined up."""
     return align(rows, right={1}, sep=("  ", " ", " ", "  "), minimum={1: 8, 3: 8})
 
 

@@ -1,11 +1,8 @@
 """``opprof history --html``: each op's median across the stored runs, steps marked.
 
-One self-contained HTML file, drawn as the HTML report is (:mod:`.html`: matplotlib,
-inline SVG, every string from data escaped). Per test: a table of the steps, then one
-chart per op (the ops with steps first, then the slowest; at most :data:`CHARTS_PER_TEST`
-a test and :data:`CHARTS_PER_PAGE` a page, the ops with steps of every test first): its
-median in each run against the run's short commit, the level of each segment dotted,
-and a red line where each step happened, labelled with its change.
+One self-contained HTML file, drawn as the HTML report is (:mod:`.html`). Per test: a
+table of the steps, then one chart per op (:func:`.charts.history_chart`), as many as
+:func:`_budget` gives it.
 """
 
 from __future__ import annotations
@@ -13,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import charts, percent
-from .history import measure_of
-from .html import STYLE, _h
+from .history import margin, measure_of
+from .html import _h, num, page, table
 
 if TYPE_CHECKING:
     from ..model.history import History, OpHistory
@@ -28,18 +25,12 @@ def step_table(test: History) -> str:
              for op in test.ops for step in op.steps]
     if not rows:
         return "<p>No step beyond the noise and the tolerance.</p>"
-    out = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>change</th><th>at</th>"
-           "<th>before</th><th>after</th><th>margin</th></tr></thead><tbody>"]
-    for op_id, name, step, before, after in rows:
-        css = "regressed" if step.ratio > 1 else "improved"
-        out.append(f'<tr class="{css}"><td class="num">{op_id}</td>'
-                   f"<td><code>{_h(name)}</code></td>"
-                   f'<td class="num">{percent(step.ratio)}</td>'
-                   f"<td><code>{_h(test.where(step.run))}</code></td>"
-                   f'<td class="num">{before}</td><td class="num">{after}</td>'
-                   f'<td class="num">\u00b1{(step.margin - 1) * 100:.1f}%</td></tr>')
-    out.append("</tbody></table>")
-    return "\n".join(out)
+    return table(["OP_ID", "op", "change", "at", "before", "after", "margin"], (
+        f'<tr class="{"regressed" if step.ratio > 1 else "improved"}">{num(op_id)}'
+        f"<td><code>{_h(name)}</code></td>{num(percent(step.ratio))}"
+        f"<td><code>{_h(test.where(step.run))}</code></td>{num(before)}{num(after)}"
+        + num(margin(step)) + "</tr>"
+        for op_id, name, step, before, after in rows))
 
 
 #: The charts a page draws at most, and those of one test: each op's chart is tens of
@@ -51,25 +42,20 @@ CHARTS_PER_TEST = 6
 
 
 def _ranked(test: History) -> list[OpHistory]:
-    """The test's ops in the order they are drawn: those with steps, then the slowest
-    (latest median)."""
+    """The ops with steps, then the slowest (latest median)."""
     return sorted(test.ops, key=lambda op: (not op.steps, -op.median_ns[-1]))
 
 
 def _budget(tests: list[History]) -> list[int]:
-    """How many charts each test gets: the ops with steps first (tests in page order),
-    then the slowest ops of each test, until CHARTS_PER_PAGE are given out, at most
-    CHARTS_PER_TEST a test."""
-    given = [0] * len(tests)
-    left = CHARTS_PER_PAGE
-    stepped = [min(sum(1 for op in t.ops if op.steps), CHARTS_PER_TEST) for t in tests]
-    for k, want in enumerate(stepped):
-        given[k] = min(want, left)
-        left -= given[k]
+    """How many charts each test gets."""
+    given, left = [], CHARTS_PER_PAGE
+    for test in tests:
+        given.append(min(sum(1 for op in test.ops if op.steps), CHARTS_PER_TEST, left))
+        left -= given[-1]
     for k, test in enumerate(tests):
         more = min(min(len(test.ops), CHARTS_PER_TEST) - given[k], left)
-        given[k] += max(more, 0)
-        left -= max(more, 0)
+        given[k] += more
+        left -= more
     return given
 
 
@@ -93,11 +79,7 @@ def _section(test: History, charts_given: int) -> list[str]:
 
 
 def render_history(tests: list[History], tolerance: float) -> str:
-    """The page: every test's steps and per-op trends."""
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>opprof history</title>", f"<style>{STYLE}</style></head><body>",
-             "<h1>opprof history</h1>",
-             f"<p>{len(tests)} test(s). Steps found by PELT (ruptures) on each op's log "
+    parts = [f"<p>{len(tests)} test(s). Steps found by PELT (ruptures) on each op's log "
              f"medians; steps under the noise or the tolerance ({tolerance * 100:g}%) "
              "are not shown.</p>"]
     budget = _budget(tests)
@@ -109,5 +91,4 @@ def render_history(tests: list[History], tolerance: float) -> str:
                      f"{CHARTS_PER_PAGE} a page); the tables list every step.</p>")
     for test, given in zip(tests, budget, strict=True):
         parts += _section(test, given)
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return page("opprof history", parts)

@@ -1,21 +1,16 @@
 """The visual report: one self-contained HTML file, charts drawn as inline SVG.
 
 ``--opprof-html=PATH`` from pytest, or ``opprof report RESULTS.json -o report.html``
-from a results file. Per test: a table of each op's numbers (OP_ID, name, baseline and
-current median, change, verdict), each op's median against its baseline's, the
-per-iteration time of the ops that moved most (or took most, with no baseline), and
-the phase split. Drawn with matplotlib (the optional ``report`` extra), which writes
-SVG: no script, no network, nothing to load, so the file opens offline anywhere.
-
-Every string from data (test ids and op names come from user code; a results file
-may come from anywhere) is escaped: shown through :func:`display_name`, then HTML-escaped
-in the page and ``$``-escaped in the charts (matplotlib reads ``$...$`` as math).
+from a results file. Per test: a table of each op's numbers and the charts of
+:mod:`.charts`; no script, no network, nothing to load, so the file opens offline
+anywhere. Every string from data (names from user code; a results file may come from
+anywhere) is shown through :func:`display_name`, then HTML-escaped.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..model.reports import OpReport, TestReport
@@ -25,7 +20,7 @@ from ..stats.kernels import kernel_stats
 from ..stats.reports import report_of
 from . import charts as draw
 from . import display_name, duration, percent
-from .kernels import has_kernel_time, measure_of
+from .kernels import measure_of
 
 if TYPE_CHECKING:
     from ..model.records import TestRecord
@@ -54,6 +49,22 @@ def _css_class(verdict: Any) -> str:
     return str(verdict).replace(" ", "-") if verdict in STYLED else ""
 
 
+def num(value: object) -> str:
+    return f'<td class="num">{value}</td>'
+
+
+def table(head: Iterable[str], rows: Iterable[str]) -> str:
+    """A table of these column heads (HTML already) and rows (``<tr>`` lines)."""
+    return "\n".join(["<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
+                      + "</tr></thead><tbody>", *rows, "</tbody></table>"])
+
+
+def page(title: str, body: Iterable[str]) -> str:
+    return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+                      f"<title>{title}</title>", f"<style>{STYLE}</style></head><body>",
+                      f"<h1>{title}</h1>", *body, "</body></html>"]) + "\n"
+
+
 #: The ops a test's table lists at most: those the gate flagged, then the slowest.
 TABLE_ROWS = 200
 #: The tests whose charts a page draws at most (three charts each): failed tests first,
@@ -66,8 +77,7 @@ FLAGGED = ("regressed", "over_budget", "improved", "new", "missing")
 
 
 def _table_ops(test: TestReport) -> list[OpReport]:
-    """The ops the table lists: all of them, or TABLE_ROWS of them (the flagged ones,
-    then the slowest), in graph order."""
+    """All the ops, or TABLE_ROWS of them (the flagged, then the slowest), in graph order."""
     if len(test.ops) <= TABLE_ROWS:
         return list(test.ops)
     ranked = sorted(test.ops, key=lambda op: (op.status not in FLAGGED, -(op.median or 0)))
@@ -75,23 +85,17 @@ def _table_ops(test: TestReport) -> list[OpReport]:
 
 
 def op_table(test: TestReport) -> str:
-    """Each op's numbers, in graph order: what the charts show, as figures. With kernel
-    time, the medians are kernel time and the op's event span and kernels per iteration
-    follow; with counts, they are counts. At most TABLE_ROWS ops."""
-    kernel = has_kernel_time(test.profile)
+    """Each op's numbers in graph order: what the charts show, as figures. With kernel
+    time, the op's event span and kernels per iteration follow its medians."""
+    kernel = test.profile.kernel_samples is not None
     measure = measure_of(test.profile)
-    extra = "<th>event span median</th><th>kernels per iteration</th>" if kernel else ""
     what = (f" ({_h(measure.counts[0])})" if measure.unit is Unit.COUNT
             else f" ({_h(measure.figure)})" if kernel else "")
-    rows = ["<table><thead><tr><th>OP_ID</th><th>op</th><th>baseline median</th>"
-            f"<th>current median{what}</th>{extra}"
-            "<th>change (drift-corrected)</th><th>verdict</th></tr></thead><tbody>"]
-    listed = _table_ops(test)
-    if len(listed) < len(test.ops):
-        rows.insert(0, f"<p>{len(listed)} of {len(test.ops)} ops listed: those the gate "
-                       "flagged, then the slowest (the results file, --opprof-json, holds "
-                       "every op).</p>")
-    for op in listed:
+    head = ["OP_ID", "op", "baseline median", f"current median{what}",
+            *(["event span median", "kernels per iteration"] if kernel else []),
+            "change (drift-corrected)", "verdict"]
+    rows = []
+    for op in (listed := _table_ops(test)):
         base = op.baseline
         figures = [measure.amount(None if base is None else base.baseline_median),
                    measure.amount(op.judged_median)]
@@ -100,33 +104,28 @@ def op_table(test: TestReport) -> str:
             figures += [duration(None if op.kernel is None else op.kernel.span_median),
                         "-" if count is None else f"{count:g}"]
         figures.append(percent(None if base is None else base.corrected_ratio))
-        rows.append(f'<tr class="{_css_class(op.status)}"><td class="num">'
-                    f"{_h(op.op_id)}</td><td><code>{_h(op.name)}</code></td>"
-                    + "".join(f'<td class="num">{f}</td>' for f in figures)
-                    + f"<td>{_h(op.status)}</td></tr>")
-    rows.append("</tbody></table>")
-    return "\n".join(rows)
+        rows.append(f'<tr class="{_css_class(op.status)}">{num(_h(op.op_id))}'
+                    f"<td><code>{_h(op.name)}</code></td>{''.join(map(num, figures))}"
+                    f"<td>{_h(op.status)}</td></tr>")
+    shortened = (f"<p>{len(listed)} of {len(test.ops)} ops listed: those the gate flagged, "
+                 "then the slowest (the results file, --opprof-json, holds every op).</p>\n"
+                 if len(listed) < len(test.ops) else "")
+    return shortened + table(head, rows)
 
 
 def kernel_table(test: TestReport) -> str:
-    """The test's GPU activities by name (kernels, memcpy, memset), longest total
-    first: the draw.TOP_OPS longest."""
+    """The test's draw.TOP_OPS longest GPU activities by name (kernels, memcpy, memset)."""
     rows = kernel_stats(test.profile)
     if not rows:
         return ""
-    out = [f"<p>GPU activities by total time over the counted iterations "
-           f"({len(rows)} name(s)"
-           f"{'; the longest ' + str(draw.TOP_OPS) if len(rows) > draw.TOP_OPS else ''}"
-           "):</p>",
-           "<table><thead><tr><th>name</th><th>kind</th><th>count</th><th>total</th>"
-           "<th>mean</th><th>min</th><th>max</th></tr></thead><tbody>"]
-    for k in rows[:draw.TOP_OPS]:
-        out.append(f"<tr><td><code>{_h(k.name)}</code></td><td>{_h(k.kind)}</td>"
-                   f'<td class="num">{k.count}</td>'
-                   + "".join(f'<td class="num">{duration(v)}</td>'
-                             for v in (k.total, k.mean, k.min, k.max)) + "</tr>")
-    out.append("</tbody></table>")
-    return "\n".join(out)
+    longest = f"; the longest {draw.TOP_OPS}" if len(rows) > draw.TOP_OPS else ""
+    return (f"<p>GPU activities by total time over the counted iterations ({len(rows)} "
+            f"name(s){longest}):</p>\n"
+            + table(["name", "kind", "count", "total", "mean", "min", "max"],
+                    (f"<tr><td><code>{_h(k.name)}</code></td><td>{_h(k.kind)}</td>"
+                     + num(k.count) + "".join(num(duration(v)) for v in
+                                              (k.total, k.mean, k.min, k.max)) + "</tr>"
+                     for k in rows[:draw.TOP_OPS])))
 
 
 def _figures(test: TestReport) -> str:
@@ -134,8 +133,7 @@ def _figures(test: TestReport) -> str:
 
 
 def _charted(tests: Sequence[TestReport]) -> set[int]:
-    """The indices of the tests whose charts are drawn: CHARTED_TESTS of them, failed
-    tests first, then those with an op that moved, then the rest, each in page order."""
+    """The indices of the CHARTED_TESTS tests whose charts are drawn."""
     def rank(k: int) -> tuple[int, int]:
         test = tests[k]
         moved = any(op.status in FLAGGED for op in test.ops)
@@ -168,17 +166,13 @@ def _section(test: TestReport, charts: bool | None) -> list[str]:
 
 
 def render(records: list[TestRecord], run_info: RunInfo) -> str:
-    """The report of a run."""
     return render_tests([report_of(r) for r in records], run_info)
 
 
 def render_tests(tests: Sequence[TestReport], run_info: RunInfo, charts: bool = True) -> str:
-    """The report of these tests (a run's, or a results file's: ``opprof report``);
-    without ``charts``, the tables only (no matplotlib needed)."""
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             "<title>opprof report</title>", f"<style>{STYLE}</style></head><body>",
-             "<h1>opprof report</h1>",
-             f"<p>Machine <code>{_h(run_info.machine)}</code>: {_h(run_info.device)}, "
+    """The report of a run's tests, or a results file's (``opprof report``); without
+    ``charts``, the tables only (no matplotlib needed)."""
+    parts = [f"<p>Machine <code>{_h(run_info.machine)}</code>: {_h(run_info.device)}, "
              f"measure {_h(run_info.measure)}. {len(tests)} profiled test(s)"
              + (f"; the charts of {CHARTED_TESTS} of them (failed ones first, then those "
                 "with ops that moved)" if charts and len(tests) > CHARTED_TESTS else "")
@@ -186,5 +180,4 @@ def render_tests(tests: Sequence[TestReport], run_info: RunInfo, charts: bool = 
     drawn = _charted(tests) if charts else set()
     for k, test in enumerate(tests):
         parts += _section(test, True if k in drawn else None if charts else False)
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return page("opprof report", parts)

@@ -14,6 +14,7 @@ Markdown the package writes through cmark-gfm, GitHub's renderer.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,16 @@ def code(text: str) -> str:
     return span(text.replace("|", "\\|"))
 
 
+def row(cells: Sequence[str]) -> str:
+    """A table row of cells made safe already (:func:`code`)."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def head(*columns: str) -> list[str]:
+    """A table's first two lines."""
+    return [row(columns), "|---" * len(columns) + "|"]
+
+
 def quote(sentences: Sequence[str]) -> list[str]:
     """Sentences as one block quote, each its own paragraph in it, and a blank line
     after it (without that line, the block that follows would join the quote)."""
@@ -67,16 +78,13 @@ def _row(test: TestReport, op: OpReport) -> str:
              percent(None if base is None else base.margin)]
     if op.status == "over_budget":
         cells[2] = f"budget {duration(op.budget_ns)}"
-    return "| " + " | ".join(cells) + " |"
+    return row(cells)
 
 
 def _measures(tests: list[TestReport]) -> str:
     """Which measure the op figures are: ``op times are kernel time``, or how many tests
     used each when they differ (``op figures are`` when some are counts)."""
-    figures: dict[str, int] = {}
-    for t in tests:
-        figure = measure_of(t.profile).figure
-        figures[figure] = figures.get(figure, 0) + 1
+    figures = Counter(measure_of(t.profile).figure for t in tests)
     are = ("op figures are" if any(t.profile.unit is Unit.COUNT for t in tests)
            else "op times are")
     if len(figures) <= 1:
@@ -100,14 +108,11 @@ def render_reports(tests: list[TestReport], run_info: RunInfo) -> str:
         rows = [_row(t, op) for t in tests for op in t.having(label)]
         if not rows:
             continue
-        lines += ["", f"### {title}", "",
-                  "| test | op | baseline | current | ratio (drift-corrected) | margin |",
-                  "|---|---|---|---|---|---|", *rows]
-    lines += ["", "### Tests", "", "| test | verdict | drift | baseline runs |",
-              "|---|---|---|---|"]
+        lines += ["", f"### {title}", "", *head("test", "op", "baseline", "current",
+                                                "ratio (drift-corrected)", "margin"), *rows]
+    lines += ["", "### Tests", "", *head("test", "verdict", "drift", "baseline runs")]
     for t in tests:
         reason = t.result.reason
         verdict = t.verdict + (f": {code(str(reason))}" if reason else "")
-        lines.append(f"| {code(t.nodeid)} | {verdict} | {percent(t.drift)} "
-                     f"| {t.baseline_runs} |")
+        lines.append(row([code(t.nodeid), verdict, percent(t.drift), str(t.baseline_runs)]))
     return "\n".join(lines) + "\n"

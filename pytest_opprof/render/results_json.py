@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 SCHEMA = RESULTS_SCHEMA
 
 
-def _num(x: float | None) -> float | None:
+def finite(x: float | None) -> float | None:
+    """A figure for JSON, which has no NaN or infinity."""
     return None if x is None or not math.isfinite(x) else float(x)
 
 
@@ -37,7 +38,7 @@ def entry(report: TestReport) -> dict[str, Any]:
         "nodeid": result.nodeid, "verdict": report.verdict, "reason": result.reason,
         "iterations": report.profile.iterations, "skip": report.profile.skip,
         "counted": report.profile.counted,
-        "drift": _num(c.drift) if c else None, "drift_source": c.drift_source if c else None,
+        "drift": finite(c.drift) if c else None, "drift_source": c.drift_source if c else None,
         "current_runs": c.current_runs if c else None,
         "baseline_runs": report.baseline_runs, "baseline_file": result.baseline_path,
         "unknown_budgets": [b.name for b in result.over_budget if b.op_id < 0],
@@ -61,12 +62,12 @@ def _op(op: OpReport) -> dict[str, Any]:
         "op_id": op.op_id, "name": op.name, "occurrence": op.occurrence, "phase": op.phase,
         "verdict": op.status, "current": _current(op.current),
         "baseline": None if v is None else {
-            "median_ns": _num(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
-            "current_median_ns": _num(v.current_median), "current_count": v.n_current,
-            "ratio": _num(v.ratio), "corrected_ratio": _num(v.corrected_ratio),
-            "margin": _num(v.margin), "z": _num(v.z), "p_value": _num(v.p_value),
-            "rank_p_value": _num(v.rank_p_value),
-            "spread": _num(v.spread), "detectable": _num(v.detectable)},
+            "median_ns": finite(v.baseline_median), "count": v.n_baseline, "runs": v.runs,
+            "current_median_ns": finite(v.current_median), "current_count": v.n_current,
+            "ratio": finite(v.ratio), "corrected_ratio": finite(v.corrected_ratio),
+            "margin": finite(v.margin), "z": finite(v.z), "p_value": finite(v.p_value),
+            "rank_p_value": finite(v.rank_p_value),
+            "spread": finite(v.spread), "detectable": finite(v.detectable)},
         "budget_ns": op.budget_ns,
         "kernel": None if op.kernel is None else {
             "median_ns": op.median, "count": op.kernel.count,

@@ -1,28 +1,27 @@
 """The terminal report: Apache SINGA's time profile and PaddlePaddle's op table.
 
-Verbosity 1 prints SINGA's phase block; verbosity 2 adds SINGA's per-op list in
-graph order, PaddlePaddle's per-op-type table and the outside-ops line. Op and phase
-names come from user code: they are shown through :func:`display_name`, so that none
-can forge a line.
+Verbosity 1 prints SINGA's phase block; verbosity 2 adds SINGA's per-op list in graph
+order, PaddlePaddle's per-op-type table and the outside-ops line. Names come from user
+code: they are shown through :func:`display_name`, so that none can forge a line.
 
-With kernel time (CUPTI: ``Profile.kernel_samples`` set) the op figures are kernel
-time, each op's event span follows as a second figure, each op lists the kernels it
-launched, and PaddlePaddle's table gains a per-kernel section (as Paddle's CUPTI tracer
-and torch.profiler's kernel table); long kernel names are cut to a width with ``...``.
-
-With counts (``Profile.unit`` COUNT: instructions, by callgrind) every figure is a count,
-written as its measure says it (``1.57M instr``) in place of seconds or milliseconds, and
-verbosity 2 adds each op's costliest functions (``Profile.op_functions``).
+With kernel time (CUPTI) the op figures are kernel time, each op's event span follows,
+each op lists the kernels it launched, and a per-kernel section follows Paddle's table
+(as Paddle's CUPTI tracer and torch.profiler's kernel table). With counts (instructions,
+by callgrind) every figure is written as its measure says it (``1.57M instr``), and
+verbosity 2 adds each op's costliest functions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from ..model.profile import Profile
+from ..model.reports import KernelStats
 from ..model.words import Unit
 from ..stats.kernels import kernel_stats, kernels_by_op
-from ..stats.summary import op_stats, op_type_stats, phase_times, wall_summary
+from ..stats.summary import OpTypeStats, op_stats, op_type_stats, phase_times, wall_summary
 from . import display_name
-from .kernels import abbreviate, has_kernel_time, measure_of, op_name, zero_instrumentation
+from .kernels import abbreviate, measure_of, op_name, zero_instrumentation
 from .table import align
 
 _SINGA_PHASE_LABELS = {"forward": "Forward Propagation", "backward": "Backward Propagation"}
@@ -38,26 +37,25 @@ def milliseconds(ns: float) -> str:
 
 
 def counts(profile: Profile) -> bool:
-    """Whether the profile's figures are counts (instructions), not nanoseconds."""
     return profile.unit is Unit.COUNT
 
 
 def figure(profile: Profile, value: float) -> str:
-    """An op, phase or iteration figure as SINGA's lists print it: ``1.73722e-05 sec``,
-    or a count as its measure says it (``1.57M instr``)."""
-    if counts(profile):
-        return measure_of(profile).amount(value)
-    return f"{seconds(value)} sec"
+    """As SINGA's lists print it: ``1.73722e-05 sec``, or ``1.57M instr``."""
+    return measure_of(profile).amount(value) if counts(profile) else f"{seconds(value)} sec"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def phase_label(name: str) -> str:
     """``forward`` -> ``Forward Propagation``; ``update`` -> ``Update``."""
     name = display_name(name)
-    return _SINGA_PHASE_LABELS.get(name, name[:1].upper() + name[1:])
+    return _SINGA_PHASE_LABELS.get(name, _capital(name))
 
 
 def header(profile: Profile) -> str:
-    """Which measure, and which iterations the figures cover."""
     skipped = f"first {profile.skip} skipped" if profile.skip else "none skipped"
     measure = measure_of(profile)
     return (f"measure {display_name(profile.measure)} ({profile.device}; {measure.figure} from "
@@ -66,28 +64,26 @@ def header(profile: Profile) -> str:
 
 
 def singa_phases(profile: Profile) -> str:
-    """SINGA's verbosity-1 block: each phase's time (or instructions) per counted
-    iteration."""
+    """SINGA's verbosity-1 block: each phase's figure per counted iteration."""
     title, word = _titles(profile)
     phases = phase_times(profile)
-    lines = [f"{title} Profiling:"]
-    lines += [f"{phase_label(name)} {word} : {figure(profile, ns)}" for name, ns in phases]
-    return "\n".join(lines + _split_note(profile, phases))
+    return "\n".join([f"{title} Profiling:", *(f"{phase_label(name)} {word} : "
+                                               f"{figure(profile, ns)}" for name, ns in phases),
+                      *_split_note(profile, phases)])
 
 
 def _titles(profile: Profile) -> tuple[str, str]:
-    """SINGA's words for the unit: ``Time`` (``Time Profiling:``), or the count's
-    (``Instruction Profiling:``, ``Forward Propagation Instructions``)."""
+    """SINGA's words: ``Time`` twice, or ``Instruction`` (``Instruction Profiling:``)
+    and ``Instructions`` (``Forward Propagation Instructions``)."""
     noun = measure_of(profile).counts[0]
     if not counts(profile) or not noun:
         return "Time", "Time"
-    return noun[:1].upper() + noun[1:].removesuffix("s"), noun[:1].upper() + noun[1:]
+    return _capital(noun).removesuffix("s"), _capital(noun)
 
 
 def _split_note(profile: Profile, phases: list[tuple[str, float]]) -> list[str]:
-    """What SINGA's split of a test that names no phase left out, said once: no backward
-    line where no op is a backward op (the README: forward is every top-level op before
-    the first op named ``*backward*`` or ``*_grad``), no line at all where no op ran."""
+    """Why a test that names no phase has no backward line (the README: forward is every
+    top-level op before the first op named ``*backward*`` or ``*_grad``), or none."""
     if profile.phases or not profile.counted:
         return []
     found = [name for name, _ in phases]
@@ -103,11 +99,10 @@ def _split_note(profile: Profile, phases: list[tuple[str, float]]) -> list[str]:
 
 
 def measure_line(profile: Profile) -> str:
-    """Which measure the per-op figures are."""
     if zero_instrumentation(profile):
         return ("Measure: kernel time; the test named no op: one op per kernel name, in "
                 "launch order (zero instrumentation)")
-    if has_kernel_time(profile):
+    if profile.kernel_samples is not None:
         return ("Measure: kernel time (the GPU activities each op launched, nested ops "
                 "included); span: the op's event span")
     measure = measure_of(profile)
@@ -115,11 +110,15 @@ def measure_line(profile: Profile) -> str:
             "nested ops included)")
 
 
+def _kernel_lines(kernels: Iterable[KernelStats]) -> list[str]:
+    return [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
+            for k in kernels]
+
+
 def singa_ops(profile: Profile) -> str:
-    """SINGA's verbosity-2 list: every OP_ID in graph order, mean seconds per run (mean
-    instructions, with instructions); with kernel time, each op's event span second and
-    the kernels it launched under it."""
-    kernel = has_kernel_time(profile)
+    """SINGA's verbosity-2 list: every OP_ID in graph order, its mean per run; with
+    kernel time, its event span second and the kernels it launched under it."""
+    kernel = profile.kernel_samples is not None
     counted = counts(profile)
     lines = [f"{_titles(profile)[0]} Profiling:"]
     if kernel or counted:
@@ -135,13 +134,10 @@ def singa_ops(profile: Profile) -> str:
         if kernel and s.count:
             value += f" (span {seconds(span_stats[s.op_id].mean)} sec)"
         lines.append(f"OP_ID{s.op_id}. {op_name(profile, s.name)} : {value}")
-        lines += [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
-                  for k in by_op.get(s.op_id, []) if kernel]
+        lines += _kernel_lines(by_op.get(s.op_id, []) if kernel else [])
     outside = by_op.get(-1, [])
     if outside:
-        lines.append("Outside any op:")
-        lines += [f"    {abbreviate(k.name)} : count={k.count} total={milliseconds(k.total)} ms"
-                  for k in outside]
+        lines += ["Outside any op:", *_kernel_lines(outside)]
     return "\n".join(lines)
 
 
@@ -150,22 +146,19 @@ FUNCTIONS_SHOWN = 3
 
 
 def top_functions(profile: Profile) -> str:
-    """Each op's costliest functions in its last iteration, nested ops included, in graph
-    order (instructions only: ``Profile.op_functions``), names and counts aligned."""
+    """Each op's costliest functions in its last iteration (instructions only)."""
     found = profile.op_functions
     if not counts(profile) or not found:
         return ""
-    rows = []
-    for info, functions in zip(profile.ops, found, strict=False):
-        ranked = sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN]
-        for k, (name, n) in enumerate(ranked):
-            rows.append([f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
-                         abbreviate(name), measure_of(profile).amount(n)])
+    measure = measure_of(profile)
+    rows = [[f"OP_ID{info.op_id}. {op_name(profile, info.name)}" if k == 0 else "",
+             abbreviate(name), measure.amount(n)]
+            for info, functions in zip(profile.ops, found, strict=False)
+            for k, (name, n) in enumerate(sorted(functions, key=lambda f: -f[1])[:FUNCTIONS_SHOWN])]
     if not rows:
         return ""
-    return (f"Top functions per op ({measure_of(profile).counts[0]} in the last iteration, "
-            "nested ops included):\n" + "\n".join("    " + line for line in align(rows,
-                                                                                 right={2})))
+    return (f"Top functions per op ({measure.counts[0]} in the last iteration, nested ops "
+            "included):\n" + "\n".join("    " + line for line in align(rows, right={2})))
 
 
 def stat_table(rows: list[list[str]]) -> str:
@@ -173,37 +166,27 @@ def stat_table(rows: list[list[str]]) -> str:
     return "\n".join(align(rows, sep="   "))
 
 
-def paddle_table(profile: Profile) -> str:
-    """PaddlePaddle's per-op-type table, by total time, in ms, columns aligned (on the
-    measure the gate uses); with instructions, by total instructions, in instructions."""
-    def number(v: float) -> str:
-        return measure_of(profile).amount(v) if counts(profile) else milliseconds(v)
+def _stats(rows: Iterable[OpTypeStats | KernelStats], name: Callable[[str], str],
+           number: Callable[[float], str]) -> str:
+    return stat_table([[f"Stat={name(s.name)}", f"total={number(s.total)}",
+                        f"avg={number(s.mean)}", f"max={number(s.max)}",
+                        f"min={number(s.min)}", f"count={s.count}"] for s in rows])
 
-    return stat_table([
-        [f"Stat={op_name(profile, s.name)}", f"total={number(s.total)}",
-         f"avg={number(s.mean)}", f"max={number(s.max)}", f"min={number(s.min)}",
-         f"count={s.count}"]
-        for s in op_type_stats(profile)
-    ])
+
+def paddle_table(profile: Profile) -> str:
+    """PaddlePaddle's per-op-type table of the gated figures, by total, in ms (or as the
+    measure writes counts)."""
+    number = measure_of(profile).amount if counts(profile) else milliseconds
+    return _stats(op_type_stats(profile), lambda name: op_name(profile, name), number)
 
 
 def kernel_table(profile: Profile) -> str:
-    """The per-kernel section: every kernel, memcpy and memset name over the counted
-    iterations, by total time, in ms (Paddle's CUPTI tracer, torch.profiler's kernel
-    table)."""
-    table = stat_table([
-        [f"Stat={abbreviate(k.name)}", f"total={milliseconds(k.total)}",
-         f"avg={milliseconds(k.mean)}", f"max={milliseconds(k.max)}",
-         f"min={milliseconds(k.min)}", f"count={k.count}"]
-        for k in kernel_stats(profile)
-    ])
-    if not table:
-        return ""
-    return "GPU activities (kernels, memcpy, memset) by total time, ms:\n" + table
+    """Every kernel, memcpy and memset name over the counted iterations, by total."""
+    table = _stats(kernel_stats(profile), abbreviate, milliseconds)
+    return table and "GPU activities (kernels, memcpy, memset) by total time, ms:\n" + table
 
 
 def wall_line(profile: Profile) -> str:
-    """Op time against iteration wall time, and the share outside any op."""
     w = wall_summary(profile)
     if counts(profile):
         return (f"Op {measure_of(profile).counts[0]} : {figure(profile, w.op_time)} of "
@@ -214,7 +197,6 @@ def wall_line(profile: Profile) -> str:
 
 
 def render(profile: Profile, verbosity: int) -> str:
-    """The report of one profile at ``verbosity`` (0: nothing)."""
     if verbosity <= 0:
         return ""
     parts = [header(profile), singa_phases(profile)]

@@ -67,35 +67,33 @@ def events(profile: Profile) -> list[dict[str, Any]]:
     gpu_tid = {s: GPU_TID0 + k for k, s in enumerate(streams)}
     axis = counted_axis(profile)
     counted = measure_of(profile).counts[0] or "counts"
-    cpu_name = "CPU (host dispatch)" if cuda else "CPU"
-    if axis is not None:
-        cpu_name += f" ({axis})"
+    cpu_name = ("CPU (host dispatch)" if cuda else "CPU") + ("" if axis is None else f" ({axis})")
+    tracks = {CPU_TID: cpu_name, **{tid: f"GPU stream {s}" for s, tid in gpu_tid.items()}}
     out: list[dict[str, Any]] = [
         {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": profile.nodeid}},
-        {"ph": "M", "pid": 1, "tid": CPU_TID, "name": "thread_name",
-         "args": {"name": cpu_name}},
-    ]
-    out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
-             "args": {"name": f"GPU stream {s}"}} for s, tid in gpu_tid.items()]
+        *(_thread(tid, name) for tid, name in tracks.items())]
     loose = _Lanes(sorted(gpu_tid))
-    primary = [gpu_tid[streams[0]]] if cuda else [CPU_TID]
+    primary = gpu_tid[streams[0]] if cuda else CPU_TID
     every_track = [CPU_TID, *gpu_tid.values()]
+    # each op's slices: under CUDA its dispatch on the CPU track, its device time on its
+    # stream's; else its time on the CPU track
+    host = ([(CPU_TID, profile.host_starts, profile.host_samples)] if cuda
+            and profile.host_starts is not None and profile.host_samples is not None else [])
+    op_tids = ([gpu_tid[s] for s in profile.op_streams or [streams[0]] * len(profile.ops)]
+               if cuda else [CPU_TID] * len(profile.ops))
 
-    starts, samples = profile.starts, profile.samples
-    host_starts, host_samples = profile.host_starts, profile.host_samples
+    #: (tid, start, end) in whole ns of an iteration's slices: what its activities nest in.
+    slices: list[tuple[int, int, int]] = []
 
-    def op_tracks(k: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        if not cuda:
-            return [(CPU_TID, starts, samples)]
-        stream = (profile.op_streams or [streams[0]] * len(profile.ops))[k]
-        host = [] if host_starts is None or host_samples is None else [
-            (CPU_TID, host_starts, host_samples)]
-        return [*host, (gpu_tid[stream], starts, samples)]
+    def add(tid: int, name: str, cat: str, start: float, dur: float, **args: Any) -> None:
+        if math.isfinite(start) and math.isfinite(dur):  # NaN: the op did not run
+            out.append({"ph": "X", "pid": 1, "tid": tid, "name": name, "cat": cat,
+                        "ts": _us(start), "dur": _us(dur), **args})
+            slices.append((tid, _ns(start), _ns(start) + _ns(dur)))
 
     by_iteration = _activities_by_iteration(profile) if acts is not None else {}
     for i in range(profile.iterations):
-        #: (tid, start, end) in whole ns of the slices on GPU tracks: what activities nest in.
-        gpu_slices: list[tuple[int, int, int]] = []
+        slices.clear()
         t0 = float(profile.iteration_starts[i])
         skipped = i < profile.skip
         name = f"iteration {i}" + (" (skipped)" if skipped else "")
@@ -104,35 +102,28 @@ def events(profile: Profile) -> list[dict[str, Any]]:
         if skipped:
             slice_["cname"] = "grey"
         out += [{**slice_, "tid": tid} for tid in every_track]
-        gpu_slices += [(tid, _ns(t0), _ns(t0) + _ns(profile.wall[i])) for tid in gpu_tid.values()]
-        out.append({"ph": "i", "pid": 1, "tid": primary[0], "s": "p", "name": name,
+        slices += [(tid, _ns(t0), _ns(t0) + _ns(profile.wall[i])) for tid in every_track]
+        out.append({"ph": "i", "pid": 1, "tid": primary, "s": "p", "name": name,
                     "ts": _us(t0), "cat": "iteration"})
         if profile.phase_starts is not None:
             for j, phase in enumerate(profile.phases):
-                start, dur = profile.phase_starts[i, j], profile.phase_samples[i, j]
-                if math.isfinite(start) and math.isfinite(dur):
-                    out.append({"ph": "X", "pid": 1, "tid": primary[0], "name": phase,
-                                "cat": "phase", "ts": _us(t0 + start), "dur": _us(dur)})
-                    gpu_slices.append((primary[0], _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
+                add(primary, phase, "phase", t0 + profile.phase_starts[i, j],
+                    profile.phase_samples[i, j])
         for info in profile.ops:
             k = info.op_id
-            for tid, starts, durations in op_tracks(k):
-                start, dur = starts[i, k], durations[i, k]
-                if math.isfinite(start) and math.isfinite(dur):
-                    args = {"op_id": k, "occurrence": info.occurrence,
-                            "phase": info.phase, "skipped": skipped}
-                    if axis is not None:
-                        args[counted] = _ns(dur)
-                    out.append({"ph": "X", "pid": 1, "tid": tid, "name": info.name,
-                                "cat": "op", "ts": _us(t0 + start), "dur": _us(dur),
-                                "args": args})
-                    if tid != CPU_TID:
-                        gpu_slices.append((tid, _ns(t0 + start), _ns(t0 + start) + _ns(dur)))
+            for tid, starts, durations in [*host, (op_tids[k], profile.starts, profile.samples)]:
+                args = {"op_id": k, "occurrence": info.occurrence, "phase": info.phase,
+                        "skipped": skipped}
+                if axis is not None and math.isfinite(durations[i, k]):
+                    args[counted] = _ns(durations[i, k])
+                add(tid, info.name, "op", t0 + starts[i, k], durations[i, k], args=args)
         if i in by_iteration:
-            out += _activity_events(profile, by_iteration[i], t0, gpu_tid, gpu_slices, loose)
-    out += [{"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}
-            for tid, name in sorted(loose.names.items())]
-    return out
+            out += _activity_events(profile, by_iteration[i], t0, gpu_tid, slices, loose)
+    return out + [_thread(tid, name) for tid, name in sorted(loose.names.items())]
+
+
+def _thread(tid: int, name: str) -> dict[str, Any]:
+    return {"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": name}}
 
 
 class _Lanes:

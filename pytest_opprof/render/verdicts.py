@@ -7,8 +7,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..judge.config import BLIND as BLIND
-from ..judge.config import GREW_SHOWN, more_runs
+from ..judge.config import BLIND, GREW_SHOWN, more_runs
 from ..judge.strict import seen as sees_of
 from ..measure.measures import AUTO_ORDER, Measure
 from ..model.conditions import remedies
@@ -17,11 +16,8 @@ from ..model.words import Unit
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind
 from . import count, display_name, duration, percent, word
-from .kernels import abbreviate, has_kernel_time, measure_of
+from .kernels import abbreviate, measure_of
 from .table import align
-
-__all__ = ["blind_line", "budget_line", "counts_line", "failure_text", "op_line", "summary_line",
-           "verdict_table"]
 
 #: How the summary line names the ops of each verdict (at most SHOWN of each).
 _LABELS = {OpStatus.REGRESSED: OpStatus.REGRESSED.value, OpStatus.IMPROVED: OpStatus.IMPROVED.value,
@@ -37,9 +33,8 @@ def op_name(v: OpVerdict | BudgetVerdict) -> str:
 
 
 def op_line(v: OpVerdict, measure: type[Measure]) -> str:
-    """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence, the
-    figures as ``measure`` says them (``1.2M instr -> 1.5M instr``; the drift-corrected
-    change and the rank test where its gate has them)."""
+    """``OP_ID30. relu_grad: 25.1 us -> 32.6 us (+29.9%; ...)`` with the evidence (the
+    drift-corrected change and the rank test where the measure's gate has them)."""
     head = f"OP_ID{v.op_id}. {display_name(v.name)}"
     amount = measure.amount
     if v.verdict in COMPARED:
@@ -47,12 +42,9 @@ def op_line(v: OpVerdict, measure: type[Measure]) -> str:
         corrected = (f"; {percent(v.corrected_ratio)} drift-corrected" if measure.gate.drift
                      else "")
         rank = f"; rank test p={v.rank_p_value:.2g}" if measure.gate.rank_test else ""
-        return (f"{head}: {amount(v.baseline_median)} -> "
-                f"{amount(v.current_median)} "
-                f"({percent(v.ratio)}{corrected}{beyond}, "
-                f"z={v.z:.1f}, p={v.p_value:.2g} for a spread of {spread(v.spread)} between "
-                "processes"
-                f"{rank}; {v.runs} baseline runs)")
+        return (f"{head}: {amount(v.baseline_median)} -> {amount(v.current_median)} "
+                f"({percent(v.ratio)}{corrected}{beyond}, z={v.z:.1f}, p={v.p_value:.2g} for a "
+                f"spread of {spread(v.spread)} between processes{rank}; {v.runs} baseline runs)")
     if v.verdict == OpStatus.NEW:
         return f"{head}: new, {amount(v.current_median)} (not in the baseline)"
     if v.verdict == OpStatus.MISSING:
@@ -66,15 +58,11 @@ FUNCTION_WIDTH = 80
 
 
 def grew_lines(v: OpVerdict, measure: type[Measure]) -> list[str]:
-    """``    grew: DOUBLE_add 1.2M -> 1.5M instr (+300k)``: one line per function whose
-    count grew most in a regressed op (the instructions measure), at most GREW_SHOWN."""
-    lines = []
-    for name, before, after in v.grew[:GREW_SHOWN]:
-        change = after - before
-        sign = "-" if change < 0 else "+"
-        lines.append(f"    grew: {abbreviate(name, FUNCTION_WIDTH)} {count(before)} -> "
-                     f"{measure.amount(after)} ({sign}{count(abs(change))})")
-    return lines
+    """``    grew: DOUBLE_add 1.2M -> 1.5M instr (+300k)``: the functions whose count grew
+    most in a regressed op (instructions)."""
+    return [f"    grew: {abbreviate(name, FUNCTION_WIDTH)} {count(before)} -> "
+            f"{measure.amount(after)} ({'-' if after < before else '+'}"
+            f"{count(abs(after - before))})" for name, before, after in v.grew[:GREW_SHOWN]]
 
 
 def spread(value: float) -> str:
@@ -84,21 +72,25 @@ def spread(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
+def more_data(runs: int) -> list[str]:
+    """What a gate blind on ``runs`` baseline runs would see more with, before a quieter
+    machine: more runs (while they help), more iterations."""
+    more = more_runs(runs)
+    return [*([f"more baseline runs (opprof baseline update --runs {more})"] if more else []),
+            "more iterations (gpu_profiler.iterations(n))"]
+
+
 def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) -> str | None:
-    """One line when the gate could see only large slowdowns of this test's ops (the
-    median op's detectable effect beyond :data:`~pytest_opprof.judge.config.BLIND`), and
-    what would help: more baseline runs (:func:`~pytest_opprof.judge.config.more_runs`),
-    more iterations, and what a quieter machine would change of the run's ``conditions``
-    (None: not known, everything)."""
+    """One line when the gate could see only large slowdowns of this test's median op
+    (beyond ``BLIND``), and what would help; ``conditions`` None: the run's are not known,
+    so a quieter machine changes everything."""
     c = result.comparison
     if c is None:
         return None
     seen = sees_of(c)
     if not blind(seen, BLIND):
         return None
-    runs = more_runs(c.runs)
-    helps = ([f"more baseline runs (opprof baseline update --runs {runs})"] if runs else [])
-    helps.append("more iterations (gpu_profiler.iterations(n))")
+    helps = more_data(c.runs)
     quieter = remedies(conditions)
     helps.append("a quieter machine" + (f" with {' and '.join(quieter)}" if quieter else ""))
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
@@ -107,8 +99,7 @@ def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) 
 
 
 def verdict_table(result: TestResult) -> str:
-    """Every op the gate looked at, in OP_ID order: its change, the margin it had to
-    pass, the smallest slowdown it could have shown (detectable) and its spread."""
+    """Every op the gate looked at, in OP_ID order."""
     c = result.comparison
     if c is None:
         return ""
@@ -120,12 +111,10 @@ def verdict_table(result: TestResult) -> str:
                      measure.amount(v.baseline_median), measure.amount(v.current_median),
                      percent(v.corrected_ratio), percent(v.margin),
                      percent(1 + v.detectable), spread(v.spread), word(v.verdict)])
-    lines = align(rows, right=set(range(len(rows[0]))) - {1})
-    if not measure.gate.drift:
-        return (f"gate: {c.runs} baseline runs; {measure.figure}, not drift-corrected\n"
-                + "\n".join(lines))
-    return (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline "
-            "runs; change is drift-corrected\n" + "\n".join(lines))
+    head = (f"gate: drift {percent(c.drift)} (from {c.drift_source}), {c.runs} baseline runs; "
+            "change is drift-corrected" if measure.gate.drift
+            else f"gate: {c.runs} baseline runs; {measure.figure}, not drift-corrected")
+    return "\n".join([head, *align(rows, right=set(range(len(rows[0]))) - {1})])
 
 
 def budget_line(b: BudgetVerdict) -> str:
@@ -137,8 +126,8 @@ def budget_line(b: BudgetVerdict) -> str:
 
 
 def failure_text(result: TestResult) -> str:
-    """Why the test failed: one block per cause (budgets, regressions, new ops, missing
-    ops), one line per op, then how to accept the change."""
+    """One block per cause (budgets, regressions, new ops, missing ops), then how to
+    accept the change."""
     lines = []
     if result.over_budget:
         lines.append(f"opprof: {len(result.over_budget)} op(s) over their max_time budget:")
@@ -152,7 +141,7 @@ def failure_text(result: TestResult) -> str:
                  else f"{measure.counts[0] or measure.figure} are not drift-corrected")
         where = (f"the baseline of machine {display_name(result.machine)!r} ({c.runs} runs; "
                  f"{drift}{confirmed})")
-        kernel = has_kernel_time(result.profile)
+        kernel = result.profile.kernel_samples is not None
         named = f" in {measure.figure}" if kernel or measure.unit is Unit.COUNT else ""
         heads = {
             OpStatus.REGRESSED: f"op(s) regressed{named} against {where}",
@@ -164,10 +153,9 @@ def failure_text(result: TestResult) -> str:
             lines.append(f"opprof: {len(ops)} {heads[status]}:")
             for v in ops:
                 lines.append("  " + op_line(v, measure))
-                if kernel and status == OpStatus.REGRESSED:
-                    lines += kernel_lines(result, v.op_id)
                 if status == OpStatus.REGRESSED:
-                    lines += grew_lines(v, measure)
+                    lines += [*(kernel_lines(result, v.op_id) if kernel else []),
+                              *grew_lines(v, measure)]
         # a measure auto does not take is named (the ini file may name it: harmless)
         lines.append("To accept: opprof baseline update "
                      + display_name(shlex.quote(result.nodeid))
@@ -181,7 +169,7 @@ KERNELS_SHOWN = 3
 
 
 def kernel_lines(result: TestResult, op_id: int) -> list[str]:
-    """The kernels a regressed op launched itself, longest total first: where to look."""
+    """The kernels a regressed op launched itself, longest first: where to look."""
     profile = result.profile
     rows = kernels_by_op(profile).get(op_id, [])
     lines = [f"    {k.kind} {abbreviate(k.name)}: {k.count} in {profile.counted} counted "
@@ -198,8 +186,7 @@ def _named(ops: Sequence[OpVerdict], with_change: bool) -> str:
 
 
 def summary_line(result: TestResult) -> str:
-    """One line per gated test for the terminal summary, ops named with their OP_IDs:
-    ``t.py::test: failed; 5 ops compared, drift +0.3%; regressed: relu (OP_ID 1) +85.0%``."""
+    """``t.py::test: failed; 5 ops compared, drift +0.3%; regressed: relu (OP_ID 1) +85.0%``."""
     c = result.comparison
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
@@ -222,12 +209,10 @@ def summary_line(result: TestResult) -> str:
 
 
 def counts_line(results: Iterable[TestResult]) -> str:
-    """The run's ops by verdict, on one line (the Markdown summary counts the same):
-    ``opprof: 1 regressed, 0 improved, 2 unjudged, 6 without baseline (ops of 4 tests)``.
-    An op is *without baseline* when it is new or its test has no baseline; tests the
-    gate did not compare (not gated, baselines updated) are not counted."""
-    #: an op is counted under its verdict; a new op, or any op of a test without a
-    #: baseline, is "without baseline"
+    """``opprof: 1 regressed, 0 improved, 2 unjudged, 6 without baseline (ops of 4 tests)``
+    (as the Markdown summary counts). An op is *without baseline* when it is new or its
+    test has no baseline; tests the gate did not compare (not gated, baselines updated)
+    are not counted."""
     counted = dict.fromkeys((OpStatus.REGRESSED, OpStatus.IMPROVED, OpStatus.UNJUDGED), 0)
     without_baseline = tests = 0
     for result in results:
