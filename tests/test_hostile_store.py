@@ -90,11 +90,10 @@ def records():
 
 def _written(kind: str, record, folder) -> bytes:
     """The file of ``kind`` its writer writes for ``record``."""
-    from pytest_opprof.run.counting import Share
-
     from pytest_opprof.model.records import dumps
     from pytest_opprof.model.runinfo import RunInfo
     from pytest_opprof.render import results_json
+    from pytest_opprof.run.counting import Share
     from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
     if kind == "baseline":
@@ -112,9 +111,8 @@ def _written(kind: str, record, folder) -> bytes:
 def _read(kind: str, path) -> None:
     """``path`` read as the package reads a file of ``kind``, and used as it uses it;
     the one line, when it cannot be, as an OpprofError."""
-    from pytest_opprof.run.counting import Share
-
     from pytest_opprof.run.child import read as read_child
+    from pytest_opprof.run.counting import Share
     from pytest_opprof.store import results
     from pytest_opprof.store.baseline import BaselineStore
 
