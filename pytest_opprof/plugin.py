@@ -4,10 +4,8 @@ Installed but unused, the plugin is inert: it registers its options and marker a
 nothing else. It prints, starts the measure, pins devices and imports numpy, the
 profiler, the gate and the renderers only when an ``--opprof-*`` option or an
 ``opprof_*`` ini value is given (then at configure, with the header lines), or when a
-test first uses the ``gpu_profiler`` fixture. The hooks hand each moment to one of
-the session's three parts (:class:`Opprof`), over one shared
-:class:`~pytest_opprof.run.session.RunState`: the per-test gate, the reporter and the
-xdist channel.
+test first uses the ``gpu_profiler`` fixture. Each hook hands its moment to one of
+the session's three parts (:class:`Opprof`).
 """
 
 from __future__ import annotations
@@ -29,20 +27,19 @@ if TYPE_CHECKING:
 
 
 class Opprof(NamedTuple):
-    """The session's parts: what they share, and the three that read and write it."""
+    """The session: the per-test gate, the reporter and the xdist channel, over the
+    state they share."""
 
     state: RunState
-    gate: Gate  # each test: its profiler, its verdict or baseline, notes, properties
-    reporter: Reporter  # the header, the terminal summary, strict mode, the files
-    channel: WorkerChannel  # under xdist: a worker's records to the controller
+    gate: Gate
+    reporter: Reporter
+    channel: WorkerChannel
 
 
 SESSION = pytest.StashKey[Opprof]()
 #: Set by this plugin's pytest_configure: a config that never ran it (xdist's tests
 #: make such configs) gets no session, whatever hook asks.
 CONFIGURED = pytest.StashKey[bool]()
-#: On an xdist controller: the run ids its workers had (their instruction-count files).
-RUN_IDS = pytest.StashKey[set[str]]()
 #: What the keys of a worker's records start with (``records.WORKER_KEY``), checked
 #: here without importing the records module.
 WORKER_PREFIX = "opprof"
@@ -131,17 +128,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: strict's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    run_ids = session.config.stash.get(RUN_IDS, set())
-    if run_ids:
-        from .run.counting import remove_shares
-
-        remove_shares(run_ids)
     opprof = existing(session.config)
     if opprof is None:
         return
-    if opprof.state.is_worker:
-        opprof.channel.send()
-    else:  # strict mode's verdict on the run, then the files
+    opprof.channel.finish()
+    if not opprof.state.is_worker:
         opprof.reporter.finish(session)
 
 
@@ -151,12 +142,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """On the controller: a worker's records join the report (a worker that profiled
     something makes the session here)."""
-    workeroutput = getattr(node, "workeroutput", None) or {}
-    workerinput = getattr(node, "workerinput", None) or {}
-    opprof = existing(node.config)
-    if opprof is not None and opprof.gate.counting is not None and "testrunuid" in workerinput:
-        # where its workers left what they counted (an unused plugin stays inert)
-        node.config.stash.setdefault(RUN_IDS, set()).add(str(workerinput["testrunuid"]))
-    ours = any(str(key).startswith(WORKER_PREFIX) for key in workeroutput)
-    if ours and node.config.stash.get(CONFIGURED, False):
-        session(node.config).channel.receive(workeroutput)
+    ours = any(str(key).startswith(WORKER_PREFIX)
+               for key in getattr(node, "workeroutput", None) or {})
+    configured = node.config.stash.get(CONFIGURED, False)  # an unused plugin stays inert
+    opprof = session(node.config) if ours and configured else existing(node.config)
+    if opprof is not None:
+        opprof.channel.receive(node)

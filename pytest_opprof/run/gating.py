@@ -1,16 +1,13 @@
-"""The per-test gate: each profiled test's profile taken, judged against its baseline or
-recorded as one, with what the test did that its figures cannot show (its notes), its
-JUnit properties and pytest-benchmark's ``extra_info``.
-
-A test that profiled nothing imports nothing here: the gate's and the renderers'
-modules are imported where a profile first needs them.
-"""
+"""The per-test gate: a test's profile taken, then judged against its baseline or
+recorded as one; its notes (what its figures cannot show), its JUnit properties and
+pytest-benchmark's ``extra_info``. The judge and the renderers load with the first profile."""
 
 from __future__ import annotations
 
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +15,15 @@ import pytest
 
 from ..measure.profiler import Profiler
 from ..model import conditions as run_conditions
+from ..model.verdict import TestResult, Verdict
 from ..model.words import Unit
+from ..store.baseline import BaselineError, BaselineRun
 from .options import TestSettings, test_settings
 from .session import RunState
 
 if TYPE_CHECKING:
     from ..model.profile import Profile
-    from ..model.verdict import OpVerdict, TestResult
+    from ..model.verdict import OpVerdict
     from ..store.baseline import Baseline
     from .counting import Counting
 
@@ -50,27 +49,23 @@ def baseline_key(item: pytest.Item) -> str:
 
 def _add_properties(item: pytest.Item, report: pytest.TestReport,
                     properties: Sequence[tuple[str, object]]) -> None:
-    """Test properties (``record_property``'s mechanism: they reach ``--junitxml`` and,
-    under xdist, the controller)."""
+    """``record_property``'s way: to ``--junitxml`` and, under xdist, the controller."""
     item.user_properties.extend(properties)
     report.user_properties = [*report.user_properties, *properties]
 
 
 class Gate:
-    """Starts each test's profiler, and after its call judges what it took (a failing
-    verdict fails this test only) or records it as a baseline run."""
+    """Each test's profiler, and after its call one outcome: nothing profiled, nothing
+    counted, not gated, a failed call, or judged (or recorded as a baseline run)."""
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        #: Where a child takes the figures (in the process the user started): what starts
-        #: it and reads what it counted (run.counting, imported only then).
+        #: Where a child takes the figures: what starts it and reads what it counted.
         self.counting: Counting | None = None
         if state.measure.child_counts and not state.measure.in_child:
             from .counting import Counting
 
             self.counting = Counting(state.config, state.settings.skip, state.measure)
-        #: Node id -> baseline key, for the tests whose ids a plugin decorated.
-        self.baseline_keys: dict[str, str] = {}
         #: The batch that keeps one update's repetitions of a test together.
         self.repeat_batch = state.settings.baseline_batch or f"repeat-{uuid.uuid4().hex[:12]}"
 
@@ -96,9 +91,6 @@ class Gate:
                             iterations=per_test.iterations, nodeid=item.nodeid,
                             measure=m.name, unit=m.unit, cap=cap)
         item.stash[PROFILER] = (profiler, per_test)
-        key = baseline_key(item)
-        if key != item.nodeid:
-            self.baseline_keys[item.nodeid] = key
         return profiler
 
     def finish(self, profiler: Profiler) -> None:
@@ -114,10 +106,8 @@ class Gate:
             return profile, ""
         return self.counting.profile(profile.nodeid)
 
-    # -- after the call: one outcome each ------------------------------------------------
     def after_call(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Gate the test, or record its baseline; a failing verdict fails this test only.
-        A test that profiled nothing returns first: it imports nothing."""
+        """A test that profiled nothing returns first: it imports nothing."""
         started = item.stash.get(PROFILER, None)
         if started is None:
             return
@@ -142,15 +132,13 @@ class Gate:
             self._judge(item, report, counted, per_test)
 
     def _not_gated(self, item: pytest.Item, profile: Profile) -> TestResult:
-        from ..model.verdict import TestResult, Verdict
-
         return TestResult(item.nodeid, Verdict.NOT_GATED, self.state.machine, profile)
 
     def _nothing_counted(self, item: pytest.Item, report: pytest.TestReport,
                          profile: Profile, why: str) -> None:
+        """Its child counted nothing: unjudged, where it would have been judged."""
         if not (report.passed and self.state.settings.gate):
             return
-        from ..model.verdict import TestResult, Verdict
         from ..render.verdicts import summary_line
 
         self.state.results[item.nodeid] = result = TestResult(
@@ -160,13 +148,13 @@ class Gate:
 
     def _judge(self, item: pytest.Item, report: pytest.TestReport, profile: Profile,
                per_test: TestSettings) -> None:
-        from ..model.verdict import Verdict
+        """A passing test judged (or recorded): a failing verdict fails it."""
         from ..render.verdicts import failure_text, summary_line
-        from ..store.baseline import BaselineError
 
         try:
-            result = self._verdict(profile, per_test,
-                                   TestEnvironment(self, item.nodeid, report.duration))
+            confirms = self.state.settings.confirm and self.state.measure.gate.confirms
+            result = self._verdict(profile, baseline_key(item), per_test, TestEnvironment(
+                self, item.nodeid, report.duration, confirms))
         except BaselineError as exc:
             report.outcome = "failed"
             report.longrepr = f"opprof: {exc}"
@@ -181,10 +169,8 @@ class Gate:
         self._benchmark_extra_info(item, result)
 
     def _note(self, item: pytest.Item, report: pytest.TestReport, profiler: Profiler) -> None:
-        """Say, once each, what a passing test did that its figures do not show: the
-        fixture used without a loop, ops run outside the loop, the loop left early. Each
-        line goes into the test's report (a section, and a property for JUnit) and the
-        run's summary."""
+        """What a passing test did that its figures do not show (no loop, ops outside
+        it, a break), once each: a section, a property and the run's summary say it."""
         lines = []
         profile = profiler.profile
         if not profiler.started:
@@ -226,8 +212,8 @@ class Gate:
 
     @staticmethod
     def _benchmark_extra_info(item: pytest.Item, result: TestResult) -> None:
-        """With pytest-benchmark's fixture in the same test, each op's statistics (its
-        own Stats, in seconds) go into ``benchmark.extra_info["opprof"]``."""
+        """pytest-benchmark's fixture in the same test: each op's statistics (its own
+        Stats, in seconds) in ``benchmark.extra_info["opprof"]``."""
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
         if benchmark is None:
             return
@@ -235,8 +221,7 @@ class Gate:
 
         benchmark.extra_info["opprof"] = extra_info(result)
 
-    # -- the verdict, or the baseline recorded ------------------------------------------
-    def _verdict(self, profile: Profile, per_test: TestSettings,
+    def _verdict(self, profile: Profile, key: str, per_test: TestSettings,
                  environment: TestEnvironment) -> TestResult:
         from ..judge.gate import check_budgets, gate_config, judge, updated
 
@@ -248,44 +233,28 @@ class Gate:
             if check_budgets(profile, budgets):  # the old baseline is kept
                 return judge(profile, None, machine=state.machine, config=config,
                              budgets=budgets, strict_ops=False)
-            return updated(profile, machine=state.machine,
-                           baseline_path=self._record_baseline(profile))
-        key = self.baseline_keys.get(profile.nodeid, profile.nodeid)
+            # stored as a baseline run; pytest-repeat's repetitions of a test share one batch
+            batch = state.settings.baseline_batch if key == profile.nodeid else self.repeat_batch
+            path = state.store.record(key, BaselineRun.from_profile(profile, self.run_meta),
+                                      batch, append=state.settings.append_baseline)
+            return updated(profile, machine=state.machine, baseline_path=str(path))
         baseline = state.store.load(key)
         return judge(profile, baseline, machine=state.machine, config=config,
                      budgets=budgets, strict_ops=state.settings.strict_ops,
                      environment=environment,
-                     refusal=None if baseline is None else self._conditions_differ(baseline),
+                     refusal=None if baseline is None else run_conditions.difference(
+                         baseline.conditions(), state.conditions),  # why it cannot judge
                      baseline_path=None if baseline is None else str(state.store.path_for(key)))
 
-    def _record_baseline(self, profile: Profile) -> str:
-        """Store the test's run as a baseline run, and say where; called only for a test
-        within its budgets (an op over its budget keeps the old baseline). Repetitions
-        of one test (pytest-repeat) share its baseline key and one batch."""
-        from ..store.baseline import BaselineRun
-
-        run = BaselineRun.from_profile(profile, self.run_meta)
-        key = self.baseline_keys.get(profile.nodeid)
-        settings = self.state.settings
-        batch = settings.baseline_batch if key is None else self.repeat_batch
-        return str(self.state.store.record(key or profile.nodeid, run, batch,
-                                           append=settings.append_baseline))
-
-    # -- machine facts, measured once and only when needed -------------------------------
     @cached_property
     def probe_ns(self) -> float:
         from ..measure.probe import reference_probe
 
         return reference_probe(self.state.measure.xp)
 
-    def _conditions_differ(self, baseline: Baseline) -> str | None:
-        """Why ``baseline`` cannot judge this run: its conditions differ (one line)."""
-        return run_conditions.difference(baseline.conditions(), self.state.conditions)
-
     @cached_property
     def run_meta(self) -> dict[str, Any]:
-        """What a baseline run records about where, when and under what conditions it
-        was taken."""
+        """Where, when and under what conditions a baseline run was taken."""
         info = self.state.run_info
         return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
                 "versions": dict(info.versions),
@@ -293,30 +262,25 @@ class Gate:
                 "conditions": self.state.conditions}
 
 
+@dataclass
 class TestEnvironment:
-    """What the gate asks of the run while it judges one test (``judge.gate.Environment``):
-    the reference probe, and a confirmation re-run of this test."""
+    """What judging one test asks of the run (``judge.gate.Environment``)."""
 
     __test__ = False  # not a pytest test class
-
-    def __init__(self, gate: Gate, nodeid: str, duration: float) -> None:
-        self.gate = gate
-        self.nodeid = nodeid
-        self.duration = duration
-        # figures that repeat (counts): a re-run would cost its time and show the same
-        self.confirms = gate.state.settings.confirm and gate.state.measure.gate.confirms
+    gate: Gate
+    nodeid: str
+    duration: float
+    confirms: bool  # figures that repeat (counts): a re-run would show the same
 
     def probe_drift(self, baseline: Baseline) -> float | None:
-        """The machine's speed now against the baseline's, by the reference probe (where
-        the probe's time tracks the measure's: not a virtual clock's, nor counts')."""
+        """By the reference probe, where its time tracks the measure's (not counts')."""
         then = baseline.probe_ns()
         if not then or not self.gate.state.measure.probed:
             return None
         return self.gate.probe_ns / then
 
     def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
-        """Profile this test again in a new pytest process with the user's arguments
-        (nothing gated there), saying so first."""
+        """This test profiled again in a new pytest process (nothing gated there)."""
         from . import rerun
 
         state = self.gate.state

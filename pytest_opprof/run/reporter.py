@@ -1,18 +1,17 @@
 """The reporter: the header, the terminal summary at each verbosity (the profiles, the
-gate's lines, the tests' notes), strict mode's lines and its verdict on the run, and the
-output files at the end. It speaks where the run reports: never on an xdist worker.
-
-The renderers and strict mode's module are imported where they are first used.
-"""
+gate's lines, the tests' notes), strict mode's lines and verdict on the run, and the
+output files; where the run reports (never on an xdist worker), rendering lazily."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import pytest
 
 from ..errors import OpprofError
 from ..model import conditions as run_conditions
+from ..render import display_name
 from .session import RunState
 
 if TYPE_CHECKING:
@@ -24,8 +23,6 @@ class Reporter:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        #: Strict mode's verdict on the run, decided once at its end (None: not decided).
-        self.strict_failures: list[Unjudged] | None = None
 
     def header_lines(self) -> list[str]:
         s, m, store = self.state.settings, self.state.measure, self.state.store
@@ -47,32 +44,33 @@ class Reporter:
                          "'On shared CPU runners')")
         return lines
 
-    # -- the terminal summary ------------------------------------------------------------
     def summary(self, tr: pytest.TerminalReporter) -> None:
-        """Each profile at the verbosity asked, then the gate's line per test and the
-        run's counts, the tests' notes and strict mode's lines."""
+        """Each profile at the verbosity asked, the gate's line per test and the run's
+        counts, the tests' notes, strict mode's lines."""
         if self.state.is_worker:
             return
         self._profiles(tr)
         notes = self.state.notes
-        if not (notes or self.strict_failures):
+        if not (notes or self.unjudged):
             return
-        from ..render import display_name
-
         if not any(r.result is not None for r in self.state.records()):
             tr.write_sep("=", f"opprof gate: machine {display_name(self.state.machine)}")
         for nodeid in sorted(notes):
             for line in notes[nodeid]:
                 tr.write_line(f"opprof: {display_name(nodeid)}: {display_name(line)}",
                               yellow=True)
-        for line in self.strict_lines():
-            tr.write_line(line, red=True)
+        if self.unjudged:
+            tr.write_line(f"opprof: strict: {len(self.unjudged)} gated test(s) could not be "
+                          "judged: the session fails (--opprof-strict); their own outcomes "
+                          "stand", red=True)
+        for failure in self.unjudged:
+            tr.write_line(f"  {display_name(failure.nodeid)}: {display_name(failure.why)}",
+                          red=True)
 
     def _profiles(self, tr: pytest.TerminalReporter) -> None:
         state = self.state
         if not (state.profiles or state.remote):
             return  # nothing was profiled: nothing to say, nothing to import
-        from ..render import display_name
         from ..render.text import render
         from ..render.verdicts import blind_line, counts_line, summary_line, verdict_table
 
@@ -98,40 +96,24 @@ class Reporter:
         if not state.settings.update_baseline:
             tr.write_line(counts_line(results))
 
-    # -- strict mode ---------------------------------------------------------------------
-    def judge_strictly(self) -> list[Unjudged]:
+    @cached_property
+    def unjudged(self) -> list[Unjudged]:
         """Strict mode's verdict on the run (``--opprof-strict``): the gated tests that
-        could not be judged, decided once, where the run reports (the xdist controller,
-        with every worker's records); none where strict mode does not apply."""
-        if self.strict_failures is None:
-            if not self.state.settings.strict_applies or self.state.is_worker:
-                self.strict_failures = []
-            else:
-                from ..judge.strict import unjudged
-
-                self.strict_failures = unjudged(self.state.records(), self.state.unprofiled,
-                                                self.state.settings.strict_effect)
-        return self.strict_failures
-
-    def strict_lines(self) -> list[str]:
-        """The summary's strict lines: a head, then one line per test it fails for."""
-        from ..render import display_name
-
-        failures = self.judge_strictly()
-        if not failures:
+        could not be judged, decided once at the end, where the run reports (the xdist
+        controller, with every worker's records); none where strict mode does not apply."""
+        state = self.state
+        if not state.settings.strict_applies or state.is_worker:
             return []
-        head = (f"opprof: strict: {len(failures)} gated test(s) could not be judged: the "
-                "session fails (--opprof-strict); their own outcomes stand")
-        return [head, *(f"  {display_name(f.nodeid)}: {display_name(f.why)}"
-                        for f in failures)]
+        from ..judge.strict import unjudged
 
-    # -- the end -------------------------------------------------------------------------
+        return unjudged(state.records(), state.unprofiled, state.settings.strict_effect)
+
     def finish(self, session: pytest.Session) -> None:
         """Strict mode's verdict on the run, then the files asked for; an unwritable path
         is one line and a usage error."""
         self._fail_strictly(session)
         try:
-            self.write_outputs()
+            self._write_outputs()
         except OpprofError as exc:
             reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
@@ -143,7 +125,7 @@ class Reporter:
         """Strict mode (``--opprof-strict``): a gated test that could not be judged fails
         the session (exit code 1; the tests' own outcomes stand), said in the summary, in
         ``--junitxml`` (one testsuite property per test) and in the results file."""
-        failures = self.judge_strictly()
+        failures = self.unjudged
         if not failures:
             return
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
@@ -156,11 +138,10 @@ class Reporter:
                 xml.add_global_property("opprof_strict_unjudged",
                                         f"{failure.nodeid}: {failure.why}")
 
-    def write_outputs(self) -> None:
-        """The files asked for (``--opprof-json``, ``-markdown``, ``-trace``, ``-html``),
-        and the records for the process that started this one (``Settings.profile_out``,
-        see :mod:`pytest_opprof.run.launcher`: no run info, no machine info); on the
-        controller only. An unwritable path is one OpprofError naming its flag."""
+    def _write_outputs(self) -> None:
+        """The files asked for (``outputs.RUN_OUTPUTS``), and the records for the process
+        that started this one (``Settings.profile_out``, :mod:`.launcher`: no run info).
+        An unwritable path is one OpprofError naming its flag."""
         from .outputs import wanted, write, write_all
 
         state = self.state
@@ -169,5 +150,5 @@ class Reporter:
 
             write("records", state.settings.profile_out, dumps(state.records()))
         if wanted(state.settings):
-            strict = self.judge_strictly() if state.settings.strict_applies else None
+            strict = self.unjudged if state.settings.strict_applies else None
             write_all(state.settings, state.records(), state.run_info, strict)

@@ -1,11 +1,7 @@
-"""What the session's three parts share: the settings, the measure started, the machine
-key, the store, and what the run profiled, judged and noted.
-
-The parts, each over one :class:`RunState` and wired by the plugin: the per-test gate
-(:mod:`.gating`), the reporter (:mod:`.reporter`) and the xdist channel
-(:mod:`.channel`). The plugin makes them only when a run asks for opprof (an option, an
-ini value, or the fixture's first use), so their imports are paid only then.
-"""
+"""What the session's three parts (:mod:`.gating`, :mod:`.reporter`, :mod:`.channel`)
+share: the settings, the measure started, the machine key, the store, and what the run
+profiled, judged and noted. Made only when a run asks for opprof: numpy and the profiler
+are paid only then."""
 
 from __future__ import annotations
 
@@ -17,10 +13,10 @@ import pytest
 from ..errors import OpprofError
 from ..measure import measures
 from ..model import conditions as run_conditions
-from ..model.profile import Profile
 from .options import Settings
 
 if TYPE_CHECKING:
+    from ..model.profile import Profile
     from ..model.records import TestRecord
     from ..model.runinfo import RunInfo
     from ..model.verdict import TestResult
@@ -55,8 +51,7 @@ def this_machine(config: pytest.Config) -> str:
 
 
 class RunState:
-    """The run's settings and measure, and what its tests left: the gate writes, the
-    channel merges, the reporter reads."""
+    """The gate writes it, the channel merges workers' into it, the reporter reads it."""
 
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
