@@ -36,6 +36,7 @@ class Opprof(NamedTuple):
     channel: WorkerChannel
 
 
+#: The session, once made: the hooks of an unused plugin find none and do nothing.
 SESSION = pytest.StashKey[Opprof]()
 #: Set by this plugin's pytest_configure: a config that never ran it (xdist's tests
 #: make such configs) gets no session, whatever hook asks.
@@ -71,23 +72,18 @@ def session(config: pytest.Config) -> Opprof:
     return found
 
 
-def existing(config: pytest.Config) -> Opprof | None:
-    """Hooks of an unused plugin do nothing."""
-    return config.stash.get(SESSION, None)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
     """Under a measure a child takes (``--opprof-measure=instructions``), the profiled
     tests are counted in that child before the first test runs (``run.counting``)."""
-    opprof = existing(session.config)
+    opprof = session.config.stash.get(SESSION, None)
     if opprof is not None and not session.config.option.collectonly:
         opprof.gate.count_in_child(session.items)
     return (yield)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    opprof = existing(config)
+    opprof = config.stash.get(SESSION, None)
     return opprof.reporter.header_lines() if opprof is not None else []
 
 
@@ -112,7 +108,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    opprof = existing(item.config)
+    opprof = item.config.stash.get(SESSION, None)
     if opprof is not None and report.when == "call":
         opprof.gate.after_call(item, report)
     if call.excinfo is not None and isinstance(call.excinfo.value, OpprofError):
@@ -121,14 +117,14 @@ def pytest_runtest_makereport(
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    opprof = existing(terminalreporter.config)
+    opprof = terminalreporter.config.stash.get(SESSION, None)
     if opprof is not None:
         opprof.reporter.summary(terminalreporter)
 
 
 @pytest.hookimpl(tryfirst=True)  # before junitxml writes its file: strict's properties
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    opprof = existing(session.config)
+    opprof = session.config.stash.get(SESSION, None)
     if opprof is None:
         return
     opprof.channel.finish()
@@ -145,6 +141,6 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     ours = any(str(key).startswith(WORKER_PREFIX)
                for key in getattr(node, "workeroutput", None) or {})
     configured = node.config.stash.get(CONFIGURED, False)  # an unused plugin stays inert
-    opprof = session(node.config) if ours and configured else existing(node.config)
+    opprof = session(node.config) if ours and configured else node.config.stash.get(SESSION, None)
     if opprof is not None:
         opprof.channel.receive(node)

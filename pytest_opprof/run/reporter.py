@@ -12,6 +12,7 @@ import pytest
 from ..errors import OpprofError
 from ..model import conditions as run_conditions
 from ..render import display_name
+from .outputs import wanted, write, write_all
 from .session import RunState
 
 if TYPE_CHECKING:
@@ -142,8 +143,6 @@ class Reporter:
         """The files asked for (``outputs.RUN_OUTPUTS``), and the records for the process
         that started this one (``Settings.profile_out``, :mod:`.launcher`: no run info).
         An unwritable path is one OpprofError naming its flag."""
-        from .outputs import wanted, write, write_all
-
         state = self.state
         if state.settings.profile_out is not None:
             from ..model.records import dumps

@@ -13,6 +13,7 @@ import pytest
 from ..errors import OpprofError
 from ..measure import measures
 from ..model import conditions as run_conditions
+from . import outputs
 from .options import Settings
 
 if TYPE_CHECKING:
@@ -59,10 +60,8 @@ class RunState:
         #: An xdist worker reports nothing itself: its records go to the controller.
         self.is_worker = hasattr(config, "workerinput")
         if not self.is_worker:  # every output path and what it needs, before any test
-            from .outputs import check
-
             try:
-                check(settings)
+                outputs.check(settings)
             except OpprofError as exc:
                 raise pytest.UsageError(f"opprof: {exc}") from None
         #: What an op's figure is, started in this process: everything that differs
