@@ -4,8 +4,8 @@ Installed but unused, the plugin is inert: it registers its options and marker a
 nothing else. It prints, starts the measure, pins devices and imports numpy, the
 profiler, the gate and the renderers only when an ``--opprof-*`` option or an
 ``opprof_*`` ini value is given (then at configure, with the header lines), or when a
-test first uses the ``gpu_profiler`` fixture. Each hook hands its moment to one of
-the session's three parts (:class:`Opprof`).
+test first uses the ``gpu_profiler`` fixture. Each hook hands its moment to one part
+of the session (:class:`Opprof`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 
 
 class Opprof(NamedTuple):
-    """The session: the per-test gate, the reporter and the xdist channel, over the
-    state they share."""
+    """The session: the per-test gate, the reporter, the xdist channel, and their state."""
 
     state: RunState
     gate: Gate

@@ -275,9 +275,7 @@ class TestEnvironment:
     def probe_drift(self, baseline: Baseline) -> float | None:
         """By the reference probe, where its time tracks the measure's (not counts')."""
         then = baseline.probe_ns()
-        if not then or not self.gate.state.measure.probed:
-            return None
-        return self.gate.probe_ns / then
+        return self.gate.probe_ns / then if then and self.gate.state.measure.probed else None
 
     def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
         """This test profiled again in a new pytest process (nothing gated there)."""

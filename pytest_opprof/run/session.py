@@ -64,8 +64,7 @@ class RunState:
                 outputs.check(settings)
             except OpprofError as exc:
                 raise pytest.UsageError(f"opprof: {exc}") from None
-        #: What an op's figure is, started in this process: everything that differs
-        #: between measures is its to say.
+        #: Started in this process: everything that differs between measures is its to say.
         self.measure = start_measure(settings.measure, worker_number(config))
         self.machine = settings.machine_key or self.measure.machine_key()
         self.profiles: dict[str, Profile] = {}
