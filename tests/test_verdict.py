@@ -179,7 +179,7 @@ def test_at_fault_groups_ops_by_what_happened_to_them():
 
 PACKAGE = Path(pytest_opprof.__file__).parent
 #: Modules that judge or record: no verdict word may appear there as a bare string.
-#: (run/session.py is left out: "failed" there is pytest's outcome, not a verdict.)
+#: (run/gating.py is left out: "failed" there is pytest's outcome, not a verdict.)
 TYPED_MODULES = [*sorted(str(p.relative_to(PACKAGE)) for folder in ("model", "stats", "judge")
                          for p in (PACKAGE / folder).glob("*.py")), "render/verdicts.py"]
 

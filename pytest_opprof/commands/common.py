@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from ..run.gating import baseline_key
 from ..run.launcher import PLUGIN_ARGS, last_line, startup_error
 from ..run.options import DEFAULT_BASELINE_DIR, Settings, whole_number
-from ..run.session import baseline_key, this_machine
+from ..run.session import this_machine
 from ..store.baseline import BaselineStore
 from ..store.files import safe_name
 

@@ -80,7 +80,7 @@ STRICT_FAULTS = (OpStatus.REGRESSED, OpStatus.NEW, OpStatus.MISSING)
 
 class Environment(Protocol):
     """What judging a test asks of the run it happens in, and only when it needs it:
-    :mod:`pytest_opprof.run.session` implements it for each test."""
+    :mod:`pytest_opprof.run.gating` implements it for each test."""
 
     #: Whether a suspected regression may be confirmed by :meth:`rerun`.
     confirms: bool
