@@ -1,12 +1,10 @@
 """The Profiler: ops, phases and iterations, recorded into a Profile.
 
-Recording is kept off the hot path. While an iteration runs, the active
-*sink* is a tuple ``(names, marks, mark, phases, hooks...)``: entering an op appends its
-name and a mark, leaving it appends a mark and ``None`` (``_cscope.c`` does
-that in C, ``_pyscope.py`` is its pure-Python reference). Pairing enters with
-exits, nesting, phases and graph matching happen once per iteration, after the
-iteration's one synchronisation, and are skipped when an iteration repeats the
-previous one's op sequence; the arithmetic waits for the end of the test.
+Recording is kept off the hot path: while an iteration runs, ops only append to the
+active *sink* (``_pyscope``'s docstring). Pairing enters with exits, nesting, phases and
+graph matching happen once per iteration, after its one synchronisation, and are skipped
+when an iteration repeats the previous one's op sequence; the arithmetic waits for the
+end of the test.
 """
 
 from __future__ import annotations
@@ -37,11 +35,7 @@ from .timers.base import Times
 if TYPE_CHECKING:
     from .timers.cupti import RawActivities
 
-
-#: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
 _impl: ModuleType = scope.impl
-
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: How many op names get a cached, faster scope of their own (each costs a class, about
@@ -50,12 +44,9 @@ MAX_CACHED_OPS = 2048
 
 
 class PhaseScope:
-    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it.
-
-    Phases are rare (a few per iteration), so they stay in Python: entering or
-    leaving one appends (name or None, ops recorded so far, mark) to the sink's
-    phase list. Like ops, only in the thread that runs the iterations.
-    """
+    """A named phase (``forward``, ``backward``) grouping the ops inside it. Phases are
+    rare, so they stay in Python: entering or leaving one appends (name or None, ops
+    recorded so far, mark) to the sink's phase list, in the recording thread only."""
 
     __slots__ = ("name",)
 
@@ -77,8 +68,7 @@ class PhaseScope:
         return f"phase({self.name!r})"
 
 
-#: The cached scope of each op name seen (at most MAX_CACHED_OPS): they keep no
-#: state, so one serves every call.
+#: The cached scope of each op name seen: they keep no state, so one serves every call.
 _scopes: dict[str, OpScope] = {}
 
 
@@ -143,15 +133,13 @@ class Profiler:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module where the measure takes its figures: cupy on a GPU, else
-        numpy."""
+        """The array module where the measure takes its figures (cupy or numpy)."""
         return self.timer.xp
 
     @property
     def measure(self) -> str:
-        """The name of the measure the session gates an op on (``time``, ``kernel``,
-        ``instructions``, ...), so that a test can size its workload for it (counts scale
-        with work: a smaller shape still shows a change of the code, at a fraction of
+        """The measure the session gates on, so that a test can size its workload for it
+        (counts scale with work: a smaller shape shows a change at a fraction of
         valgrind's cost)."""
         return self._measure
 
@@ -190,16 +178,9 @@ class Profiler:
         recorded but left out of every figure; without ``skip``: the marker's, else
         ``--opprof-skip`` (ini ``opprof_skip``), else 1.
         """
-        if n is None:
-            n = self.default_iterations
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
-            raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
-                              f"from 1 to {MAX_ITERATIONS}")
+        n = _checked(self.default_iterations if n is None else n, 1, "{!r}", "")
         given = skip is not None
-        skip = self.skip if skip is None else skip
-        if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip <= MAX_ITERATIONS:
-            raise OpprofError(f"iterations(skip={skip!r}): give a whole number of iterations "
-                              f"to skip from 0 to {MAX_ITERATIONS}")
+        skip = _checked(self.skip if skip is None else skip, 0, "skip={!r}", " to skip")
         if n <= skip:
             where = "its skip=" if given else "--opprof-skip"
             raise OpprofError(
@@ -217,9 +198,8 @@ class Profiler:
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
 
     def _skip_from(self, skip: int) -> None:
-        """``skip`` set in the test's code: the cap (a count past the skipped iterations)
-        and a timer that counts from the first counted iteration (the callgrind timer's
-        ``skip``) move with it."""
+        """``skip`` set in the test's code: the cap (counted past the skipped iterations)
+        and the callgrind timer's ``skip`` move with it."""
         if self.cap is not None:
             self.cap += skip - self.skip
         if hasattr(self.timer, "skip"):
@@ -271,9 +251,8 @@ class Profiler:
         self.left_early = None
 
     def untimed_outside(self) -> int:
-        """How many ops were entered while this profiler did not record them, before
-        its loop and after it (ops record only inside ``iterations()``; other threads'
-        ops in that window are counted too)."""
+        """How many ops were entered, before this profiler's loop and after it (other
+        threads' ops in that window too), that it did not record."""
         after = 0 if self._loop_ended is None else _impl.untimed_calls() - self._loop_ended
         before = (self._untimed_outside if self._started
                   else _impl.untimed_calls() - self._untimed_start)
@@ -285,11 +264,8 @@ class Profiler:
         return self._started
 
     def close(self) -> None:
-        """Stop recording (an abandoned loop ends here at the latest).
-
-        Only this profiler's own sink is cleared: a loop abandoned by an earlier
-        test and garbage-collected later must not stop a later test's recording.
-        """
+        """Stop recording. Only this profiler's own sink is cleared: a loop abandoned by
+        an earlier test and garbage-collected later must not stop a later test's."""
         if self._sink is not None and _impl.get_sink() is self._sink:
             _impl.set_sink(None)
         self.timer.close()
@@ -304,6 +280,14 @@ class Profiler:
         return self._profile
 
 
+def _checked(value: object, least: int, shown: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+            least <= value <= MAX_ITERATIONS):
+        raise OpprofError(f"iterations({shown.format(value)}): give a whole number of "
+                          f"iterations{what} from {least} to {MAX_ITERATIONS}")
+    return value
+
+
 #: A phase boundary as recorded: (name on entry or None on exit, ops so far, mark).
 PhaseEvent = tuple[str | None, int, Any]
 #: The same without the mark: what decides an iteration's layout.
@@ -312,8 +296,8 @@ IntArray = np.ndarray
 
 
 class _Iteration:
-    """One iteration as recorded: its layout and its marks, resolved to times but not
-    yet turned into durations (that happens for all iterations at once in build())."""
+    """One iteration: its layout and its marks resolved to times (durations are taken
+    for all iterations at once in build())."""
 
     __slots__ = ("host", "kernel", "layout", "phase_times", "streams", "times")
 
@@ -357,17 +341,15 @@ class _Layout:
 
     def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
                  phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
-                 unbalanced: int, entry_ops: IntArray | None = None,
-                 first: IntArray | None = None, last: IntArray | None = None) -> None:
+                 unbalanced: int, entry_ops: IntArray, first: IntArray, last: IntArray
+                 ) -> None:
         self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
         self.phase_enters, self.phase_exits = phase_enters, phase_exits
         self.phase_ids, self.unbalanced = phase_ids, unbalanced
-        empty = np.zeros(0, dtype=np.intp)
         #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
-        self.entry_ops = empty if entry_ops is None else entry_ops
+        self.entry_ops = entry_ops
         #: Per kept op (as ``ids``): its entry index and that of its last descendant.
-        self.first = empty if first is None else first
-        self.last = empty if last is None else last
+        self.first, self.last = first, last
 
 
 class _GraphBuilder:
@@ -499,23 +481,26 @@ class _GraphBuilder:
         return profile
 
 
+def _cut(name: str, longest: int) -> str:
+    """A C++ template instance's name can be longer than a profile keeps: cut its end."""
+    return name if len(name) <= longest else name[:longest - 3] + "..."
+
+
 def function_name(name: str) -> str:
-    """A function's name as a profile keeps it: never empty, at most MAX_FUNCTION_NAME
-    characters (a C++ template instance can be longer)."""
-    name = name or "?"
-    return name if len(name) <= MAX_FUNCTION_NAME else name[:MAX_FUNCTION_NAME - 3] + "..."
+    return _cut(name or "?", MAX_FUNCTION_NAME)
 
 
-#: The costliest functions kept per op (instructions measure): what naming the
-#: functions that grew reads.
+def activity_name(name: str) -> str:
+    return _cut(name or "[kernel]", MAX_NAME_LENGTH)
+
+
+#: The costliest functions kept per op (instructions measure), to name those that grew.
 TOP_FUNCTIONS = 20
 
 
 def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
-    """Each op's costliest functions in the last iteration (counts are deterministic:
-    one iteration is every counted one), from the timer's per-mark split: an op's
-    functions are those of the marks after its entry up to its exit, nested ops'
-    included, as its count is."""
+    """Each op's costliest functions in the last iteration (counts repeat: one stands for
+    all): those of the marks after its entry up to its exit, as its count is."""
     per_mark = timer.mark_functions()
     layout, marks = row.layout, row.times
     functions: list[list[tuple[str, int]]] = [[] for _ in profile.ops]
@@ -530,50 +515,33 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
     profile.op_functions = functions
 
 
-def activity_name(name: str) -> str:
-    """A kernel's name as an op or activity name: never empty, at most MAX_NAME_LENGTH
-    characters (C++ template names can be longer; the end is cut)."""
-    if not name:
-        return "[kernel]"
-    return name if len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH - 3] + "..."
-
-
 def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activities, int]:
     """Every iteration's activities as one table (at most MAX_ACTIVITIES rows, later
     ones dropped) and how many were dropped."""
     names: dict[str, int] = {}
-    parts: list[tuple[int, _Kernels, np.ndarray, np.ndarray]] = []
+    columns: dict[str, list[np.ndarray]] = {key: [] for key in (
+        "iteration", "op_id", "name_id", "kind", "stream", "start_ns", "end_ns")}
     room = MAX_ACTIVITIES
     dropped = 0
     for i, row in enumerate(rows):
-        k = row.kernel
-        if k is None or not len(k.raw):
-            continue
-        n = min(len(k.raw), room)
-        dropped += len(k.raw) - n
+        raw = None if row.kernel is None else row.kernel.raw
+        n = 0 if raw is None else min(len(raw), room)
+        dropped += 0 if raw is None else len(raw) - n
         room -= n
-        if not n:
+        if raw is None or not n:
             continue
-        ids = np.array([names.setdefault(activity_name(x), len(names))
-                        for x in k.raw.names[:n]], dtype=np.int64)
-        parts.append((i, k, ids, op_ids[i][:n]))
-    if not parts:
+        for key, values in (
+                ("iteration", np.full(n, i)), ("op_id", op_ids[i][:n]),
+                ("name_id", [names.setdefault(activity_name(x), len(names))
+                             for x in raw.names[:n]]),
+                ("kind", raw.kind[:n]), ("stream", raw.stream[:n]),
+                ("start_ns", raw.start_ns[:n]), ("end_ns", raw.end_ns[:n])):
+            columns[key].append(np.asarray(values, dtype=float if key.endswith("_ns")
+                                           else np.int64))
+    if not columns["iteration"]:
         return Activities.empty(), dropped
-
-    def column(get: Callable[[tuple[int, _Kernels, np.ndarray, np.ndarray]], np.ndarray],
-               dtype: type) -> np.ndarray:
-        return np.concatenate([np.asarray(get(p), dtype=dtype) for p in parts])
-
-    return Activities(
-        iteration=column(lambda p: np.full(len(p[2]), p[0]), np.int64),
-        op_id=column(lambda p: p[3], np.int64),
-        name_id=column(lambda p: p[2], np.int64),
-        kind=column(lambda p: p[1].raw.kind[:len(p[2])], np.int64),
-        stream=column(lambda p: p[1].raw.stream[:len(p[2])], np.int64),
-        start_ns=column(lambda p: p[1].raw.start_ns[:len(p[2])], float),
-        end_ns=column(lambda p: p[1].raw.end_ns[:len(p[2])], float),
-        names=list(names),
-    ), dropped
+    return Activities(**{key: np.concatenate(parts) for key, parts in columns.items()},
+                      names=list(names)), dropped
 
 
 def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
@@ -589,6 +557,10 @@ def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
     profile.activities, dropped = _activities(rows, op_ids)
     if dropped:
         profile.meta["activities_dropped"] = dropped
+
+
+#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
+MAX_OPS_ZERO = 10_000
 
 
 def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
@@ -647,10 +619,6 @@ def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
         profile.meta["activities_dropped"] = dropped
 
 
-#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
-MAX_OPS_ZERO = 10_000
-
-
 def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int], int]:
     """Pairs enters with exits: each op's event index of entry and exit (-1: never
     exited) and its depth, and the count of unbalanced events. An exit with nothing
@@ -678,7 +646,7 @@ class _Matrices:
     """The arrays of a Profile being built, NaN where nothing ran."""
 
     def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
-                 has_streams: bool, final: Callable[[Times], Times] = lambda t: t) -> None:
+                 has_streams: bool, final: Callable[[Times], Times]) -> None:
         self.final = final
         self.samples = np.full((n_iter, n_ops), np.nan)
         self.starts = np.full((n_iter, n_ops), np.nan)
