@@ -6,6 +6,7 @@ its classes is first named (``from pytest_opprof.measure.timers import FakeTimer
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -13,19 +14,14 @@ if TYPE_CHECKING:
     from .cpu import CpuTimer
     from .fake import FakeDevice, FakeTimer
 
+_MODULES = {"Timer": "base", "CpuTimer": "cpu", "FakeDevice": "fake", "FakeTimer": "fake"}
+
 
 def __getattr__(name: str) -> Any:
-    """``from pytest_opprof.measure.timers import CpuTimer`` loads the cpu timer then."""
-    if name == "Timer":
-        from . import base as module
-    elif name == "CpuTimer":
-        from . import cpu as module  # type: ignore[no-redef]
-    elif name in ("FakeDevice", "FakeTimer"):
-        from . import fake as module  # type: ignore[no-redef]
-    else:
+    if name not in _MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(module, name)
-    globals()[name] = value
+    module = importlib.import_module(f".{_MODULES[name]}", __name__)
+    globals()[name] = value = getattr(module, name)
     return value
 
 

@@ -16,6 +16,7 @@ op entered in the iteration.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -93,11 +94,8 @@ def reason_of(api: Any, exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RawActivities:
-    """One iteration's activities as CUPTI gave them, linked to op entries.
-
-    ``entry`` is -1 for an activity launched inside the iteration but outside every op,
-    else the index (in order of entry) of the innermost op open at its launch.
-    """
+    """One iteration's activities as CUPTI gave them, in launch order. ``entry``: the
+    index (in order of entry) of the innermost op open at its launch, -1 for none."""
 
     kind: np.ndarray
     names: list[str]
@@ -105,8 +103,6 @@ class RawActivities:
     start_ns: np.ndarray
     end_ns: np.ndarray
     entry: np.ndarray
-    #: The order in which they were launched (the correlation id of the launching call).
-    order: np.ndarray
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -159,10 +155,8 @@ class KernelTracer:
     def stop(self) -> None:
         """Disable what was enabled (also after a failed start); never raises."""
         for kind in reversed(self._kinds):
-            try:
+            with contextlib.suppress(Exception):
                 self.api.activity_disable(kind)
-            except Exception:
-                pass
         self._kinds = []
         self.started = False
 
@@ -215,12 +209,7 @@ class KernelTracer:
         kernel, memcpy, memset = kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET
         external, custom = kinds.EXTERNAL_CORRELATION, self._custom
         ext: dict[int, int] = {}
-        kind: list[int] = []
-        names: list[str] = []
-        stream: list[int] = []
-        start: list[int] = []
-        end: list[int] = []
-        corr: list[int] = []
+        rows: list[tuple[int, str, int, int, int, int]] = []  # kind, name, stream, ...
         for r in records:
             k = r.kind
             if k == external:
@@ -228,32 +217,27 @@ class KernelTracer:
                     ext[r.correlation_id] = r.external_id
                 continue
             if k == kernel:
-                kind.append(KERNEL)
-                names.append(r.name)
+                found = (KERNEL, r.name)
             elif k == memcpy:
-                kind.append(MEMCPY)
-                names.append(self._copy_name(r.copy_kind))
+                found = (MEMCPY, self._copy_name(r.copy_kind))
             elif k == memset:
-                kind.append(MEMSET)
-                names.append("[memset]")
+                found = (MEMSET, "[memset]")
             else:
                 continue
-            stream.append(r.stream_id)
-            start.append(r.start)
-            end.append(r.end)
-            corr.append(r.correlation_id)
-        ids = np.array([ext.get(c, 0) for c in corr], dtype=np.int64)
-        order = np.argsort(np.array(corr, dtype=np.int64), kind="stable")
+            rows.append((*found, r.stream_id, r.start, r.end, r.correlation_id))
+        corr = np.array([row[5] for row in rows], dtype=np.int64)
+        ids = np.array([ext.get(c, 0) for c in corr.tolist()], dtype=np.int64)
+        order = np.argsort(corr, kind="stable")
         order = order[ids[order] >= ITERATION_ID]
-        t0 = self._t0
+
+        def column(k: int) -> np.ndarray:
+            return np.array([row[k] for row in rows], dtype=np.int64)[order]
+
         return RawActivities(
-            kind=np.array(kind, dtype=np.int64)[order],
-            names=[str(names[i]) for i in order.tolist()],
-            stream=np.array(stream, dtype=np.int64)[order],
-            start_ns=(np.array(start, dtype=np.int64)[order] - t0).astype(float),
-            end_ns=(np.array(end, dtype=np.int64)[order] - t0).astype(float),
+            kind=column(0), names=[str(rows[i][1]) for i in order.tolist()],
+            stream=column(2), start_ns=(column(3) - self._t0).astype(float),
+            end_ns=(column(4) - self._t0).astype(float),
             entry=np.maximum(ids[order] - FIRST_OP_ID, -1),
-            order=np.array(corr, dtype=np.int64)[order],
         )
 
     def _copy_name(self, copy_kind: Any) -> str:

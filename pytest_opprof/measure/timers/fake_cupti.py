@@ -35,38 +35,25 @@ class ActivityKind(enum.IntEnum):
     EXTERNAL_CORRELATION = 39
 
 
+# cupti-python's enums: the members the fake uses, with CUPTI's values
 class ExternalCorrelationKind(enum.IntEnum):
-    INVALID = 0
-    UNKNOWN = 1
-    OPENACC = 2
     CUSTOM0 = 3
-    CUSTOM1 = 4
-    CUSTOM2 = 5
 
 
 class ActivityMemcpyKind(enum.IntEnum):
     UNKNOWN = 0
     HTOD = 1
     DTOH = 2
-    HTOA = 3
-    ATOH = 4
-    ATOA = 5
-    ATOD = 6
-    DTOA = 7
     DTOD = 8
     HTOH = 9
     PTOP = 10
 
 
 class Result(enum.IntEnum):
-    SUCCESS = 0
-    ERROR_INVALID_PARAMETER = 1
-    ERROR_INVALID_DEVICE = 2
     ERROR_NOT_INITIALIZED = 15
     ERROR_QUEUE_EMPTY = 19
-    ERROR_INSUFFICIENT_PRIVILEGES = 35
-    ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
     ERROR_NOT_COMPATIBLE = 29
+    ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
 
 
 class cuptiError(Exception):
@@ -90,9 +77,6 @@ class Record:
     external_id: int = 0
 
 
-_COPY_KINDS = {"HtoD": ActivityMemcpyKind.HTOD, "DtoH": ActivityMemcpyKind.DTOH,
-               "DtoD": ActivityMemcpyKind.DTOD, "HtoH": ActivityMemcpyKind.HTOH,
-               "PtoP": ActivityMemcpyKind.PTOP}
 
 
 class FakeCupti:
@@ -120,12 +104,10 @@ class FakeCupti:
 
     # -- cupti-python's API ------------------------------------------------------------
     def activity_enable(self, kind: int) -> None:
-        if self.fail == "no-gpu":
-            raise cuptiError(Result.ERROR_NOT_INITIALIZED)
-        if self.fail == "multiple-subscribers":
-            raise cuptiError(Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-        if self.fail == "version":
-            raise cuptiError(Result.ERROR_NOT_COMPATIBLE)
+        failure = {"no-gpu": Result.ERROR_NOT_INITIALIZED, "version": Result.ERROR_NOT_COMPATIBLE,
+                   "multiple-subscribers": Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED}
+        if self.fail in failure:
+            raise cuptiError(failure[self.fail])
         self.enabled.add(int(kind))
 
     def activity_disable(self, kind: int) -> None:
@@ -177,7 +159,7 @@ class FakeCupti:
         if kind == "kernel":
             record.name = name
         elif kind == "memcpy":
-            record.copy_kind = _COPY_KINDS.get(name, ActivityMemcpyKind.UNKNOWN)
+            record.copy_kind = ActivityMemcpyKind.__members__.get(name.upper(), 0)
         self.pending.append(record)
 
 
