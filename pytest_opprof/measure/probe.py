@@ -12,7 +12,6 @@ machine speed); 48x48 stays under OpenBLAS's threading threshold (64^3 multiply-
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -39,7 +38,8 @@ def reference_probe(xp: ModuleType, repeats: int = 21, rounds: int = ROUNDS,
 
 def _round(xp: ModuleType, repeats: int) -> float:
     """The median time in ns of ``repeats`` passes (cupy synchronised per pass)."""
-    sync = _synchronizer(xp)
+    cuda = getattr(xp, "cuda", None)
+    sync = (lambda: None) if cuda is None else (lambda: cuda.get_current_stream().synchronize())
     a = xp.arange(1 << 16, dtype=xp.float32)
     m = xp.ones((48, 48), dtype=xp.float32)  # one BLAS thread (see the module's doc)
     times = []
@@ -52,10 +52,3 @@ def _round(xp: ModuleType, repeats: int) -> float:
         sync()
         times.append(time.perf_counter_ns() - start)
     return float(np.median(times[2:]))  # the first passes warm caches and allocators
-
-
-def _synchronizer(xp: ModuleType) -> Callable[[], None]:
-    cuda = getattr(xp, "cuda", None)
-    if cuda is None:
-        return lambda: None
-    return lambda: cuda.get_current_stream().synchronize()

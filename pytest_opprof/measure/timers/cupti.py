@@ -1,13 +1,10 @@
 """Kernel time from CUPTI activity records: the thin layer over cupti-python.
 
 :class:`KernelTracer` talks to a module with cupti-python's API (``from cupti import
-cupti``, or :class:`~pytest_opprof.measure.timers.fake_cupti.FakeCupti` on the fake device):
-it enables the activity kinds, hands CUPTI its buffers, pushes an external correlation id
-at each op's entry and pops it at the exit (the timer's enter/exit hooks), and flushes once
-per iteration. What it hands back per iteration is plain columns (:class:`RawActivities`):
-each activity with the entry index of the innermost op open when it was launched. Linking
-those to OP_IDs, the nesting sums and zero-instrumentation mode live in the profiler, and
-are tested on the fake.
+cupti``, or the fake's :class:`~.fake_cupti.FakeCupti`): it pushes an external correlation
+id at each op's entry and pops it at the exit (the timer's hooks), flushes once per
+iteration, and hands back plain columns (:class:`RawActivities`). Linking them to OP_IDs,
+the nesting sums and zero-instrumentation mode live in the profiler, tested on the fake.
 
 External ids: 1 is the iteration itself (pushed at its start, so an activity with no
 external id at all was launched outside any iteration and is dropped); 2 + j is the j-th
@@ -109,9 +106,9 @@ class RawActivities:
 
 
 class KernelTracer:
-    """CUPTI activity tracing for the timer of one process: start once, then per
-    iteration ``begin_iteration``, the ``enter``/``exit`` hooks, ``end_iteration`` after
-    the device synchronised, and ``take``."""
+    """CUPTI activity tracing for one process: start once, then per iteration
+    ``begin_iteration``, the hooks, ``end_iteration`` after the device synchronised, and
+    ``take``."""
 
     def __init__(self, api: Any) -> None:
         self.api = api
@@ -120,9 +117,7 @@ class KernelTracer:
         self._entered = 0
         self._depth = 0
         self._t0 = 0
-        #: For a timer that shares one event per boundary: the last boundary was an op's
-        #: exit; the next mark is an entry right after it (set by the hooks, read and
-        #: cleared by the timer's mark).
+        #: The flags of a timer that shares one event per boundary (``CudaTimer``).
         self._after_exit = False
         self._share_next = False
         self.started = False
@@ -130,7 +125,6 @@ class KernelTracer:
         self.push: Callable[[Any, int], Any] = api.activity_push_external_correlation_id
         self.pop: Callable[[Any], Any] = api.activity_pop_external_correlation_id
 
-    # -- set-up ------------------------------------------------------------------------
     def start(self) -> None:
         """Enable the activity kinds and register the buffers; raises
         :class:`CuptiUnavailable` with the reason when CUPTI refuses."""
@@ -166,7 +160,6 @@ class KernelTracer:
     def _buffer_completed(self, activities: list[Any]) -> None:
         self._records.extend(activities)
 
-    # -- one iteration -----------------------------------------------------------------
     def begin_iteration(self) -> None:
         self.api.activity_flush_all(1)  # what ran before the iteration is not its
         self._records = []
@@ -176,14 +169,12 @@ class KernelTracer:
         self.push(self._custom, ITERATION_ID)
 
     def enter(self, name: str) -> None:
-        """The op entry hook: the op's external id goes on CUPTI's stack."""
         self.push(self._custom, FIRST_OP_ID + self._entered)
         self._entered += 1
         self._depth += 1
         self._share_next = self._after_exit
 
-    def exit(self) -> None:
-        """The op exit hook (an exit with no op open this iteration pops nothing)."""
+    def exit(self) -> None:  # an exit with no op open this iteration pops nothing
         self._after_exit = True
         if self._depth:
             self._depth -= 1
@@ -197,14 +188,13 @@ class KernelTracer:
         self.api.activity_flush_all(1)
 
     def take(self) -> RawActivities:
-        """The iteration's activities, linked to op entries."""
         records, self._records = self._records, []
         return self.link(records)
 
     def link(self, records: list[Any]) -> RawActivities:
-        """Columns of the kernels, copies and memsets in ``records``, in launch order, each
-        with the op entry its launch was made in (through the EXTERNAL_CORRELATION
-        records); those launched outside any iteration are dropped."""
+        """The kernels, copies and memsets of ``records`` in launch order, each with the op
+        entry of its launch (the EXTERNAL_CORRELATION records); those launched outside
+        any iteration are dropped."""
         kinds = self.api.ActivityKind
         kernel, memcpy, memset = kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET
         external, custom = kinds.EXTERNAL_CORRELATION, self._custom
