@@ -337,19 +337,24 @@ scope_dealloc(ScopeObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* record(sink, name) into this thread's sink `s`, held while it runs. */
+static inline int
+record_in(PyObject *s, int (*record)(PyObject *, PyObject *), PyObject *name)
+{
+    Py_INCREF(s);
+    int rc = record(s, name);
+    Py_DECREF(s);
+    return rc;
+}
+
 static PyObject *
 scope_enter(ScopeObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *s = my_sink();
-    if (s != NULL) {
-        Py_INCREF(s);
-        int rc = record_enter(s, self->name);
-        Py_DECREF(s);
-        if (rc < 0)
-            return NULL;
-    }
-    else
+    if (s == NULL)
         untimed++;
+    else if (record_in(s, record_enter, self->name) < 0)
+        return NULL;
     return Py_NewRef(self);
 }
 
@@ -357,13 +362,8 @@ static PyObject *
 scope_exit(ScopeObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *s = my_sink();
-    if (s != NULL) {
-        Py_INCREF(s);
-        int rc = record_exit(s, self->name);
-        Py_DECREF(s);
-        if (rc < 0)
-            return NULL;
-    }
+    if (s != NULL && record_in(s, record_exit, self->name) < 0)
+        return NULL;
     Py_RETURN_NONE; /* never swallows the block's exception */
 }
 

@@ -120,7 +120,8 @@ class Profiler:
         self.default_iterations = iterations
         self.nodeid = nodeid
         self._graph = _GraphBuilder()
-        self._started = False
+        #: Whether :meth:`iterations` was called.
+        self.started = False
         self._profile: Profile | None = None
         self._sink: tuple[Any, ...] | None = None
         #: Ops entered where nothing recorded them, counted by the scope module: at this
@@ -187,14 +188,14 @@ class Profiler:
                 f"iterations({n}) with skip={skip} leaves no iteration to count: "
                 f"run more than {skip} iterations or lower {where}"
             )
-        if self._started:
+        if self.started:
             raise OpprofError("iterations() was already run in this test: profile one loop "
                               "per test (split the test or parametrize it)")
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
         if given:
             self._skip_from(skip)
-        self._started = True
+        self.started = True
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
 
     def _skip_from(self, skip: int) -> None:
@@ -254,14 +255,9 @@ class Profiler:
         """How many ops were entered, before this profiler's loop and after it (other
         threads' ops in that window too), that it did not record."""
         after = 0 if self._loop_ended is None else _impl.untimed_calls() - self._loop_ended
-        before = (self._untimed_outside if self._started
+        before = (self._untimed_outside if self.started
                   else _impl.untimed_calls() - self._untimed_start)
         return before + after
-
-    @property
-    def started(self) -> bool:
-        """Whether :meth:`iterations` was called."""
-        return self._started
 
     def close(self) -> None:
         """Stop recording. Only this profiler's own sink is cleared: a loop abandoned by
@@ -566,47 +562,39 @@ MAX_OPS_ZERO = 10_000
 def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
     """A test that named no op: one op per activity name, in launch order, matched across
     iterations by (name, occurrence) as named ops are; its time is the activity's."""
-    keys: dict[tuple[str, int], int] = {}
-    ops: list[OpInfo] = []
+    keys: dict[tuple[str, int], int] = {}  # (name, occurrence) -> OP_ID
     per_row: list[np.ndarray] = []
     for row in rows:
         seen: dict[str, int] = {}
         row_ids: list[int] = []
-        names = [] if row.kernel is None else row.kernel.raw.names
-        for raw_name in names:
-            name = activity_name(raw_name)
-            occurrence = seen.get(name, 0)
-            seen[name] = occurrence + 1
-            op_id = keys.get((name, occurrence))
-            if op_id is None:
-                if len(ops) >= MAX_OPS_ZERO:
-                    row_ids.append(-1)
-                    continue
-                op_id = keys[(name, occurrence)] = len(ops)
-                ops.append(OpInfo(op_id, name, occurrence, 0, None))
-            row_ids.append(op_id)
+        for name in map(activity_name, [] if row.kernel is None else row.kernel.raw.names):
+            key = (name, seen.get(name, 0))
+            seen[name] = key[1] + 1
+            if key not in keys and len(keys) < MAX_OPS_ZERO:
+                keys[key] = len(keys)
+            row_ids.append(keys.get(key, -1))
         per_row.append(np.array(row_ids, dtype=np.int64))
-    if not ops:
+    if not keys:
         return
-    shape = (len(rows), len(ops))
+    shape = (len(rows), len(keys))
     sums, counts, starts = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
-    streams = [0] * len(ops)
+    streams = [0] * len(keys)
     for i, (row, op_ids) in enumerate(zip(rows, per_row, strict=True)):
         if row.kernel is None or not len(op_ids):
             continue
-        raw, ok, ids = row.kernel.raw, op_ids >= 0, np.asarray(op_ids, dtype=np.int64)
+        raw, ok = row.kernel.raw, op_ids >= 0
+        ids = op_ids[ok]
+        n = np.bincount(ids, minlength=len(keys))
+        ran = n > 0
         durations = (raw.end_ns - raw.start_ns)[ok]
-        row_sums = np.zeros(len(ops))
-        np.add.at(row_sums, ids[ok], durations)
-        ran = np.zeros(len(ops), dtype=bool)
-        ran[ids[ok]] = True
-        sums[i, ran] = row_sums[ran]
-        counts[i, ran] = np.bincount(ids[ok], minlength=len(ops))[ran]
-        order = np.arange(len(ids))[ok][::-1]  # first occurrence written last
-        starts[i, ids[order]] = raw.start_ns[order]
-        for op_id, stream in zip(ids[ok].tolist(), raw.stream[ok].tolist(), strict=True):
+        sums[i, ran] = np.bincount(ids, weights=durations, minlength=len(keys))[ran]
+        counts[i, ran] = n[ran]
+        order = np.flatnonzero(ok)[::-1]  # first occurrence written last
+        starts[i, op_ids[order]] = raw.start_ns[order]
+        for op_id, stream in zip(ids.tolist(), raw.stream[ok].tolist(), strict=True):
             streams[op_id] = int(stream)
-    profile.ops = ops
+    profile.ops = [OpInfo(op_id, name, occurrence, 0, None)
+                   for (name, occurrence), op_id in keys.items()]
     profile.samples = sums.copy()
     profile.kernel_samples, profile.kernel_counts = sums, counts
     profile.starts = starts

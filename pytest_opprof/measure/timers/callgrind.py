@@ -1,18 +1,14 @@
-"""The instruction-count timer: each mark is a callgrind dump (``--opprof-measure=
-instructions``, in the child process that runs under valgrind).
+"""The instruction-count timer of the instructions measure's child, under valgrind.
 
 A mark is :func:`_callgrind.mark`: it dumps the instructions executed since the previous
-mark and returns the mark's number, so an iteration's marks resolve to mark numbers
-first. Once the test's loop has ended, :meth:`CallgrindTimer.final` maps each number to
-the instructions executed from the test's first mark up to it, reading the dumps in a
-native process (:mod:`pytest_opprof.measure.callgrind`): from there an op's figure is a
-difference of two marks, as a time is, and every array of the profile (ops, phases,
-iterations, starts) holds instruction counts.
+mark and returns the mark's number. Once the test's loop has ended, :meth:`CallgrindTimer.final`
+maps each number to the instructions executed from the test's first mark up to it,
+reading the dumps in a native process (:mod:`pytest_opprof.measure.callgrind`): from there
+an op's figure is a difference of two marks, as a time is.
 
-Instrumentation is on only inside the test's loop, from the first counted iteration's
-start to the end of its last: start-up, collection, the test's set-up and its skipped
-iterations are not counted and run several times faster (the skipped iterations' marks
-are numbered but not dumped: their figures are 0).
+Instrumentation is on only from the first counted iteration's start to the end of the
+loop: start-up, collection, set-up and the skipped iterations run several times faster
+(their marks are numbered but not dumped: their figures are 0).
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -131,13 +127,11 @@ class CallgrindTimer(Timer):
         return self._functions
 
 
-class Dumps:
+class Dumps(NamedTuple):
     """What :func:`read` found: per mark, its interval count and costliest functions."""
 
-    def __init__(self, summary: dict[int, int],
-                 functions: dict[int, list[tuple[str, int]]]) -> None:
-        self.summary = summary
-        self.functions = functions
+    summary: dict[int, int]
+    functions: dict[int, list[tuple[str, int]]]
 
 
 def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
