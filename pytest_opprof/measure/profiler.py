@@ -10,6 +10,7 @@ end of the test.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -43,6 +44,12 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 MAX_CACHED_OPS = 2048
 
 
+def _phase_event(name: str | None) -> None:
+    if _impl.recording_here():
+        sink = _impl.get_sink()
+        sink[3].append((name, len(sink[0]), sink[2]()))
+
+
 class PhaseScope:
     """A named phase (``forward``, ``backward``) grouping the ops inside it. Phases are
     rare, so they stay in Python: entering or leaving one appends (name or None, ops
@@ -54,15 +61,11 @@ class PhaseScope:
         self.name = name
 
     def __enter__(self) -> PhaseScope:
-        if _impl.recording_here():
-            sink = _impl.get_sink()
-            sink[3].append((self.name, len(sink[0]), sink[2]()))
+        _phase_event(self.name)
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if _impl.recording_here():
-            sink = _impl.get_sink()
-            sink[3].append((None, len(sink[0]), sink[2]()))
+        _phase_event(None)
 
     def __repr__(self) -> str:
         return f"phase({self.name!r})"
@@ -109,7 +112,7 @@ class Profiler:
                  nodeid: str = "", measure: str = "", unit: Unit = Unit.NANOSECONDS,
                  cap: int | None = None) -> None:
         self.timer = timer
-        #: The session's measure: what its profile is of, unless the timer names its own
+        #: The session's measure; its profile is of the timer's where the timer names one
         #: (the native timer of a measure a child process takes).
         self._measure = measure or timer.measure
         self._label = (timer.measure, timer.unit) if timer.measure else (measure, unit)
@@ -124,8 +127,7 @@ class Profiler:
         self.started = False
         self._profile: Profile | None = None
         self._sink: tuple[Any, ...] | None = None
-        #: Ops entered where nothing recorded them, counted by the scope module: at this
-        #: profiler's start, and while it did not record (before and after its loop).
+        #: The scope module's count of untimed ops: at the start, and outside the loop.
         self._untimed_start = _impl.untimed_calls()
         self._untimed_outside = 0
         self._loop_ended: int | None = None
@@ -291,17 +293,17 @@ PhaseKey = tuple[str | None, int]
 IntArray = np.ndarray
 
 
+@dataclass(slots=True, eq=False)
 class _Iteration:
     """One iteration: its layout and its marks resolved to times (durations are taken
     for all iterations at once in build())."""
 
-    __slots__ = ("host", "kernel", "layout", "phase_times", "streams", "times")
-
-    def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
-                 streams: Sequence[int] | None, kernel: _Kernels | None = None) -> None:
-        self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
-        self.streams = streams
-        self.kernel = kernel
+    layout: _Layout
+    times: Times
+    host: Times | None
+    phase_times: Times
+    streams: Sequence[int] | None
+    kernel: _Kernels | None
 
 
 class _Kernels:
@@ -329,23 +331,23 @@ class _Kernels:
         self.counts = counts[last + 1] - counts[first]
 
 
+@dataclass(slots=True, eq=False)
 class _Layout:
     """How an iteration's event sequence maps to OP_IDs; reused while it repeats."""
 
-    __slots__ = ("enters", "entry_ops", "exits", "first", "ids", "last", "phase_enters",
-                 "phase_exits", "phase_ids", "top", "unbalanced")
-
-    def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
-                 phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
-                 unbalanced: int, entry_ops: IntArray, first: IntArray, last: IntArray
-                 ) -> None:
-        self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
-        self.phase_enters, self.phase_exits = phase_enters, phase_exits
-        self.phase_ids, self.unbalanced = phase_ids, unbalanced
-        #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
-        self.entry_ops = entry_ops
-        #: Per kept op (as ``ids``): its entry index and that of its last descendant.
-        self.first, self.last = first, last
+    enters: IntArray
+    exits: IntArray
+    ids: IntArray
+    top: np.ndarray
+    phase_enters: IntArray
+    phase_exits: IntArray
+    phase_ids: IntArray
+    unbalanced: int
+    #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
+    entry_ops: IntArray
+    #: Per kept op (as ``ids``): its entry index and that of its last descendant.
+    first: IntArray
+    last: IntArray
 
 
 class _GraphBuilder:

@@ -70,10 +70,12 @@ class BaselineRun:
     def n_ops(self) -> int:
         return len(self.ops["name"])
 
+    def keys(self) -> list[Key]:
+        return list(zip(self.ops["name"], self.ops["occurrence"], strict=True))
+
     def samples(self) -> dict[Key, np.ndarray]:
-        keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
         return {key: np.asarray(values, dtype=float)
-                for key, values in zip(keys, self.ops["samples"], strict=True)}
+                for key, values in zip(self.keys(), self.ops["samples"], strict=True)}
 
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
@@ -128,17 +130,14 @@ class Baseline:
         recorded them; empty when none did."""
         for run in reversed(self.runs):
             if run.functions is not None:
-                keys = zip(run.ops["name"], run.ops["occurrence"], strict=True)
-                return {key: dict(f) for key, f in zip(keys, run.functions, strict=True)}
+                return {key: dict(f) for key, f in zip(run.keys(), run.functions, strict=True)}
         return {}
 
     def op_ids(self) -> dict[Key, int]:
         """OP_IDs as the latest run numbered them."""
         ids: dict[Key, int] = {}
         for run in self.runs:
-            ops = run.ops
-            ids.update(zip(zip(ops["name"], ops["occurrence"], strict=True), ops["op_id"],
-                           strict=True))
+            ids.update(zip(run.keys(), run.ops["op_id"], strict=True))
         return ids
 
     def span_seconds(self) -> float:

@@ -95,13 +95,10 @@ class CallgrindTimer(Timer):
         return marks, None
 
     def final(self, times: Times) -> Times:
-        counts = self._cumulative()
+        counts = self._cumulative()  # every mark from the first counted one on
         first = self._first if self._first is not None else float("inf")
-        try:  # a skipped iteration's marks were not dumped: 0
-            return [counts[int(k)] if k >= first else 0 for k in times]
-        except KeyError as exc:
-            raise OpprofError(f"callgrind wrote no dump for mark {exc.args[0]}: the child's "
-                              f"dumps under {self.prefix} are incomplete") from None
+        # a skipped iteration's marks were not dumped: 0
+        return [counts[int(k)] if k >= first else 0 for k in times]
 
     def _cumulative(self) -> dict[int, int]:
         """Each mark of the test -> the instructions from its first mark up to it."""

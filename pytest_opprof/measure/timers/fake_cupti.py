@@ -1,14 +1,8 @@
-"""A fake of the part of cupti-python that :class:`~.cupti.KernelTracer` uses.
-
-It stands where ``from cupti import cupti`` stands on a GPU machine, so the real layer's
-code runs in CI: activity kinds, the external correlation stack, buffers handed back
-through the registered callbacks on ``activity_flush_all``, and ``cuptiError`` with a
-``status``. A :class:`~.fake.FakeDevice` it is attached to reports each kernel, memcpy
-and memset it runs; each launch gets a correlation id, a record of its kind and, when an
-external id is on the stack, an EXTERNAL_CORRELATION record (as CUPTI emits them).
-
-Told to fail (``OPPROF_FAKE_CUPTI`` = ``missing``, ``no-gpu``, ``multiple-subscribers``,
-``version``), it fails as cupti-python does in each case.
+"""A fake of the part of cupti-python that :class:`~.cupti.KernelTracer` uses, so that the
+real layer's code runs in CI: the external correlation stack, buffers handed back through
+the callbacks on ``activity_flush_all``, ``cuptiError`` with a ``status``. The
+:class:`~.fake.FakeDevice` it is attached to reports each launch, which gets its records
+as CUPTI emits them. Told to fail (``OPPROF_FAKE_CUPTI``), it fails as cupti-python does.
 """
 
 from __future__ import annotations
@@ -102,7 +96,6 @@ class FakeCupti:
         self.pops = 0
         self.flushes = 0
 
-    # -- cupti-python's API ------------------------------------------------------------
     def activity_enable(self, kind: int) -> None:
         failure = {"no-gpu": Result.ERROR_NOT_INITIALIZED, "version": Result.ERROR_NOT_COMPATIBLE,
                    "multiple-subscribers": Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED}
@@ -139,7 +132,6 @@ class FakeCupti:
     def get_timestamp(self) -> int:
         return self.now()
 
-    # -- what the fake device reports --------------------------------------------------
     def launch(self, kind: str, name: str, start: int, end: int, stream: int) -> None:
         """A kernel (``kind`` "kernel"), copy ("memcpy", ``name`` its direction) or memset
         ran from ``start`` to ``end``: its records, as CUPTI would write them."""
