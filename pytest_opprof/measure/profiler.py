@@ -96,7 +96,6 @@ else:
 
 
 def is_recording() -> bool:
-    """Whether a profiler is recording an iteration in this process."""
     return _impl.get_sink() is not None
 
 
@@ -136,7 +135,6 @@ class Profiler:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module where the measure takes its figures (cupy or numpy)."""
         return self.timer.xp
 
     @property
@@ -633,7 +631,6 @@ def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int],
 
 
 class _Matrices:
-    """The arrays of a Profile being built, NaN where nothing ran."""
 
     def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
                  has_streams: bool, final: Callable[[Times], Times]) -> None:
@@ -650,7 +647,6 @@ class _Matrices:
         self.op_streams: list[int] | None = [0] * n_ops if has_streams else None
 
     def fill(self, all_rows: list[_Iteration], members: list[int]) -> None:
-        """The rows of ``members``, iterations that share one layout."""
         layout = all_rows[members[0]].layout
         rows = np.array(members)[:, None]
         # marks[0] opens the iteration, so event k of `names` is mark k + 1

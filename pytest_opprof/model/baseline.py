@@ -118,7 +118,6 @@ class Baseline:
     batch: str = ""
 
     def samples(self) -> dict[Key, list[np.ndarray]]:
-        """Each op's samples, one array per run that has it."""
         found: dict[Key, list[np.ndarray]] = {}
         for run in self.runs:
             for key, values in run.samples().items():
@@ -134,7 +133,6 @@ class Baseline:
         return {}
 
     def op_ids(self) -> dict[Key, int]:
-        """OP_IDs as the latest run numbered them."""
         ids: dict[Key, int] = {}
         for run in self.runs:
             ids.update(zip(run.keys(), run.ops["op_id"], strict=True))
@@ -163,7 +161,6 @@ class Baseline:
         return float(np.median(values)) if values else None
 
     def conditions(self) -> dict[str, Any] | None:
-        """The run conditions of the latest run that recorded them, or None."""
         found = [r.meta["conditions"] for r in self.runs if r.meta.get("conditions")]
         return found[-1] if found else None
 
@@ -271,8 +268,7 @@ def update_to_3(data: dict[str, Any], former: Former) -> dict[str, Any]:
 
 def _right_aligned(values: list[int], width: int) -> np.ndarray:
     out = np.full(width, np.nan)
-    if values:
-        out[width - len(values):] = values
+    out[width - len(values):] = values
     return out
 
 
@@ -309,7 +305,6 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
 
 
 def _check_counts(ops: dict[str, Any]) -> None:
-    """OP_IDs, occurrences, depths and sample counts are whole numbers."""
     for key in ("op_id", "occurrence", "depth", "n"):
         values = ops[key]
         if values and (not set(map(type, values)) <= {int} or min(values) < 0):

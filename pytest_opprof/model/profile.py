@@ -216,7 +216,6 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
-        """A check of the one parse path: every shape checked before an array is built."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise OpprofError(f"not a profile of schema {SCHEMA!r}")
         return _Reader(data).profile(cls)

@@ -56,8 +56,8 @@ class GateSettings:
     tolerance: float
     #: A slowdown must also exceed this much per call, drift-corrected.
     floor: float
-    #: The typical relative spread of an op's median between processes, assumed where it
-    #: cannot be measured, and the least a measured one is taken to be.
+    #: An op's median's relative spread between processes where none is measured, and
+    #: the least a measured one is taken to be.
     tau_prior: float
     tau_floor: float
     #: Absolute jitter per call, so short ops get a wider margin.
@@ -84,16 +84,12 @@ class Measure(ABC):
     #: What ``--help`` says of it; one without help (the tests' fakes) is not offered.
     help: ClassVar[str] = ""
     unit: ClassVar[Unit] = Unit.NANOSECONDS
-    #: For counts: what is counted, and its short form after an amount
-    #: (``("instructions", "instr")``: ``3.42M instr``).
+    #: For counts: what is counted, and its short form (``3.42M instr``).
     counts: ClassVar[tuple[str, str]] = ("", "")
-    #: What an op's figure is, in words: ``kernel time``; and where it comes from:
-    #: ``CUPTI activity records``.
+    #: What an op's figure is (``kernel time``) and where it comes from (``CUPTI ...``).
     figure: ClassVar[str]
     source: ClassVar[str] = ""
-    #: How the gate judges the figures.
     gate: ClassVar[GateSettings]
-    #: The runs ``opprof baseline update`` takes by default.
     baseline_runs: ClassVar[int] = BASELINE_RUNS
     #: The start of the machine key of its baselines (the device follows).
     key: ClassVar[str]
@@ -159,7 +155,6 @@ class Measure(ABC):
 
     @classmethod
     def amount(cls, value: float | None) -> str:
-        """A figure of this measure: ``25.1 us``, ``3.42M instr``."""
         return amount(value, cls.unit, cls.counts[1])
 
 
@@ -185,22 +180,18 @@ def register(measure: M) -> M:
 
 
 def names() -> tuple[str, ...]:
-    """Every registered measure's name, those not offered too."""
     return tuple(_REGISTRY)
 
 
 def listed() -> tuple[type[Measure], ...]:
-    """The measures offered to a user (those with help), in the order registered."""
     return tuple(m for m in _REGISTRY.values() if m.help)
 
 
 def choices() -> tuple[str, ...]:
-    """The names ``--opprof-measure`` offers: ``auto`` and each listed measure's."""
     return (AUTO, *(m.name for m in listed()))
 
 
 def named(name: str) -> type[Measure]:
-    """The measure registered as ``name``; OpprofError (one line) for another name."""
     found = _REGISTRY.get(name)
     if found is None:
         shown = repr(name if len(name) <= 40 else name[:37] + "...")

@@ -147,7 +147,6 @@ def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
 
 
 def _dumps(data: Any) -> Dumps:
-    """The reader's answer (the check of the one parse path)."""
     if "error" in data:
         raise OpprofError(str(data["error"]))
     return Dumps({int(k): int(v) for k, v in data["summary"].items()},

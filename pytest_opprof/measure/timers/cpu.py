@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
@@ -18,14 +19,10 @@ from .base import Timer
 def cpu_name() -> str:
     """The CPU model and the number of cores this process may use."""
     model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8",
+                                            errors="replace") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f
+                      if line.startswith("model name")), "")
     model = model or platform.processor() or platform.machine() or "unknown CPU"
     try:
         cores = len(os.sched_getaffinity(0))

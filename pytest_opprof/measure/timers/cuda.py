@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 
 class EventAPI(Protocol):
-    """What :class:`CudaTimer` needs from a device."""
 
     device: str
     xp: ModuleType

@@ -181,7 +181,6 @@ class KernelTracer:
             self.pop(self._custom)
 
     def end_iteration(self) -> None:
-        """After the iteration's synchronisation: pop what is still open, collect."""
         for _ in range(self._depth + 1):
             self.pop(self._custom)
         self._depth = 0
@@ -239,7 +238,6 @@ class KernelTracer:
 
 
 def cuda_tracer() -> KernelTracer:
-    """A started tracer on cupti-python, or :class:`CuptiUnavailable`."""
     tracer = KernelTracer(import_cupti())
     tracer.start()
     return tracer

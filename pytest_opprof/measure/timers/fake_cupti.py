@@ -58,7 +58,6 @@ class cuptiError(Exception):
 
 @dataclass
 class Record:
-    """An activity record: the attributes cupti-python's records have, those used."""
 
     kind: int
     correlation_id: int
