@@ -56,7 +56,6 @@ import_attr(const char *module, const char *name)
     return attr;
 }
 
-/* Calls the sink's hook at `index` (with `arg`, or with nothing) if it has one. */
 static inline int
 call_hook(PyObject *s, Py_ssize_t index, PyObject *arg)
 {
@@ -144,7 +143,7 @@ record_exit(PyObject *s, PyObject *name)
     return call_hook(s, 5, NULL);
 }
 
-/* The sink, if this thread records into it (a borrowed reference), else NULL. */
+/* The sink, if this thread records into it (borrowed), else NULL. */
 static inline PyObject *
 my_sink(void)
 {

@@ -398,15 +398,12 @@ class _GraphBuilder:
         p_enters, p_exits, p_ids, p_unbalanced = self._pair_phases(phase_key)
         entry_ops = np.full(len(enters), -1, dtype=np.intp)
         entry_ops[keep] = ids
-        all_enters = np.array(enters, dtype=np.intp)
-        kept_exits = np.array([exits[j] for j in keep], dtype=np.intp)
+        all_enters, kept = np.array(enters, dtype=np.intp), np.array(keep, dtype=np.intp)
+        kept_exits = np.array(exits, dtype=np.intp)[kept]
         return _Layout(
-            entry_ops=entry_ops, first=np.array(keep, dtype=np.intp),
-            last=np.searchsorted(all_enters, kept_exits) - 1,
-            enters=np.array([enters[j] for j in keep], dtype=np.intp),
-            exits=np.array([exits[j] for j in keep], dtype=np.intp),
-            ids=np.array(ids, dtype=np.intp),
-            top=np.array([depths[j] == 0 for j in keep], dtype=bool),
+            entry_ops=entry_ops, first=kept, last=np.searchsorted(all_enters, kept_exits) - 1,
+            enters=all_enters[kept], exits=kept_exits, ids=np.array(ids, dtype=np.intp),
+            top=np.array(depths, dtype=np.intp)[kept] == 0,
             phase_enters=p_enters, phase_exits=p_exits, phase_ids=p_ids,
             unbalanced=unbalanced + p_unbalanced,
         )

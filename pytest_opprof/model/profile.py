@@ -144,8 +144,8 @@ class Profile:
     #: Op exits with no open op and ops still open when their iteration ended.
     unbalanced: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    # Where things happened, for timelines (the trace); None where not known (a profile
-    # rebuilt from a baseline). All ns; starts are from the start of their iteration.
+    # For timelines (the trace); None where not known (a profile rebuilt from a baseline);
+    # from the start of their iteration.
     #: (iterations, ops) when each op started, on the primary timeline (the device's on CUDA).
     starts: np.ndarray | None = None
     #: (iterations, ops) when each op was dispatched by the host (CUDA only).

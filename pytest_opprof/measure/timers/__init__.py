@@ -6,7 +6,6 @@ its classes is first named (``from pytest_opprof.measure.timers import FakeTimer
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,14 +13,18 @@ if TYPE_CHECKING:
     from .cpu import CpuTimer
     from .fake import FakeDevice, FakeTimer
 
-_MODULES = {"Timer": "base", "CpuTimer": "cpu", "FakeDevice": "fake", "FakeTimer": "fake"}
-
 
 def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
+    if name == "Timer":
+        from . import base as module
+    elif name == "CpuTimer":
+        from . import cpu as module  # type: ignore[no-redef]
+    elif name in ("FakeDevice", "FakeTimer"):
+        from . import fake as module  # type: ignore[no-redef]
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f".{_MODULES[name]}", __name__)
-    globals()[name] = value = getattr(module, name)
+    value = getattr(module, name)
+    globals()[name] = value
     return value
 
 

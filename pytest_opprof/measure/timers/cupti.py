@@ -30,10 +30,6 @@ FIRST_OP_ID = 2
 BUFFER_BYTES = 8 * 1024 * 1024
 INSTALL_HINT = install("cupti")
 
-#: CUPTI's memcpy kinds as shown in names: ``[memcpy HtoD]``.
-_COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
-               "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD",
-               "DTOA": "DtoA", "PTOP": "PtoP"}
 #: Why CUPTI refused, by cupti.Result name, in words a user can act on.
 _REASONS = {
     "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
@@ -234,7 +230,9 @@ class KernelTracer:
             kind = self.api.ActivityMemcpyKind(copy_kind).name
         except Exception:  # a kind this table does not know
             kind = str(copy_kind)
-        return f"[memcpy {_COPY_NAMES.get(kind, kind)}]"
+        if len(kind) == 4 and kind[1:3] == "TO":  # HTOD as the tools write it: HtoD
+            kind = f"{kind[0]}to{kind[3]}"
+        return f"[memcpy {kind}]"
 
 
 def cuda_tracer() -> KernelTracer:
