@@ -21,8 +21,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from ...errors import OpprofError
 from ...model import jsontext
 from ...model.words import Unit
@@ -69,10 +67,6 @@ class CallgrindTimer(Timer):
         self._counts: dict[int, int] | None = None
         #: Per mark (from the last iteration's first on): its costliest functions.
         self._functions: dict[int, list[tuple[str, int]]] = {}
-
-    @property
-    def xp(self) -> ModuleType:
-        return np
 
     def begin_iteration(self) -> None:
         self._iteration += 1

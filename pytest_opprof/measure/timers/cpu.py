@@ -8,9 +8,6 @@ import platform
 import time
 from collections.abc import Sequence
 from functools import cache
-from types import ModuleType
-
-import numpy as np
 
 from .base import Timer
 
@@ -37,10 +34,6 @@ class CpuTimer(Timer):
     def __init__(self) -> None:
         self.device = cpu_name()
         self.mark = time.perf_counter_ns
-
-    @property
-    def xp(self) -> ModuleType:
-        return np
 
     def resolve(self, marks: Sequence[int]) -> tuple[Sequence[int], None]:
         # the marks are already nanoseconds; they become arrays in bulk at the end
