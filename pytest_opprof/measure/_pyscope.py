@@ -110,8 +110,9 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
     await) or a generator function (TypeError, one line); else None."""
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
+        named = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn
         raise TypeError(
-            f"op({scope.name!r}) cannot time {kind} function ({_qualname(fn)}): its body runs "
+            f"op({scope.name!r}) cannot time {kind} function ({named}): its body runs "
             "on each next(), inside the loop that consumes it, not in the call; time that "
             f"loop (with op({scope.name!r}): for item in ...) or the work inside the "
             "generator")
@@ -124,10 +125,6 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
             return await fn(*args, **kwargs)
 
     return timed
-
-
-def _qualname(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
 
 def interleaved(name: object, top: object) -> OpprofError:

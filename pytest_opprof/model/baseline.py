@@ -304,14 +304,6 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
                                  "to 10^15")
 
 
-def _check_counts(ops: dict[str, Any]) -> None:
-    for key in ("op_id", "occurrence", "depth", "n"):
-        values = ops[key]
-        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
-            bad = next(v for v in values if type(v) is not int or v < 0)
-            raise ValueError(f"{key} {bad!r} is not a whole number")
-
-
 #: The run meta that names the ops on which a run sat far from the test's other runs,
 #: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
 OUTLYING_OPS = "outlying_ops"
@@ -363,7 +355,11 @@ def _parse_run(data: Any) -> BaselineRun:
         raise TypeError("op names are strings, and phases strings or null")
     if not all(names):
         raise ValueError("an op name is empty")
-    _check_counts(ops)
+    for key in ("op_id", "occurrence", "depth", "n"):  # whole numbers
+        values = ops[key]
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
+            bad = next(v for v in values if type(v) is not int or v < 0)
+            raise ValueError(f"{key} {bad!r} is not a whole number")
     wall, op_time = data.get("wall", []), data.get("op_time", [])
 
     def label(i: int) -> str:
