@@ -261,7 +261,7 @@ def test_the_probe_is_the_median_of_rounds_spread_out(monkeypatch):
 
     rounds = iter([16e6, 30e3, 31e3, 29e3, 30e3])
     slept = []
-    monkeypatch.setattr(probe, "_round", lambda xp, repeats: next(rounds))
+    monkeypatch.setattr(probe, "_round", lambda xp: next(rounds))
     monkeypatch.setattr(probe.time, "sleep", slept.append)
     assert probe.reference_probe(np) == 30e3
     assert slept == [probe.GAP_S] * (probe.ROUNDS - 1)

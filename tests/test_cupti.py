@@ -275,7 +275,7 @@ def test_kernel_fields_round_trip_through_json():
     assert np.array_equal(again.kernel_counts, profile.kernel_counts)
     assert again.activities is not None and profile.activities is not None
     assert again.activities.to_dict() == profile.activities.to_dict()
-    assert again.activity_names == ["k", "[memset]"]
+    assert again.activities.names == ["k", "[memset]"]
 
 
 def test_an_events_profile_has_no_kernel_fields():

@@ -6,19 +6,9 @@
  * decorated function forwards its call by vectorcall, so that with no profiler
  * recording the decorator costs one pointer test.
  *
- * The sink is a tuple (names, marks, mark, phases[, enter_hook, exit_hook]) set
- * by the profiler at the start of every iteration: entering an op appends its
- * name to `names`, calls enter_hook(name) and appends mark() to `marks`; leaving
- * it appends mark() to `marks` and None to `names`, then calls exit_hook() (the
- * hooks, NVTX ranges on CUDA, are None elsewhere, and stay out of the op's time).
- * Only the thread that set the sink records: ops called from other threads run
- * untimed. Every recording function holds a reference to the sink while it runs,
- * since mark() may run Python code that ends the iteration.
- *
- * Ops nest: an op that ends must be the innermost one open. One that is not
- * (two asyncio tasks whose ops overlap in the one recording thread) would pair
- * one task's enter with the other's exit, so it is refused with OpprofError.
- * The open ops are a stack of borrowed names: the sink's `names` list holds them.
+ * Every recording function holds a reference to the sink while it runs, since
+ * mark() may run Python code that ends the iteration. The open ops are a stack
+ * of borrowed names: the sink's `names` list holds them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -56,7 +46,16 @@ take_mark(PyObject *s)
 }
 static PyTypeObject TimedType;
 
-/* Calls the sink's hook at `index` (with `arg`, or with nothing) if it has one. */
+/* module.name, a new reference (NULL with an exception set). */
+static PyObject *
+import_attr(const char *module, const char *name)
+{
+    PyObject *m = PyImport_ImportModule(module);
+    PyObject *attr = m != NULL ? PyObject_GetAttrString(m, name) : NULL;
+    Py_XDECREF(m);
+    return attr;
+}
+
 static inline int
 call_hook(PyObject *s, Py_ssize_t index, PyObject *arg)
 {
@@ -102,16 +101,13 @@ pop_open(PyObject *s, PyObject *name)
         int same = PyObject_RichCompareBool(top, name, Py_EQ);
         if (same < 0)
             return -1;
-        if (!same) {
-            PyObject *errors = PyImport_ImportModule("pytest_opprof.errors");
-            PyObject *cls = errors ? PyObject_GetAttrString(errors, "OpprofError") : NULL;
-            Py_XDECREF(errors);
-            if (cls != NULL) {
-                PyErr_Format(cls, "op %R ended while op %R, opened inside it, is still open: "
-                             "ops of concurrent tasks interleave; profile one task at a time",
-                             name, top);
-                Py_DECREF(cls);
-            }
+        if (!same) { /* the reference's error, raised */
+            PyObject *make = import_attr("pytest_opprof.measure._pyscope", "interleaved");
+            PyObject *error = make ? PyObject_CallFunctionObjArgs(make, name, top, NULL) : NULL;
+            if (error != NULL)
+                PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+            Py_XDECREF(make);
+            Py_XDECREF(error);
             return -1;
         }
     }
@@ -147,7 +143,7 @@ record_exit(PyObject *s, PyObject *name)
     return call_hook(s, 5, NULL);
 }
 
-/* The sink, if this thread records into it (a borrowed reference), else NULL. */
+/* The sink, if this thread records into it (borrowed), else NULL. */
 static inline PyObject *
 my_sink(void)
 {
@@ -340,19 +336,24 @@ scope_dealloc(ScopeObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* record(sink, name) into this thread's sink `s`, held while it runs. */
+static inline int
+record_in(PyObject *s, int (*record)(PyObject *, PyObject *), PyObject *name)
+{
+    Py_INCREF(s);
+    int rc = record(s, name);
+    Py_DECREF(s);
+    return rc;
+}
+
 static PyObject *
 scope_enter(ScopeObject *self, PyObject *Py_UNUSED(ignored))
 {
     PyObject *s = my_sink();
-    if (s != NULL) {
-        Py_INCREF(s);
-        int rc = record_enter(s, self->name);
-        Py_DECREF(s);
-        if (rc < 0)
-            return NULL;
-    }
-    else
+    if (s == NULL)
         untimed++;
+    else if (record_in(s, record_enter, self->name) < 0)
+        return NULL;
     return Py_NewRef(self);
 }
 
@@ -360,13 +361,8 @@ static PyObject *
 scope_exit(ScopeObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *s = my_sink();
-    if (s != NULL) {
-        Py_INCREF(s);
-        int rc = record_exit(s, self->name);
-        Py_DECREF(s);
-        if (rc < 0)
-            return NULL;
-    }
+    if (s != NULL && record_in(s, record_exit, self->name) < 0)
+        return NULL;
     Py_RETURN_NONE; /* never swallows the block's exception */
 }
 
@@ -386,15 +382,9 @@ scope_call(ScopeObject *self, PyObject *args, PyObject *kwargs)
     }
     /* a coroutine function's body runs when its coroutine is awaited, a generator's on
      * each next(): the reference decides for both (timed awaits, or refused) */
-    if (special_wrap == NULL) {
-        PyObject *py = PyImport_ImportModule("pytest_opprof.measure._pyscope");
-        if (py == NULL)
-            return NULL;
-        special_wrap = PyObject_GetAttrString(py, "special_wrap");
-        Py_DECREF(py);
-        if (special_wrap == NULL)
-            return NULL;
-    }
+    if (special_wrap == NULL
+        && (special_wrap = import_attr("pytest_opprof.measure._pyscope", "special_wrap")) == NULL)
+        return NULL;
     PyObject *special = PyObject_CallFunctionObjArgs(special_wrap, (PyObject *)self, fn, NULL);
     if (special == NULL || special != Py_None)
         return special;
@@ -578,19 +568,8 @@ PyInit__cscope(void)
 {
     if (PyType_Ready(&ScopeType) < 0 || PyType_Ready(&TimedType) < 0)
         return NULL;
-    PyObject *functools = PyImport_ImportModule("functools");
-    if (functools == NULL)
-        return NULL;
-    update_wrapper = PyObject_GetAttrString(functools, "update_wrapper");
-    Py_DECREF(functools);
-    if (update_wrapper == NULL)
-        return NULL;
-    PyObject *time = PyImport_ImportModule("time");
-    if (time == NULL)
-        return NULL;
-    perf_counter_ns = PyObject_GetAttrString(time, "perf_counter_ns");
-    Py_DECREF(time);
-    if (perf_counter_ns == NULL)
+    if ((update_wrapper = import_attr("functools", "update_wrapper")) == NULL
+        || (perf_counter_ns = import_attr("time", "perf_counter_ns")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)

@@ -1,44 +1,29 @@
-"""The recording hot path in pure Python: the reference for ``_cscope.c``.
+"""The recording hot path in pure Python: the reference for ``_cscope.c``, which offers
+the same API (``_cscope.pyi``) and is used where it was built.
 
-Both modules offer the same API, and the profiler uses the C one when it was
-built (``pip install`` compiles it where a C compiler is available):
+- ``op(name)`` returns ``cache[name]`` (``configure_op(cache, make)``) and leaves the rest
+  (new names, checks, bare decorators) to ``make``; ``new_scope(name)`` is the scope to
+  cache for a new name (in C, one whose ``with`` costs less).
+- ``set_sink((names, marks, mark, phases[, enter_hook, exit_hook]))`` starts recording,
+  ``set_sink(None)`` stops. Only the thread that set it records; ops called from other
+  threads run untimed.
+- ``OpScope(name)``: entering appends ``name`` to ``names``, calls ``enter_hook(name)``
+  and appends ``mark()`` to ``marks``; leaving appends ``mark()`` and None, then calls
+  ``exit_hook()`` (the hooks, NVTX ranges on CUDA, stay out of the op's time). An
+  exception inside the block closes the op and is never swallowed.
+- ``OpScope(name)(fn)`` times every call of ``fn`` into the sink active when it started,
+  binds as a method, and carries ``fn``'s name and docstring. On a coroutine function the
+  op spans the *await* (timing the call would time only the coroutine's creation); a
+  generator function is refused (its body runs on each ``next()``, in its consumer's
+  loop: no one op). Both paths decide this here (:func:`special_wrap`).
+- ``untimed_calls()``: ops entered where no sink recorded them, so that the profiler can
+  say that ops ran outside ``iterations()``.
+- Ops nest: an op that ends must be the innermost one open. One that is not (two asyncio
+  tasks overlapping in the recording thread) raises OpprofError and records nothing:
+  pairing its exit with the other's enter would swap the tasks' times.
 
-- ``configure_op(cache, make)`` and ``op(name)``: ``op`` returns ``cache[name]``
-  and leaves the rest (new names, checks, bare decorators) to ``make``;
-  ``new_scope(name)`` is the scope to cache for a new name (in C, one whose
-  ``with`` costs less than a plain ``OpScope``'s).
-- ``set_sink(sink)`` starts recording into ``sink = (names, marks, mark,
-  phases[, enter_hook, exit_hook])``, a tuple of two lists, the timer's ``mark``,
-  the phase list and optional hooks (NVTX ranges on CUDA; None elsewhere);
-  ``set_sink(None)`` stops. ``get_sink()`` returns the active tuple or None.
-  Only the thread that called ``set_sink`` records: ops called from other
-  threads run untimed (``recording_here()`` says whether this thread records).
-- ``OpScope(name)``: entering appends ``name`` to ``names``, calls
-  ``enter_hook(name)`` and appends ``mark()`` to ``marks``; leaving appends
-  ``mark()`` to ``marks`` and None to ``names``, then calls ``exit_hook()``.
-  With no sink, both do nothing. An exception inside the block still closes
-  the op and is never swallowed.
-- ``OpScope(name)(fn)`` times every call of ``fn`` the same way, binds as a
-  method when it decorates one, and carries ``fn``'s name and docstring. A call
-  records into the sink that was active when it started.
-- ``OpScope(name)(fn)`` on a coroutine function (``async def``) returns a coroutine
-  function whose op spans the *await* of ``fn``'s coroutine, from its first step to its
-  return or exception (time it spends suspended included: another task's ops then may
-  not open inside it, see below); timing the call would time only the creation of the
-  coroutine. A generator function or an async generator function is refused with one
-  TypeError line when decorated: its body runs on each ``next()``, spread over its
-  consumer's loop, which is no one op; time the loop that consumes it, or the work in it.
-  Both paths decide this here (:func:`special_wrap`).
-- ``untimed_calls()``: how many ops were entered in this process where no sink recorded
-  them (no profiler recording, or another thread): the profiler reads it before and
-  after its loop to say that ops ran outside ``iterations()``.
-- Ops nest: an op that ends must be the innermost one open in its sink. One that
-  is not (the ops of two asyncio tasks overlapping in the one recording thread)
-  raises OpprofError and records nothing: pairing its exit with the other op's
-  enter would swap the two tasks' times.
-
-``FORWARDS_ATTRIBUTES`` says whether a timed callable answers the wrapped
-object's other attributes (the C one does; here ``instrument`` adds a proxy).
+``FORWARDS_ATTRIBUTES``: whether a timed callable answers the wrapped object's other
+attributes (the C one does; here ``instrument`` adds a proxy).
 """
 
 from __future__ import annotations
@@ -56,18 +41,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 FORWARDS_ATTRIBUTES = False
 
-#: What the recording thread appends to, as seen by it: (names.append, marks.append,
-#: mark, enter_hook, exit_hook, open op names); see ``set_sink``.
+#: The sink as the recording thread appends to it: (names.append, marks.append, mark,
+#: enter_hook, exit_hook, open op names).
 Fast = tuple[Callable[[str | None], None], Callable[[Any], None], Callable[[], Any],
              Callable[[str], Any] | None, Callable[[], Any] | None, list[str]]
 
 _sink: tuple[Any, ...] | None = None
-#: ``fast``: the active sink's Fast, set in the recording thread's view only (a new
-#: object per sink: other threads see no ``fast``)
+#: ``fast``: the active sink's Fast, in the recording thread only (a new object per sink)
 _local = threading.local()
-
-
-#: Ops entered where no sink recorded them (see ``untimed_calls``).
 _untimed = 0
 
 _op_cache: dict[str, Any] = {}
@@ -83,10 +64,9 @@ def configure_op(cache: dict[str, Any], make: Callable[[Any], Any]) -> None:
 def op(name: Any) -> Any:
     """Time a block or a function as a named op of the active profiler.
 
-    ``with pytest_opprof.op("conv2d"): ...``, ``@pytest_opprof.op("conv2d")``, or
-    bare ``@pytest_opprof.op`` (named after the function). The op object of a name
-    is made once and reused; with no profiler recording it does nothing.
-    """
+    ``with pytest_opprof.op("conv2d"): ...``, ``@pytest_opprof.op("conv2d")``, or bare
+    ``@pytest_opprof.op`` (named after the function). With no profiler recording it does
+    nothing."""
     if type(name) is str:
         scope = _op_cache.get(name)
         if scope is not None:
@@ -126,13 +106,13 @@ def untimed_calls() -> int:
 
 
 def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
-    """What ``scope(fn)`` is when ``fn`` is no plain function, for both paths: a coroutine
-    function timed over its await; a generator or async generator function refused
-    (TypeError, one line); None for any other callable (the caller wraps its calls)."""
+    """``scope(fn)`` for both paths where ``fn`` is a coroutine function (timed over its
+    await) or a generator function (TypeError, one line); else None."""
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
+        named = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn
         raise TypeError(
-            f"op({scope.name!r}) cannot time {kind} function ({_qualname(fn)}): its body runs "
+            f"op({scope.name!r}) cannot time {kind} function ({named}): its body runs "
             "on each next(), inside the loop that consumes it, not in the call; time that "
             f"loop (with op({scope.name!r}): for item in ...) or the work inside the "
             "generator")
@@ -145,10 +125,6 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
             return await fn(*args, **kwargs)
 
     return timed
-
-
-def _qualname(fn: Any) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
 
 def interleaved(name: object, top: object) -> OpprofError:

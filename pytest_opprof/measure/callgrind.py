@@ -1,24 +1,20 @@
 """Callgrind's dumps read back: each mark's interval count, and where it was spent.
 
-Under ``--opprof-measure=instructions`` the child runs under
-``valgrind --tool=callgrind --instr-atstart=no``, and every mark is a client request
-(``_callgrind.mark``) that dumps the counts of the interval since the previous dump to
-a file of its own, ``PREFIX.<part>``, labelled ``opprof <k>``. A dump resets the
+Each mark (``_callgrind.mark``) dumps the counts of the interval since the previous dump
+to a file of its own, ``PREFIX.<part>``, labelled ``opprof <k>``; a dump resets the
 counts, so the ``summary:`` line of mark k's file is the instructions executed between
-mark k - 1 and mark k; an op's inclusive count is the sum over the marks after its
-entry up to its exit, and its split by function is the sum of those files' self costs
+mark k - 1 and mark k. An op's split by function is the sum of its marks' self costs
 (``fn=`` blocks; the cost line after a ``calls=`` line is the callee's inclusive cost,
 which a self cost leaves out).
 
-This module uses the standard library only: the timer runs it as a script in a
-native process (valgrind does not follow it: ``--trace-children=no``), because
-Python code parsing megabytes runs 50 times slower under valgrind than natively::
+The standard library only: the timer runs it as a script in a native process (valgrind
+does not follow it), because Python parsing megabytes runs 50 times slower under
+valgrind::
 
     python -I callgrind.py PREFIX FIRST LAST FUNCTIONS_FROM
 
-prints ``{"summary": {k: Ir}, "functions": {k: [[name, Ir]...]}}``
-as JSON for marks FIRST..LAST (functions only from FUNCTIONS_FROM on), and removes the
-files it read.
+prints ``{"summary": {k: Ir}, "functions": {k: [[name, Ir]...]}}`` for marks FIRST..LAST
+(functions from FUNCTIONS_FROM on), and removes the files it read.
 """
 
 from __future__ import annotations

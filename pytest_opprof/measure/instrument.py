@@ -1,10 +1,6 @@
-"""Proxies that time every call of a module or object as an op.
-
-``instrument(numpy).matmul(a, b)`` runs ``numpy.matmul`` inside the op
-``matmul``; ``instrument(numpy).linalg.norm(a)`` is the op ``linalg.norm``.
-Classes (``xp.ndarray``, ``xp.float32``) and plain values pass through
-untouched, so ``isinstance`` checks and dtypes keep working. The proxied object
-is never modified.
+"""Proxies that time every call of a module or object as an op (``instrument(numpy)
+.linalg.norm(a)`` is the op ``linalg.norm``). Classes and plain values pass through, so
+``isinstance`` checks and dtypes keep working; the proxied object is never modified.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ machine speed); 48x48 stays under OpenBLAS's threading threshold (64^3 multiply-
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -22,28 +21,27 @@ import numpy as np
 #: made a drift of +76,918%); the median of rounds spread over time does not.
 ROUNDS = 5
 GAP_S = 0.01
+REPEATS = 21
 
 
-def reference_probe(xp: ModuleType, repeats: int = 21, rounds: int = ROUNDS,
-                    gap_s: float = GAP_S) -> float:
+def reference_probe(xp: ModuleType) -> float:
     """The time in ns of one pass of a fixed mix of elementwise, reduction and matmul
-    work on ``xp`` (numpy or cupy): the median over ``rounds`` rounds, ``gap_s`` apart,
-    of each round's median pass."""
+    work on ``xp`` (numpy or cupy): the median of the rounds' median passes."""
     medians = []
-    for round_ in range(rounds):
+    for round_ in range(ROUNDS):
         if round_:
-            time.sleep(gap_s)
-        medians.append(_round(xp, repeats))
+            time.sleep(GAP_S)
+        medians.append(_round(xp))
     return float(np.median(medians))
 
 
-def _round(xp: ModuleType, repeats: int) -> float:
-    """The median time in ns of ``repeats`` passes (cupy synchronised per pass)."""
-    sync = _synchronizer(xp)
+def _round(xp: ModuleType) -> float:
+    cuda = getattr(xp, "cuda", None)
+    sync = (lambda: None) if cuda is None else (lambda: cuda.get_current_stream().synchronize())
     a = xp.arange(1 << 16, dtype=xp.float32)
     m = xp.ones((48, 48), dtype=xp.float32)  # one BLAS thread (see the module's doc)
     times = []
-    for _ in range(repeats + 2):
+    for _ in range(REPEATS + 2):
         sync()
         start = time.perf_counter_ns()
         b = a * 1.0001 + 1.0
@@ -52,10 +50,3 @@ def _round(xp: ModuleType, repeats: int) -> float:
         sync()
         times.append(time.perf_counter_ns() - start)
     return float(np.median(times[2:]))  # the first passes warm caches and allocators
-
-
-def _synchronizer(xp: ModuleType) -> Callable[[], None]:
-    cuda = getattr(xp, "cuda", None)
-    if cuda is None:
-        return lambda: None
-    return lambda: cuda.get_current_stream().synchronize()

@@ -1,17 +1,16 @@
 """The Profiler: ops, phases and iterations, recorded into a Profile.
 
-Recording is kept off the hot path. While an iteration runs, the active
-*sink* is a tuple ``(names, marks, mark, phases, hooks...)``: entering an op appends its
-name and a mark, leaving it appends a mark and ``None`` (``_cscope.c`` does
-that in C, ``_pyscope.py`` is its pure-Python reference). Pairing enters with
-exits, nesting, phases and graph matching happen once per iteration, after the
-iteration's one synchronisation, and are skipped when an iteration repeats the
-previous one's op sequence; the arithmetic waits for the end of the test.
+Recording is kept off the hot path: while an iteration runs, ops only append to the
+active *sink* (``_pyscope``'s docstring). Pairing enters with exits, nesting, phases and
+graph matching happen once per iteration, after its one synchronisation, and are skipped
+when an iteration repeats the previous one's op sequence; the arithmetic waits for the
+end of the test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -37,11 +36,7 @@ from .timers.base import Times
 if TYPE_CHECKING:
     from .timers.cupti import RawActivities
 
-
-#: The module recording ops: ``_cscope`` (C) or ``_pyscope`` (its pure-Python reference).
 _impl: ModuleType = scope.impl
-
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: How many op names get a cached, faster scope of their own (each costs a class, about
@@ -49,13 +44,16 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 MAX_CACHED_OPS = 2048
 
 
-class PhaseScope:
-    """A named phase (``forward``, ``backward``, ...) grouping the ops inside it.
+def _phase_event(name: str | None) -> None:
+    if _impl.recording_here():
+        sink = _impl.get_sink()
+        sink[3].append((name, len(sink[0]), sink[2]()))
 
-    Phases are rare (a few per iteration), so they stay in Python: entering or
-    leaving one appends (name or None, ops recorded so far, mark) to the sink's
-    phase list. Like ops, only in the thread that runs the iterations.
-    """
+
+class PhaseScope:
+    """A named phase (``forward``, ``backward``) grouping the ops inside it. Phases are
+    rare, so they stay in Python: entering or leaving one appends (name or None, ops
+    recorded so far, mark) to the sink's phase list, in the recording thread only."""
 
     __slots__ = ("name",)
 
@@ -63,22 +61,17 @@ class PhaseScope:
         self.name = name
 
     def __enter__(self) -> PhaseScope:
-        if _impl.recording_here():
-            sink = _impl.get_sink()
-            sink[3].append((self.name, len(sink[0]), sink[2]()))
+        _phase_event(self.name)
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if _impl.recording_here():
-            sink = _impl.get_sink()
-            sink[3].append((None, len(sink[0]), sink[2]()))
+        _phase_event(None)
 
     def __repr__(self) -> str:
         return f"phase({self.name!r})"
 
 
-#: The cached scope of each op name seen (at most MAX_CACHED_OPS): they keep no
-#: state, so one serves every call.
+#: The cached scope of each op name seen: they keep no state, so one serves every call.
 _scopes: dict[str, OpScope] = {}
 
 
@@ -103,7 +96,6 @@ else:
 
 
 def is_recording() -> bool:
-    """Whether a profiler is recording an iteration in this process."""
     return _impl.get_sink() is not None
 
 
@@ -119,7 +111,7 @@ class Profiler:
                  nodeid: str = "", measure: str = "", unit: Unit = Unit.NANOSECONDS,
                  cap: int | None = None) -> None:
         self.timer = timer
-        #: The session's measure: what its profile is of, unless the timer names its own
+        #: The session's measure; its profile is of the timer's where the timer names one
         #: (the native timer of a measure a child process takes).
         self._measure = measure or timer.measure
         self._label = (timer.measure, timer.unit) if timer.measure else (measure, unit)
@@ -130,11 +122,11 @@ class Profiler:
         self.default_iterations = iterations
         self.nodeid = nodeid
         self._graph = _GraphBuilder()
-        self._started = False
+        #: Whether :meth:`iterations` was called.
+        self.started = False
         self._profile: Profile | None = None
         self._sink: tuple[Any, ...] | None = None
-        #: Ops entered where nothing recorded them, counted by the scope module: at this
-        #: profiler's start, and while it did not record (before and after its loop).
+        #: The scope module's count of untimed ops: at the start, and outside the loop.
         self._untimed_start = _impl.untimed_calls()
         self._untimed_outside = 0
         self._loop_ended: int | None = None
@@ -143,15 +135,12 @@ class Profiler:
 
     @property
     def xp(self) -> ModuleType:
-        """The array module where the measure takes its figures: cupy on a GPU, else
-        numpy."""
         return self.timer.xp
 
     @property
     def measure(self) -> str:
-        """The name of the measure the session gates an op on (``time``, ``kernel``,
-        ``instructions``, ...), so that a test can size its workload for it (counts scale
-        with work: a smaller shape still shows a change of the code, at a fraction of
+        """The measure the session gates on, so that a test can size its workload for it
+        (counts scale with work: a smaller shape shows a change at a fraction of
         valgrind's cost)."""
         return self._measure
 
@@ -190,36 +179,28 @@ class Profiler:
         recorded but left out of every figure; without ``skip``: the marker's, else
         ``--opprof-skip`` (ini ``opprof_skip``), else 1.
         """
-        if n is None:
-            n = self.default_iterations
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_ITERATIONS:
-            raise OpprofError(f"iterations({n!r}): give a whole number of iterations "
-                              f"from 1 to {MAX_ITERATIONS}")
+        n = _checked(self.default_iterations if n is None else n, 1, "{!r}", "")
         given = skip is not None
-        skip = self.skip if skip is None else skip
-        if isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip <= MAX_ITERATIONS:
-            raise OpprofError(f"iterations(skip={skip!r}): give a whole number of iterations "
-                              f"to skip from 0 to {MAX_ITERATIONS}")
+        skip = _checked(self.skip if skip is None else skip, 0, "skip={!r}", " to skip")
         if n <= skip:
             where = "its skip=" if given else "--opprof-skip"
             raise OpprofError(
                 f"iterations({n}) with skip={skip} leaves no iteration to count: "
                 f"run more than {skip} iterations or lower {where}"
             )
-        if self._started:
+        if self.started:
             raise OpprofError("iterations() was already run in this test: profile one loop "
                               "per test (split the test or parametrize it)")
         if _impl.get_sink() is not None:
             raise OpprofError("another profiler is recording: iterations() loops cannot nest")
         if given:
             self._skip_from(skip)
-        self._started = True
+        self.started = True
         return self._run(n if self.cap is None else min(n, max(self.cap, self.skip + 1)))
 
     def _skip_from(self, skip: int) -> None:
-        """``skip`` set in the test's code: the cap (a count past the skipped iterations)
-        and a timer that counts from the first counted iteration (the callgrind timer's
-        ``skip``) move with it."""
+        """``skip`` set in the test's code: the cap (counted past the skipped iterations)
+        and the callgrind timer's ``skip`` move with it."""
         if self.cap is not None:
             self.cap += skip - self.skip
         if hasattr(self.timer, "skip"):
@@ -271,25 +252,16 @@ class Profiler:
         self.left_early = None
 
     def untimed_outside(self) -> int:
-        """How many ops were entered while this profiler did not record them, before
-        its loop and after it (ops record only inside ``iterations()``; other threads'
-        ops in that window are counted too)."""
+        """How many ops were entered, before this profiler's loop and after it (other
+        threads' ops in that window too), that it did not record."""
         after = 0 if self._loop_ended is None else _impl.untimed_calls() - self._loop_ended
-        before = (self._untimed_outside if self._started
+        before = (self._untimed_outside if self.started
                   else _impl.untimed_calls() - self._untimed_start)
         return before + after
 
-    @property
-    def started(self) -> bool:
-        """Whether :meth:`iterations` was called."""
-        return self._started
-
     def close(self) -> None:
-        """Stop recording (an abandoned loop ends here at the latest).
-
-        Only this profiler's own sink is cleared: a loop abandoned by an earlier
-        test and garbage-collected later must not stop a later test's recording.
-        """
+        """Stop recording. Only this profiler's own sink is cleared: a loop abandoned by
+        an earlier test and garbage-collected later must not stop a later test's."""
         if self._sink is not None and _impl.get_sink() is self._sink:
             _impl.set_sink(None)
         self.timer.close()
@@ -304,6 +276,14 @@ class Profiler:
         return self._profile
 
 
+def _checked(value: object, least: int, shown: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+            least <= value <= MAX_ITERATIONS):
+        raise OpprofError(f"iterations({shown.format(value)}): give a whole number of "
+                          f"iterations{what} from {least} to {MAX_ITERATIONS}")
+    return value
+
+
 #: A phase boundary as recorded: (name on entry or None on exit, ops so far, mark).
 PhaseEvent = tuple[str | None, int, Any]
 #: The same without the mark: what decides an iteration's layout.
@@ -311,17 +291,17 @@ PhaseKey = tuple[str | None, int]
 IntArray = np.ndarray
 
 
+@dataclass(slots=True, eq=False)
 class _Iteration:
-    """One iteration as recorded: its layout and its marks, resolved to times but not
-    yet turned into durations (that happens for all iterations at once in build())."""
+    """One iteration: its layout and its marks resolved to times (durations are taken
+    for all iterations at once in build())."""
 
-    __slots__ = ("host", "kernel", "layout", "phase_times", "streams", "times")
-
-    def __init__(self, layout: _Layout, times: Times, host: Times | None, phase_times: Times,
-                 streams: Sequence[int] | None, kernel: _Kernels | None = None) -> None:
-        self.layout, self.times, self.host, self.phase_times = layout, times, host, phase_times
-        self.streams = streams
-        self.kernel = kernel
+    layout: _Layout
+    times: Times
+    host: Times | None
+    phase_times: Times
+    streams: Sequence[int] | None
+    kernel: _Kernels | None
 
 
 class _Kernels:
@@ -349,25 +329,23 @@ class _Kernels:
         self.counts = counts[last + 1] - counts[first]
 
 
+@dataclass(slots=True, eq=False)
 class _Layout:
     """How an iteration's event sequence maps to OP_IDs; reused while it repeats."""
 
-    __slots__ = ("enters", "entry_ops", "exits", "first", "ids", "last", "phase_enters",
-                 "phase_exits", "phase_ids", "top", "unbalanced")
-
-    def __init__(self, enters: IntArray, exits: IntArray, ids: IntArray, top: np.ndarray,
-                 phase_enters: IntArray, phase_exits: IntArray, phase_ids: IntArray,
-                 unbalanced: int, entry_ops: IntArray | None = None,
-                 first: IntArray | None = None, last: IntArray | None = None) -> None:
-        self.enters, self.exits, self.ids, self.top = enters, exits, ids, top
-        self.phase_enters, self.phase_exits = phase_enters, phase_exits
-        self.phase_ids, self.unbalanced = phase_ids, unbalanced
-        empty = np.zeros(0, dtype=np.intp)
-        #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
-        self.entry_ops = empty if entry_ops is None else entry_ops
-        #: Per kept op (as ``ids``): its entry index and that of its last descendant.
-        self.first = empty if first is None else first
-        self.last = empty if last is None else last
+    enters: IntArray
+    exits: IntArray
+    ids: IntArray
+    top: np.ndarray
+    phase_enters: IntArray
+    phase_exits: IntArray
+    phase_ids: IntArray
+    unbalanced: int
+    #: Per op entry of the iteration (in order of entry): its OP_ID, -1 if untimed.
+    entry_ops: IntArray
+    #: Per kept op (as ``ids``): its entry index and that of its last descendant.
+    first: IntArray
+    last: IntArray
 
 
 class _GraphBuilder:
@@ -420,15 +398,12 @@ class _GraphBuilder:
         p_enters, p_exits, p_ids, p_unbalanced = self._pair_phases(phase_key)
         entry_ops = np.full(len(enters), -1, dtype=np.intp)
         entry_ops[keep] = ids
-        all_enters = np.array(enters, dtype=np.intp)
-        kept_exits = np.array([exits[j] for j in keep], dtype=np.intp)
+        all_enters, kept = np.array(enters, dtype=np.intp), np.array(keep, dtype=np.intp)
+        kept_exits = np.array(exits, dtype=np.intp)[kept]
         return _Layout(
-            entry_ops=entry_ops, first=np.array(keep, dtype=np.intp),
-            last=np.searchsorted(all_enters, kept_exits) - 1,
-            enters=np.array([enters[j] for j in keep], dtype=np.intp),
-            exits=np.array([exits[j] for j in keep], dtype=np.intp),
-            ids=np.array(ids, dtype=np.intp),
-            top=np.array([depths[j] == 0 for j in keep], dtype=bool),
+            entry_ops=entry_ops, first=kept, last=np.searchsorted(all_enters, kept_exits) - 1,
+            enters=all_enters[kept], exits=kept_exits, ids=np.array(ids, dtype=np.intp),
+            top=np.array(depths, dtype=np.intp)[kept] == 0,
             phase_enters=p_enters, phase_exits=p_exits, phase_ids=p_ids,
             unbalanced=unbalanced + p_unbalanced,
         )
@@ -499,23 +474,26 @@ class _GraphBuilder:
         return profile
 
 
+def _cut(name: str, longest: int) -> str:
+    """A C++ template instance's name can be longer than a profile keeps: cut its end."""
+    return name if len(name) <= longest else name[:longest - 3] + "..."
+
+
 def function_name(name: str) -> str:
-    """A function's name as a profile keeps it: never empty, at most MAX_FUNCTION_NAME
-    characters (a C++ template instance can be longer)."""
-    name = name or "?"
-    return name if len(name) <= MAX_FUNCTION_NAME else name[:MAX_FUNCTION_NAME - 3] + "..."
+    return _cut(name or "?", MAX_FUNCTION_NAME)
 
 
-#: The costliest functions kept per op (instructions measure): what naming the
-#: functions that grew reads.
+def activity_name(name: str) -> str:
+    return _cut(name or "[kernel]", MAX_NAME_LENGTH)
+
+
+#: The costliest functions kept per op (instructions measure), to name those that grew.
 TOP_FUNCTIONS = 20
 
 
 def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
-    """Each op's costliest functions in the last iteration (counts are deterministic:
-    one iteration is every counted one), from the timer's per-mark split: an op's
-    functions are those of the marks after its entry up to its exit, nested ops'
-    included, as its count is."""
+    """Each op's costliest functions in the last iteration (counts repeat: one stands for
+    all): those of the marks after its entry up to its exit, as its count is."""
     per_mark = timer.mark_functions()
     layout, marks = row.layout, row.times
     functions: list[list[tuple[str, int]]] = [[] for _ in profile.ops]
@@ -530,50 +508,33 @@ def _add_functions(profile: Profile, row: _Iteration, timer: Timer) -> None:
     profile.op_functions = functions
 
 
-def activity_name(name: str) -> str:
-    """A kernel's name as an op or activity name: never empty, at most MAX_NAME_LENGTH
-    characters (C++ template names can be longer; the end is cut)."""
-    if not name:
-        return "[kernel]"
-    return name if len(name) <= MAX_NAME_LENGTH else name[:MAX_NAME_LENGTH - 3] + "..."
-
-
 def _activities(rows: list[_Iteration], op_ids: list[np.ndarray]) -> tuple[Activities, int]:
     """Every iteration's activities as one table (at most MAX_ACTIVITIES rows, later
     ones dropped) and how many were dropped."""
     names: dict[str, int] = {}
-    parts: list[tuple[int, _Kernels, np.ndarray, np.ndarray]] = []
+    columns: dict[str, list[np.ndarray]] = {key: [] for key in (
+        "iteration", "op_id", "name_id", "kind", "stream", "start_ns", "end_ns")}
     room = MAX_ACTIVITIES
     dropped = 0
     for i, row in enumerate(rows):
-        k = row.kernel
-        if k is None or not len(k.raw):
-            continue
-        n = min(len(k.raw), room)
-        dropped += len(k.raw) - n
+        raw = None if row.kernel is None else row.kernel.raw
+        n = 0 if raw is None else min(len(raw), room)
+        dropped += 0 if raw is None else len(raw) - n
         room -= n
-        if not n:
+        if raw is None or not n:
             continue
-        ids = np.array([names.setdefault(activity_name(x), len(names))
-                        for x in k.raw.names[:n]], dtype=np.int64)
-        parts.append((i, k, ids, op_ids[i][:n]))
-    if not parts:
+        for key, values in (
+                ("iteration", np.full(n, i)), ("op_id", op_ids[i][:n]),
+                ("name_id", [names.setdefault(activity_name(x), len(names))
+                             for x in raw.names[:n]]),
+                ("kind", raw.kind[:n]), ("stream", raw.stream[:n]),
+                ("start_ns", raw.start_ns[:n]), ("end_ns", raw.end_ns[:n])):
+            columns[key].append(np.asarray(values, dtype=float if key.endswith("_ns")
+                                           else np.int64))
+    if not columns["iteration"]:
         return Activities.empty(), dropped
-
-    def column(get: Callable[[tuple[int, _Kernels, np.ndarray, np.ndarray]], np.ndarray],
-               dtype: type) -> np.ndarray:
-        return np.concatenate([np.asarray(get(p), dtype=dtype) for p in parts])
-
-    return Activities(
-        iteration=column(lambda p: np.full(len(p[2]), p[0]), np.int64),
-        op_id=column(lambda p: p[3], np.int64),
-        name_id=column(lambda p: p[2], np.int64),
-        kind=column(lambda p: p[1].raw.kind[:len(p[2])], np.int64),
-        stream=column(lambda p: p[1].raw.stream[:len(p[2])], np.int64),
-        start_ns=column(lambda p: p[1].raw.start_ns[:len(p[2])], float),
-        end_ns=column(lambda p: p[1].raw.end_ns[:len(p[2])], float),
-        names=list(names),
-    ), dropped
+    return Activities(**{key: np.concatenate(parts) for key, parts in columns.items()},
+                      names=list(names)), dropped
 
 
 def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
@@ -591,50 +552,46 @@ def _add_kernels(profile: Profile, rows: list[_Iteration]) -> None:
         profile.meta["activities_dropped"] = dropped
 
 
+#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
+MAX_OPS_ZERO = 10_000
+
+
 def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
     """A test that named no op: one op per activity name, in launch order, matched across
     iterations by (name, occurrence) as named ops are; its time is the activity's."""
-    keys: dict[tuple[str, int], int] = {}
-    ops: list[OpInfo] = []
+    keys: dict[tuple[str, int], int] = {}  # (name, occurrence) -> OP_ID
     per_row: list[np.ndarray] = []
     for row in rows:
         seen: dict[str, int] = {}
         row_ids: list[int] = []
-        names = [] if row.kernel is None else row.kernel.raw.names
-        for raw_name in names:
-            name = activity_name(raw_name)
-            occurrence = seen.get(name, 0)
-            seen[name] = occurrence + 1
-            op_id = keys.get((name, occurrence))
-            if op_id is None:
-                if len(ops) >= MAX_OPS_ZERO:
-                    row_ids.append(-1)
-                    continue
-                op_id = keys[(name, occurrence)] = len(ops)
-                ops.append(OpInfo(op_id, name, occurrence, 0, None))
-            row_ids.append(op_id)
+        for name in map(activity_name, [] if row.kernel is None else row.kernel.raw.names):
+            key = (name, seen.get(name, 0))
+            seen[name] = key[1] + 1
+            if key not in keys and len(keys) < MAX_OPS_ZERO:
+                keys[key] = len(keys)
+            row_ids.append(keys.get(key, -1))
         per_row.append(np.array(row_ids, dtype=np.int64))
-    if not ops:
+    if not keys:
         return
-    shape = (len(rows), len(ops))
+    shape = (len(rows), len(keys))
     sums, counts, starts = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
-    streams = [0] * len(ops)
+    streams = [0] * len(keys)
     for i, (row, op_ids) in enumerate(zip(rows, per_row, strict=True)):
         if row.kernel is None or not len(op_ids):
             continue
-        raw, ok, ids = row.kernel.raw, op_ids >= 0, np.asarray(op_ids, dtype=np.int64)
+        raw, ok = row.kernel.raw, op_ids >= 0
+        ids = op_ids[ok]
+        n = np.bincount(ids, minlength=len(keys))
+        ran = n > 0
         durations = (raw.end_ns - raw.start_ns)[ok]
-        row_sums = np.zeros(len(ops))
-        np.add.at(row_sums, ids[ok], durations)
-        ran = np.zeros(len(ops), dtype=bool)
-        ran[ids[ok]] = True
-        sums[i, ran] = row_sums[ran]
-        counts[i, ran] = np.bincount(ids[ok], minlength=len(ops))[ran]
-        order = np.arange(len(ids))[ok][::-1]  # first occurrence written last
-        starts[i, ids[order]] = raw.start_ns[order]
-        for op_id, stream in zip(ids[ok].tolist(), raw.stream[ok].tolist(), strict=True):
+        sums[i, ran] = np.bincount(ids, weights=durations, minlength=len(keys))[ran]
+        counts[i, ran] = n[ran]
+        order = np.flatnonzero(ok)[::-1]  # first occurrence written last
+        starts[i, op_ids[order]] = raw.start_ns[order]
+        for op_id, stream in zip(ids.tolist(), raw.stream[ok].tolist(), strict=True):
             streams[op_id] = int(stream)
-    profile.ops = ops
+    profile.ops = [OpInfo(op_id, name, occurrence, 0, None)
+                   for (name, occurrence), op_id in keys.items()]
     profile.samples = sums.copy()
     profile.kernel_samples, profile.kernel_counts = sums, counts
     profile.starts = starts
@@ -645,10 +602,6 @@ def _zero_instrumentation(profile: Profile, rows: list[_Iteration]) -> None:
     profile.meta["zero_instrumentation"] = True
     if dropped:
         profile.meta["activities_dropped"] = dropped
-
-
-#: The most ops zero-instrumentation mode makes (activities beyond are left unnamed).
-MAX_OPS_ZERO = 10_000
 
 
 def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int], int]:
@@ -675,10 +628,9 @@ def _pair_ops(names: list[str | None]) -> tuple[list[int], list[int], list[int],
 
 
 class _Matrices:
-    """The arrays of a Profile being built, NaN where nothing ran."""
 
     def __init__(self, n_iter: int, n_ops: int, n_phases: int, *, has_host: bool,
-                 has_streams: bool, final: Callable[[Times], Times] = lambda t: t) -> None:
+                 has_streams: bool, final: Callable[[Times], Times]) -> None:
         self.final = final
         self.samples = np.full((n_iter, n_ops), np.nan)
         self.starts = np.full((n_iter, n_ops), np.nan)
@@ -692,7 +644,6 @@ class _Matrices:
         self.op_streams: list[int] | None = [0] * n_ops if has_streams else None
 
     def fill(self, all_rows: list[_Iteration], members: list[int]) -> None:
-        """The rows of ``members``, iterations that share one layout."""
         layout = all_rows[members[0]].layout
         rows = np.array(members)[:, None]
         # marks[0] opens the iteration, so event k of `names` is mark k + 1

@@ -3,14 +3,9 @@ the JSON they are stored as (schema ``pytest-opprof/baseline/3``; a file of sche
 read through :func:`update_to_3`).
 
 A baseline keeps the last :data:`MAX_RUNS` runs of its test: those of one
-``opprof baseline update`` (each run a separate process), and any appended since
-with ``--opprof-update-baseline=append``; for each run, column by column, each op's name,
-occurrence, OP_ID, depth, phase, median and up to :data:`MAX_SAMPLES` raw samples
-in iteration order, in the unit of the measure the run records (nanoseconds, or counts).
-
-:data:`READER` reads that JSON (the one parse path, :mod:`.jsontext`): each field's
-type and range checked, a damaged file is one :class:`BaselineError` line. Where the
-files live, and how they are written, is :mod:`pytest_opprof.store.baseline`.
+``opprof baseline update`` (each run a separate process), and any appended since.
+:data:`READER` reads the JSON (the one parse path, :mod:`.jsontext`): a damaged file is
+one :class:`BaselineError` line. Where the files live is :mod:`pytest_opprof.store.baseline`.
 """
 
 from __future__ import annotations
@@ -55,13 +50,11 @@ OP_COLUMNS = ("op_id", "name", "occurrence", "depth", "phase", "n", "median", "s
 
 @dataclass
 class BaselineRun:
-    """One profiled run of a test, as stored.
+    """One profiled run of a test, as stored, every figure in the unit its meta records.
 
-    ``ops`` is by column (see :data:`OP_COLUMNS`): each field's name is stored once per
-    run, not once per op, which halves the file and the time to load it.
-    ``median`` is a summary for readers (None where an op has no sample); ``samples``
-    holds each op's last :data:`MAX_SAMPLES` counted samples. Every figure is in the
-    unit its meta records (``measure`` and ``unit``).
+    ``ops`` is by column (:data:`OP_COLUMNS`): each field's name is stored once per run,
+    not once per op, which halves the file and the time to load it. ``median`` is for
+    readers (None where an op has no sample); ``samples``: the last :data:`MAX_SAMPLES`.
     """
 
     ops: dict[str, list[Any]]
@@ -77,11 +70,12 @@ class BaselineRun:
     def n_ops(self) -> int:
         return len(self.ops["name"])
 
+    def keys(self) -> list[Key]:
+        return list(zip(self.ops["name"], self.ops["occurrence"], strict=True))
+
     def samples(self) -> dict[Key, np.ndarray]:
-        """Each op's samples in this run."""
-        keys = zip(self.ops["name"], self.ops["occurrence"], strict=True)
         return {key: np.asarray(values, dtype=float)
-                for key, values in zip(keys, self.ops["samples"], strict=True)}
+                for key, values in zip(self.keys(), self.ops["samples"], strict=True)}
 
     @classmethod
     def from_profile(cls, profile: Profile, meta: dict[str, Any]) -> BaselineRun:
@@ -124,7 +118,6 @@ class Baseline:
     batch: str = ""
 
     def samples(self) -> dict[Key, list[np.ndarray]]:
-        """Each op's samples, one array per run that has it."""
         found: dict[Key, list[np.ndarray]] = {}
         for run in self.runs:
             for key, values in run.samples().items():
@@ -136,17 +129,13 @@ class Baseline:
         recorded them; empty when none did."""
         for run in reversed(self.runs):
             if run.functions is not None:
-                keys = zip(run.ops["name"], run.ops["occurrence"], strict=True)
-                return {key: dict(f) for key, f in zip(keys, run.functions, strict=True)}
+                return {key: dict(f) for key, f in zip(run.keys(), run.functions, strict=True)}
         return {}
 
     def op_ids(self) -> dict[Key, int]:
-        """OP_IDs as the latest run numbered them."""
         ids: dict[Key, int] = {}
         for run in self.runs:
-            ops = run.ops
-            ids.update(zip(zip(ops["name"], ops["occurrence"], strict=True), ops["op_id"],
-                           strict=True))
+            ids.update(zip(run.keys(), run.ops["op_id"], strict=True))
         return ids
 
     def span_seconds(self) -> float:
@@ -164,17 +153,14 @@ class Baseline:
             return 0.0
 
     def probe_ns(self) -> float | None:
-        """The median reference-probe time of the runs that recorded one: one run whose
-        probe met a busy machine must not move the machine's speed (a mean did). Runs
-        written before run conditions were recorded timed another probe (a 96x96
-        matmul, not today's 48x48): their readings are not comparable and are left out."""
+        """The median reference-probe time of the runs: one whose probe met a busy machine
+        must not move the machine's speed (a mean did). Runs without run conditions timed
+        another probe (a 96x96 matmul, not 48x48): not comparable, left out."""
         found = [r.meta.get("probe_ns") for r in self.runs if r.meta.get("conditions")]
         values = [float(v) for v in found if isinstance(v, (int, float)) and v > 0]
         return float(np.median(values)) if values else None
 
     def conditions(self) -> dict[str, Any] | None:
-        """The run conditions of the latest run that recorded them (see conditions.py);
-        None for a baseline written before they were recorded."""
         found = [r.meta["conditions"] for r in self.runs if r.meta.get("conditions")]
         return found[-1] if found else None
 
@@ -196,11 +182,10 @@ class Baseline:
         )
 
     def measure(self) -> str:
-        """The name of the measure its latest run was taken with."""
+        """The measure its latest run was taken with, and its unit."""
         return str(self.runs[-1].meta["measure"])
 
     def unit(self) -> Unit:
-        """What its latest run's figures count."""
         return Unit(self.runs[-1].meta["unit"])
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,11 +193,10 @@ class Baseline:
                 "batch": self.batch, "runs": [r.to_dict() for r in self.runs]}
 
     def dumps(self, fit: bool = False) -> str:
-        """The stored text: JSON with one line per run, compact enough to load a
-        thousand tests' baselines in well under a second, and a diff of a committed
-        baseline shows runs added and dropped. With ``fit``, the oldest runs are
-        dropped (from ``runs`` too) until the text is within what a reader reads
-        (:data:`jsontext.MAX_BYTES`); BaselineError when the latest run alone is not."""
+        """JSON with one line per run: a thousand tests' baselines load in well under a
+        second, and a diff of a committed baseline shows runs added and dropped. With
+        ``fit``, the oldest runs are dropped (from ``runs`` too) until the text is within
+        :data:`jsontext.MAX_BYTES`; BaselineError when the latest run alone is not."""
         data = self.to_dict()
         runs = data.pop("runs")
         head = json.dumps(data, sort_keys=True)[:-1]
@@ -232,8 +216,7 @@ class Baseline:
 
     @classmethod
     def from_dict(cls, data: Any, former: Former | None = None) -> Baseline:
-        """Validated data only (the check of :func:`reader`): anything else raises. A file
-        of schema 2 is read through :func:`update_to_3` with ``former``."""
+        """The check of :func:`reader`; a file of schema 2 is updated with ``former``."""
         if not isinstance(data, dict):
             raise BaselineError("not a baseline (a JSON object was expected)")
         schema = data.get("schema")
@@ -241,16 +224,19 @@ class Baseline:
             data, schema = update_to_3(data, former), SCHEMA
         if schema != SCHEMA:
             raise BaselineError(f"schema {schema!r} is not {SCHEMA!r}")
+        runs = data["runs"]
+        if not isinstance(runs, list):
+            raise TypeError("runs is not a list")
+        if not runs:
+            raise ValueError("no runs")
         return cls(nodeid=_str(data["nodeid"]), machine=_str(data["machine"]),
-                   runs=_parse_runs(data["runs"]), batch=_str(data.get("batch", "")))
+                   runs=[_parse_run(r) for r in runs], batch=_str(data.get("batch", "")))
 
 
 def update_to_3(data: dict[str, Any], former: Former) -> dict[str, Any]:
-    """A baseline of schema 2 as schema 3: each run's figures named for what they are in
-    any unit (``median``, ``samples``, ``wall``, ``op_time`` for ``*_ns``), and the backend
-    and measure it recorded (in its meta and its conditions) as the one measure they stand
-    for, ``former(backend, measure)``: its name and unit. What is not a run is left for
-    the reader to refuse."""
+    """A baseline of schema 2 as schema 3: each run's ``*_ns`` figures renamed for any unit,
+    and the backend and measure it recorded (meta and conditions) as the one measure they
+    stand for, ``former(backend, measure)``. What is not a run is left for the reader."""
     renamed = {"median_ns": "median", "samples_ns": "samples", "wall_ns": "wall",
                "op_time_ns": "op_time"}
 
@@ -282,8 +268,7 @@ def update_to_3(data: dict[str, Any], former: Former) -> dict[str, Any]:
 
 def _right_aligned(values: list[int], width: int) -> np.ndarray:
     out = np.full(width, np.nan)
-    if values:
-        out[width - len(values):] = values
+    out[width - len(values):] = values
     return out
 
 
@@ -298,9 +283,9 @@ _LONGEST_NS = 1e15  # 11 days: beyond it a "time" is a corrupt number
 
 
 def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
-    """Each of ``lists`` must be a list of numbers of ns from 0 to 10^15. Checked in
-    bulk (a store holds millions of samples); only when that fails is the culprit
-    searched for, and named with ``label(its index)``."""
+    """Each of ``lists`` is a list of numbers from 0 to 10^15, checked in bulk (a store
+    holds millions of samples); the culprit is searched for, and named with ``label(its
+    index)``, only when that fails."""
     if set(map(type, lists)) <= {list}:
         everything = list(itertools.chain.from_iterable(lists))
         types = set(map(type, everything))
@@ -319,29 +304,12 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
                                  "to 10^15")
 
 
-def _parse_runs(data: Any) -> list[BaselineRun]:
-    if not isinstance(data, list):
-        raise TypeError("runs is not a list")
-    if not data:
-        raise ValueError("no runs")
-    return [_parse_run(r) for r in data]
-
-
-def _check_counts(ops: dict[str, Any]) -> None:
-    """OP_IDs, occurrences, depths and sample counts are whole numbers."""
-    for key in ("op_id", "occurrence", "depth", "n"):
-        values = ops[key]
-        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
-            bad = next(v for v in values if type(v) is not int or v < 0)
-            raise ValueError(f"{key} {bad!r} is not a whole number")
-
-
 #: The run meta that names the ops on which a run sat far from the test's other runs,
 #: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
 OUTLYING_OPS = "outlying_ops"
 
 def _check_meta(meta: Any) -> dict[str, Any]:
-    """The meta fields the plugin reads are of their type and in range (None allowed)."""
+    """The meta fields the plugin reads are of their type and in range, or None."""
     if not isinstance(meta, dict):
         raise TypeError("meta is not an object")
     for key in ("probe_ns", "iterations", "skip", "counted"):
@@ -363,9 +331,8 @@ def _check_meta(meta: Any) -> dict[str, Any]:
 
 
 def check_run(run: BaselineRun, nodeid: str) -> None:
-    """The reader's checks (:func:`_parse_run`) on a run about to be stored: what the
-    loader would refuse is refused before it is written, in one line, so that no run
-    writes a baseline that makes every later run fail."""
+    """The reader's checks on a run about to be stored, so that no run writes a baseline
+    that makes every later run fail."""
     try:
         _parse_run(run.to_dict())
     except (KeyError, TypeError, ValueError) as exc:
@@ -388,7 +355,11 @@ def _parse_run(data: Any) -> BaselineRun:
         raise TypeError("op names are strings, and phases strings or null")
     if not all(names):
         raise ValueError("an op name is empty")
-    _check_counts(ops)
+    for key in ("op_id", "occurrence", "depth", "n"):  # whole numbers
+        values = ops[key]
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0):
+            bad = next(v for v in values if type(v) is not int or v < 0)
+            raise ValueError(f"{key} {bad!r} is not a whole number")
     wall, op_time = data.get("wall", []), data.get("op_time", [])
 
     def label(i: int) -> str:

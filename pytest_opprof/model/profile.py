@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -57,14 +57,10 @@ _ACTIVITY_TIME_COLUMNS = ("start_ns", "end_ns")
 
 @dataclass(frozen=True, eq=False)
 class Activities:
-    """Every GPU activity (kernel, memcpy, memset) of a profile's iterations, skipped ones
-    included, as equal-length columns in launch order within each iteration.
-
-    ``op_id`` is the innermost op that launched it (-1: outside any op); ``name_id``
-    indexes :attr:`names`; ``kind`` is :data:`KERNEL`, :data:`MEMCPY` or :data:`MEMSET`;
-    ``start_ns``/``end_ns`` are on the device timeline, from the start of their iteration
-    (the same origin as :attr:`Profile.starts`).
-    """
+    """Every GPU activity of a profile's iterations, skipped ones included, as columns in
+    launch order within each iteration. ``op_id``: the innermost op that launched it (-1:
+    none); ``start_ns``/``end_ns``: on the device timeline, from the start of their
+    iteration (as :attr:`Profile.starts`)."""
 
     iteration: np.ndarray
     op_id: np.ndarray
@@ -93,8 +89,7 @@ class Activities:
 
     @classmethod
     def from_dict(cls, data: Any, *, iterations: int, ops: int) -> Activities:
-        """Checked as a profile is: every column a list of the same length, every index
-        within what it indexes."""
+        """Checked as a profile is: columns of one length, indexes within what they index."""
         if not isinstance(data, dict):
             raise TypeError(f"activities is a {type(data).__name__}, not an object")
         _length(data["names"], "activities.names")
@@ -149,8 +144,8 @@ class Profile:
     #: Op exits with no open op and ops still open when their iteration ended.
     unbalanced: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    # Where things happened, for timelines (the trace); None where not known (a profile
-    # rebuilt from a baseline). All ns; starts are from the start of their iteration.
+    # For timelines (the trace); None where not known (a profile rebuilt from a baseline);
+    # from the start of their iteration.
     #: (iterations, ops) when each op started, on the primary timeline (the device's on CUDA).
     starts: np.ndarray | None = None
     #: (iterations, ops) when each op was dispatched by the host (CUDA only).
@@ -190,55 +185,30 @@ class Profile:
         return self.kernel_samples if self.kernel_samples is not None else self.samples
 
     def counted_matrix(self) -> np.ndarray:
-        """The gated samples of the counted iterations as one (iterations, ops) float
-        matrix, NaN where an op did not run: the one reader of the counted samples, for
-        figures taken across ops iteration by iteration (:meth:`counted_samples` is each
-        op's column without its NaN)."""
+        """The gated samples of the counted iterations, (iterations, ops), NaN where an op
+        did not run: the one reader of the counted samples."""
         return np.asarray(self.gated_samples()[self.skip:], dtype=float)
 
     def counted_samples(self) -> list[np.ndarray]:
-        """Each OP_ID's gated samples over the counted iterations in which it ran (NaN
-        dropped), indexed by OP_ID: what every per-op figure, the gate and the baselines
-        start from."""
+        """Each OP_ID's column of :meth:`counted_matrix` without its NaN: what every per-op
+        figure, the gate and the baselines start from."""
         return [column[~np.isnan(column)] for column in self.counted_matrix().T]
-
-    @property
-    def activity_names(self) -> list[str]:
-        return [] if self.activities is None else self.activities.names
 
     # -- JSON --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        m = _matrix_to_json
         return {
-            "schema": SCHEMA,
-            "nodeid": self.nodeid,
-            "measure": self.measure,
-            "unit": self.unit.value,
-            "device": self.device,
-            "skip": self.skip,
-            "ops": [
-                {"op_id": o.op_id, "name": o.name, "occurrence": o.occurrence,
-                 "depth": o.depth, "phase": o.phase}
-                for o in self.ops
-            ],
-            "phases": list(self.phases),
-            "samples_ns": _matrix_to_json(self.samples),
-            "phase_samples_ns": _matrix_to_json(self.phase_samples),
-            "host_samples_ns": None if self.host_samples is None
-            else _matrix_to_json(self.host_samples),
-            "wall_ns": _matrix_to_json(self.wall),
-            "op_time_ns": _matrix_to_json(self.op_time),
-            "unbalanced": self.unbalanced,
-            "meta": self.meta,
-            **{key: None if value is None else _matrix_to_json(value)
-               for key, value in (("starts_ns", self.starts),
-                                  ("host_starts_ns", self.host_starts),
-                                  ("phase_starts_ns", self.phase_starts),
-                                  ("iteration_starts_ns", self.iteration_starts))},
-            "op_streams": self.op_streams,
-            "kernel_samples_ns": None if self.kernel_samples is None
-            else _matrix_to_json(self.kernel_samples),
-            "kernel_counts": None if self.kernel_counts is None
-            else _matrix_to_json(self.kernel_counts),
+            "schema": SCHEMA, "nodeid": self.nodeid, "measure": self.measure,
+            "unit": self.unit.value, "device": self.device, "skip": self.skip,
+            "ops": [{"op_id": o.op_id, "name": o.name, "occurrence": o.occurrence,
+                     "depth": o.depth, "phase": o.phase} for o in self.ops],
+            "phases": list(self.phases), "samples_ns": m(self.samples),
+            "phase_samples_ns": m(self.phase_samples), "host_samples_ns": m(self.host_samples),
+            "wall_ns": m(self.wall), "op_time_ns": m(self.op_time),
+            "unbalanced": self.unbalanced, "meta": self.meta, "starts_ns": m(self.starts),
+            "host_starts_ns": m(self.host_starts), "phase_starts_ns": m(self.phase_starts),
+            "iteration_starts_ns": m(self.iteration_starts), "op_streams": self.op_streams,
+            "kernel_samples_ns": m(self.kernel_samples), "kernel_counts": m(self.kernel_counts),
             "activities": None if self.activities is None else self.activities.to_dict(),
             "op_functions": None if self.op_functions is None
             else [[[name, count] for name, count in op] for op in self.op_functions],
@@ -246,8 +216,6 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: Any) -> Profile:
-        """The profile a results file or an xdist worker wrote (a check of the one parse
-        path): every shape checked against the others before an array is built."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise OpprofError(f"not a profile of schema {SCHEMA!r}")
         return _Reader(data).profile(cls)
@@ -261,19 +229,23 @@ class Profile:
         return jsontext.Reader(cls.from_dict, "profile").parse(text, "profile")
 
 
-def _matrix_to_json(a: np.ndarray) -> list[Any]:
+@overload
+def _matrix_to_json(a: np.ndarray) -> list[Any]: ...
+@overload
+def _matrix_to_json(a: None) -> None: ...
+def _matrix_to_json(a: np.ndarray | None) -> list[Any] | None:
     """Whole numbers (of the unit), ``null`` for NaN."""
+    if a is None:
+        return None
     if a.ndim == 1:
         return [None if math.isnan(x) else round(x) for x in a.tolist()]
     return [_matrix_to_json(row) for row in a]
 
 
 class _Reader:
-    """Builds a Profile from its dict, checking each field's type, range and shape.
-
-    The shapes follow from three counts: iterations (``wall_ns``), ops and phases;
-    every matrix must match them, so no renderer meets an array of another shape.
-    """
+    """Builds a Profile from its dict, checking each field's type, range and shape: the
+    shapes follow from iterations (``wall_ns``), ops and phases, so no renderer meets an
+    array of another shape."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
@@ -284,12 +256,17 @@ class _Reader:
             len(data["wall_ns"]), len(data["ops"]), len(data["phases"]))
 
     def matrix(self, key: str, cols: int | None) -> np.ndarray:
-        """The matrix at ``key``: (iterations, cols), or (iterations,) when cols is None."""
         shape = (self.n_iter,) if cols is None else (self.n_iter, cols)
         return _matrix_from_json(self.data[key], shape, key)
 
     def optional(self, key: str, cols: int | None) -> np.ndarray | None:
         return None if self.data.get(key) is None else self.matrix(key, cols)
+
+    def counts(self) -> np.ndarray | None:
+        counts = self.optional("kernel_counts", self.n_ops)
+        if counts is not None and (counts[~np.isnan(counts)] < 0).any():
+            raise ValueError("kernel_counts holds a negative count")
+        return counts
 
     def ops(self) -> list[OpInfo]:
         ops = []
@@ -306,7 +283,6 @@ class _Reader:
         return ops
 
     def per_op(self, key: str) -> Any:
-        """The list at ``key``, one entry per op; None when absent."""
         value = self.data.get(key)
         if value is not None and _length(value, key) != self.n_ops:
             raise ValueError(f"{key} has {len(value)} entries for {self.n_ops} ops")
@@ -340,13 +316,6 @@ class _Reader:
         )
 
 
-    def counts(self) -> np.ndarray | None:
-        counts = self.optional("kernel_counts", self.n_ops)
-        if counts is not None and (counts[~np.isnan(counts)] < 0).any():
-            raise ValueError("kernel_counts holds a negative count")
-        return counts
-
-
 def read_functions(value: Any, key: str) -> list[tuple[str, int]]:
     """One op's functions as stored: [name, count] pairs."""
     _length(value, key)
@@ -375,7 +344,7 @@ def check_name(kind: str, name: object) -> str:
 
 
 def _short_repr(value: object) -> str:
-    """repr() cut to a readable length: an error line names the input, it does not dump it."""
+    """An error line names the input, it does not dump it."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

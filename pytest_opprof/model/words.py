@@ -18,21 +18,13 @@ import unicodedata
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
-def _escaped(char: str) -> str:
-    """Python's escape of one hidden character: ``\\n``, ``\\x1b``, ``\\u202e``."""
-    return repr(char)[1:-1]
-
-
 def display_name(name: str) -> str:
-    """``name`` (an op name or test id from user code) safe to print on one line.
-
-    Characters that could forge a line or a terminal sequence are shown as Python
-    escapes (``\\n``, ``\\x1b``, ``\\u202e``, ``\\ud800``); everything else, backslashes
-    and non-ASCII letters included, is shown as it is. Pure and cheap for plain names.
-    """
+    """``name`` (an op name or test id from user code) safe to print on one line: the
+    hidden characters as Python escapes (``\\n``, ``\\x1b``, ``\\u202e``, ``\\ud800``),
+    everything else (backslashes, non-ASCII letters) as it is."""
     if name.isprintable() and name.isascii():
         return name
-    return "".join(_escaped(c) if unicodedata.category(c) in _HIDDEN else c for c in name)
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _HIDDEN else c for c in name)
 
 
 def _scaled(value: float | None, units: tuple[tuple[str, float], ...], smallest: str) -> str:

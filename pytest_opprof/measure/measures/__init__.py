@@ -1,19 +1,13 @@
-"""The measures: what an op's figure is (``--opprof-measure``), each one registered object.
-
-A measure owns everything that differs between figures: its name, its unit and the
-words for it, what it needs to run here and its timer, the machine key its baselines are
-stored under, how the gate judges its figures, its default baseline runs, its run
-conditions, its header line, and whether a child process takes its figures. The session,
-the gate, the commands and the renderers ask the object; none of them spells a name.
-Modelled on pytest-codspeed's instruments (an ``Instrument`` base and
-``get_instrument_from_mode``).
+"""The measures: what an op's figure is (``--opprof-measure``), each one registered object
+that owns everything that differs between figures; the session, the gate, the commands
+and the renderers ask it, and none of them spells a name. Modelled on pytest-codspeed's
+instruments (docs/architecture.md, "The measure objects").
 
 The class says what the figures are, read without starting anything (a stored profile's
-or baseline's measure, found by its name); an instance is the measure started in this
-process, for one session. A ``conftest.py`` or a plugin adds one with :func:`register`
-(docs/reference.md, "Measures"; tests/test_own_measure.py registers one). Importing this
-package is cheap (the plugin reads :func:`choices` for ``--help``): each
-measure loads its timer, and numpy or CuPy with it, when it starts.
+measure, found by its name); an instance is the measure started in this process. A
+``conftest.py`` adds one with :func:`register` (tests/test_own_measure.py). Importing
+this package is cheap (``--help`` reads :func:`choices`): each measure loads its timer,
+and numpy or CuPy with it, when it starts.
 """
 
 from __future__ import annotations
@@ -44,8 +38,8 @@ AUTO_ORDER = ("kernel", "events", "time")
 
 class Unavailable(OpprofError):
     """A measure cannot run here: ``why`` (one line) and what to do instead. ``said``:
-    whether ``auto``, falling back past it, says why (a GPU whose kernel time cannot be
-    traced is worth a line; a machine with no GPU is not)."""
+    whether ``auto`` says why it fell back (a GPU without kernel time is worth a line; a
+    machine with no GPU is not)."""
 
     def __init__(self, why: str, advice: str = "", *, said: bool = True) -> None:
         super().__init__(why)
@@ -56,15 +50,14 @@ class Unavailable(OpprofError):
 
 @dataclass(frozen=True)
 class GateSettings:
-    """How the gate judges a measure's figures, in its unit
-    (:func:`pytest_opprof.judge.gate.gate_config` makes the rule's settings of them)."""
+    """How the gate judges a measure's figures, in its unit (``judge.gate.gate_config``)."""
 
     #: The smallest slowdown that may fail an op when none is given.
     tolerance: float
     #: A slowdown must also exceed this much per call, drift-corrected.
     floor: float
-    #: The typical relative spread of an op's median between processes, assumed where it
-    #: cannot be measured, and the least a measured one is taken to be.
+    #: An op's median's relative spread between processes where none is measured, and
+    #: the least a measured one is taken to be.
     tau_prior: float
     tau_floor: float
     #: Absolute jitter per call, so short ops get a wider margin.
@@ -88,35 +81,28 @@ class Measure(ABC):
 
     #: What ``--opprof-measure`` calls it, and what profiles and baselines record.
     name: ClassVar[str]
-    #: What ``--help`` says of it; a measure without help (the tests' fakes) is accepted
-    #: but not offered.
+    #: What ``--help`` says of it; one without help (the tests' fakes) is not offered.
     help: ClassVar[str] = ""
     unit: ClassVar[Unit] = Unit.NANOSECONDS
-    #: For counts: what is counted, and its short form after an amount
-    #: (``("instructions", "instr")``: ``3.42M instr``).
+    #: For counts: what is counted, and its short form (``3.42M instr``).
     counts: ClassVar[tuple[str, str]] = ("", "")
-    #: What an op's figure is, in words: ``kernel time``; and where it comes from:
-    #: ``CUPTI activity records``.
+    #: What an op's figure is (``kernel time``) and where it comes from (``CUPTI ...``).
     figure: ClassVar[str]
     source: ClassVar[str] = ""
-    #: How the gate judges the figures.
     gate: ClassVar[GateSettings]
-    #: The runs ``opprof baseline update`` takes by default.
     baseline_runs: ClassVar[int] = BASELINE_RUNS
-    #: The start of the machine key its baselines are stored under (the device follows):
-    #: two measures never share a baseline.
+    #: The start of the machine key of its baselines (the device follows).
     key: ClassVar[str]
-    #: The (backend, measure) pairs that stood for it before measures were objects: how a
-    #: baseline (schema 2) or a results file (schema 1) of then recorded it.
+    #: The (backend, measure) pairs that stood for it in baselines of schema 2 and results
+    #: files of schema 1.
     formerly: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: Whether the reference probe's time tracks the speed its figures move with (a
     #: virtual clock's or counts' do not).
     probed: ClassVar[bool] = True
     #: Whether its figures repeat between processes (counts): ``opprof compare`` judges
-    #: one pair of processes as enough, without a drift.
+    #: one pair enough, without a drift.
     repeats: ClassVar[bool] = False
-    #: Whether unpinned BLAS threads contend for the cores its figures are taken on (host
-    #: time): the header says so where they are not pinned.
+    #: Whether unpinned BLAS threads contend for its cores (host time): the header says so.
     threads_matter: ClassVar[bool] = False
 
     #: Where the figures are taken: ``AMD EPYC (2 cores)``, ``NVIDIA H200 (device 0)``.
@@ -127,12 +113,10 @@ class Measure(ABC):
     in_child: bool = False
 
     def __init__(self, worker: int | None = None) -> None:  # noqa: B027 - most need nothing
-        """Start the measure in this process (``worker``: its xdist worker number);
-        :class:`Unavailable` when it cannot run here."""
+        """Start the measure (``worker``: the xdist worker's number), or :class:`Unavailable`."""
 
     @property
     def xp(self) -> ModuleType:
-        """The array module that runs where the figures are taken (numpy or CuPy)."""
         import numpy
 
         return numpy
@@ -142,8 +126,7 @@ class Measure(ABC):
         """A new timer for one test, whose loop skips ``skip`` iterations."""
 
     def header(self) -> str:
-        """The line the run's header says of the measure: what it takes, what it cannot
-        see, why ``auto`` took it."""
+        """The run header's line: what it takes, what it cannot see, why ``auto`` took it."""
         line = f"opprof: measure {self.name} ({self.figure} from {self.source})"
         return f"{line}: {self.passed_over}" if self.passed_over else line
 
@@ -152,19 +135,17 @@ class Measure(ABC):
         return f"{self.key}-{self.device}"
 
     def conditions(self, workerinput: Any) -> run_conditions.Conditions:
-        """What its figures were taken under, recorded with each baseline run and
-        compared with the baseline's (``workerinput``: xdist's, on a worker)."""
+        """What its figures were taken under, compared with the baseline's."""
         return run_conditions.current(workerinput, measure=self.name, device=self.device)
 
-    # -- a child process that takes the figures ------------------------------------------
-    #: Iterations counted after the skipped ones by a child that takes the figures for
-    #: the tests (0: the tests' own processes take them), and what the child runs under.
+    #: Iterations counted after the skipped ones by a child that takes the figures (0:
+    #: the tests' own processes take them), and what the child runs under.
     child_counts: ClassVar[int] = 0
     child_tool: ClassVar[str] = ""
 
     def child_command(self, out: Path) -> tuple[list[str], dict[str, str]]:
-        """The command the child's pytest runs under (its wrapper), and what its
-        environment adds, with ``out`` the prefix of the files it leaves."""
+        """The child's wrapper command and what its environment adds (``out``: the prefix
+        of the files it leaves)."""
         raise NotImplementedError(f"measure {self.name!r} takes no child")
 
     @classmethod
@@ -172,10 +153,8 @@ class Measure(ABC):
         """One line when figures that should repeat did not, or None."""
         return None
 
-    # -- words -------------------------------------------------------------------------
     @classmethod
     def amount(cls, value: float | None) -> str:
-        """A figure of this measure: ``25.1 us``, ``3.42M instr``."""
         return amount(value, cls.unit, cls.counts[1])
 
 
@@ -184,9 +163,8 @@ _REGISTRY: dict[str, type[Measure]] = {}
 
 
 def register(measure: M) -> M:
-    """Add ``measure`` to the measures ``--opprof-measure`` takes (a class decorator).
-    The same class registered again (a ``conftest.py`` imported anew) replaces itself;
-    another class of a taken name is refused."""
+    """A class decorator: ``--opprof-measure`` takes ``measure``. The same class registered
+    again (a ``conftest.py`` imported anew) replaces itself; another of its name is refused."""
     name = getattr(measure, "name", "")
     if not isinstance(name, str) or not name or name == AUTO or not name.isprintable():
         raise OpprofError(f"{measure.__qualname__}: a measure's name is a printable word "
@@ -202,22 +180,18 @@ def register(measure: M) -> M:
 
 
 def names() -> tuple[str, ...]:
-    """Every registered measure's name, those not offered to users too."""
     return tuple(_REGISTRY)
 
 
 def listed() -> tuple[type[Measure], ...]:
-    """The measures offered to a user (those with help), in the order registered."""
     return tuple(m for m in _REGISTRY.values() if m.help)
 
 
 def choices() -> tuple[str, ...]:
-    """The names ``--opprof-measure`` offers: ``auto`` and each listed measure's."""
     return (AUTO, *(m.name for m in listed()))
 
 
 def named(name: str) -> type[Measure]:
-    """The measure registered as ``name``; OpprofError (one line) for another name."""
     found = _REGISTRY.get(name)
     if found is None:
         shown = repr(name if len(name) <= 40 else name[:37] + "...")
@@ -227,16 +201,14 @@ def named(name: str) -> type[Measure]:
 
 
 def defaults_of(name: str) -> type[Measure]:
-    """The measure a setting names, for its defaults before it starts (its tolerance,
-    its baseline runs): ``auto``'s are those of the measure it can always fall back to,
-    which every measure it may take shares."""
+    """The measure a setting names, for its defaults before it starts: ``auto``'s are
+    those of the measure it always falls back to, which every one it may take shares."""
     return named(AUTO_ORDER[-1] if name == AUTO else name)
 
 
 def of(name: str, unit: Unit) -> type[Measure]:
-    """The measure a stored profile or baseline names, for its words and its gate; a
-    name this process does not know (registered by a conftest.py not loaded here) is
-    read as a measure of its unit alone."""
+    """The measure a stored profile or baseline names; one not registered here (by a
+    conftest.py not loaded) is read by its unit alone."""
     found = _REGISTRY.get(name)
     if found is not None and found.unit is unit:
         return found
@@ -244,17 +216,16 @@ def of(name: str, unit: Unit) -> type[Measure]:
 
 
 def former(backend: str, measure: str | None) -> tuple[str, Unit]:
-    """The measure, by name and unit, that a baseline or results file written before
-    measures were objects stands for, by the (backend, measure) it recorded; the backend
-    itself where no measure was that (a file of a later, unknown backend)."""
+    """The measure (name, unit) that a file's (backend, measure) of before measures were
+    objects stands for; the backend itself where none was (a later, unknown backend)."""
     pair = (backend, measure or "events")
     found = next((m for m in _REGISTRY.values() if pair in m.formerly), None)
     return (backend, Unit.NANOSECONDS) if found is None else (found.name, found.unit)
 
 
 def start(name: str, worker: int | None = None) -> Measure:
-    """The measure ``name`` started in this process, ``auto`` resolved (see
-    :data:`AUTO_ORDER`); :class:`Unavailable` when it cannot run here."""
+    """The measure ``name`` started here (``auto`` by :data:`AUTO_ORDER`), or
+    :class:`Unavailable`."""
     if name != AUTO:
         return named(name)(worker)
     passed_over = ""
@@ -272,8 +243,7 @@ def start(name: str, worker: int | None = None) -> Measure:
 
 
 class _Stored(Measure):
-    """A measure known only by the unit a file gives its figures (its name is not
-    registered in this process): shown as its unit, judged as a time."""
+    """A measure not registered here, known by its unit: shown as it, judged as a time."""
 
     name = "stored"
     figure = "time"
@@ -295,8 +265,7 @@ class _StoredCounts(_Stored):
     repeats = True
 
 
-# the built-in measures register themselves, in the order --help offers them (each loads
-# its timer when it starts)
+# the built-in measures register themselves, in the order --help offers them
 # isort: off
 from . import host, events, kernel, instructions, fake  # noqa: E402, F401
 # isort: on

@@ -1,13 +1,12 @@
-"""The fakes the tests measure with (``--opprof-measure=fake`` and ``fake-kernel``): the
-CUDA timing logic, and CUPTI's, on a virtual device and clock (``timers.fake``). Not
-offered to users: they have no help."""
+"""The tests' measures (``fake``, ``fake-kernel``; no help, so not offered): the CUDA
+timing logic, and CUPTI's, on a virtual device and clock (``timers.fake``)."""
 
 from __future__ import annotations
 
-from types import ModuleType
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from . import TOLERANCE, GateSettings, Unavailable, register
+from . import Measure, Unavailable, register
 from .events import Events
 from .kernel import Kernel
 
@@ -21,9 +20,7 @@ class Fake(Events):
     name = "fake"
     help = ""
     source = "virtual CUDA events"
-    #: Exact virtual times: no floor.
-    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=0.025, tau_floor=0.005,
-                        jitter=300.0)
+    gate = replace(Events.gate, floor=0.0)  # exact virtual times
     key = "fake"
     formerly = (("fake", "events"),)
     #: A virtual clock: no machine speed for the reference probe to measure.
@@ -34,11 +31,7 @@ class Fake(Events):
 
         self.device = FakeDevice.device
 
-    @property
-    def xp(self) -> ModuleType:
-        import numpy
-
-        return numpy
+    xp = Measure.xp  # numpy, not Events' CuPy
 
     def timer(self, skip: int) -> Timer:
         from ..timers.fake import FakeTimer
@@ -54,8 +47,7 @@ class FakeKernel(Fake):
     name = "fake-kernel"
     figure = Kernel.figure
     source = "fake CUPTI activity records"
-    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=Kernel.gate.tau_prior,
-                        tau_floor=Kernel.gate.tau_floor, jitter=Kernel.gate.jitter)
+    gate = replace(Kernel.gate, floor=0.0)
     key = "fake-kernel"
     formerly = (("fake", "kernel"),)
     header = Kernel.header

@@ -71,8 +71,7 @@ def version_text(version: tuple[int, ...] | None) -> str:
 
 
 def extension() -> ModuleType | None:
-    """The client requests (``_callgrind``), or None where they were not built."""
-    from ..timers import callgrind
+    from ..timers import callgrind  # deferred: it loads numpy
 
     return callgrind.extension()
 
@@ -96,7 +95,6 @@ def problem() -> str | None:
 
 
 def in_child() -> bool:
-    """Whether this process is the child counting under callgrind."""
     from ..timers.callgrind import OUT_VARIABLE
 
     requests = extension()
@@ -105,8 +103,7 @@ def in_child() -> bool:
 
 def child_environment(environ: dict[str, str] | os._Environ[str] = os.environ
                       ) -> dict[str, str]:
-    """What the child's environment adds: a fixed hash seed and one BLAS thread, unless
-    the user set them."""
+    """A fixed hash seed and one BLAS thread, unless the user set them."""
     env = {}
     if not environ.get("PYTHONHASHSEED"):
         env["PYTHONHASHSEED"] = "0"
@@ -166,8 +163,7 @@ class Instructions(Measure):
         self.device = DEVICE
 
     def timer(self, skip: int) -> Timer:
-        """In the child, marks are callgrind's dumps from iteration ``skip`` on; the
-        tests' own processes run natively on the host's clock."""
+        """Callgrind's dumps in the child; the tests' own processes run on the host's clock."""
         if self.in_child:
             from ..timers.callgrind import OUT_VARIABLE, CallgrindTimer
 
@@ -182,15 +178,13 @@ class Instructions(Measure):
                 f"process per session or xdist worker; skip 1, count {COUNTED}); it "
                 f"{CANNOT_SEE}")
 
-    def machine_key(self) -> str:
-        """Counts depend on the architecture, not on the machine's speed or model."""
+    def machine_key(self) -> str:  # counts depend on the architecture, not the machine
         return f"{self.key}-{platform.machine()}"
 
     def conditions(self, workerinput: Any) -> run_conditions.Conditions:
-        """What counts depend on besides the code: not the machine's speed, nor its
-        model, nor xdist's workers; valgrind's version, the architecture, Python's and
-        numpy's versions and its BLAS, the hash seed and the thread counts the child
-        runs with."""
+        """What counts depend on besides the code (not the machine's speed, model or
+        workers): valgrind, the architecture, Python, numpy and its BLAS, the hash seed and
+        the thread counts the child runs with."""
         import numpy as np
 
         env = {**os.environ, **child_environment()}
@@ -211,8 +205,8 @@ class Instructions(Measure):
 
     @classmethod
     def unsteady(cls, profile: Profile) -> str | None:
-        """One line when the test's ops counted different instructions in different
-        counted iterations (beyond :data:`UNSTEADY`), or None: its margins widen."""
+        """One line when an op's counts differ between counted iterations beyond
+        :data:`UNSTEADY` (its margins widen), or None."""
         samples = profile.counted_matrix()
         if samples.shape[0] < 2:
             return None

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """``from pytest_opprof.measure.timers import CpuTimer`` loads the cpu timer then."""
     if name == "Timer":
         from . import base as module
     elif name == "CpuTimer":

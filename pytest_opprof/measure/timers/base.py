@@ -1,9 +1,7 @@
-"""The interface every measure's timer implements.
-
-A timer hands out *marks*: opaque tokens taken on the hot path, one at each op
-boundary. Nothing is converted to time until the iteration ends; then
-:meth:`Timer.end_iteration` synchronises at most once and :meth:`Timer.resolve`
-turns the iteration's marks into nanoseconds on one timeline.
+"""The interface every measure's timer implements. A timer hands out *marks*, opaque
+tokens taken on the hot path; nothing is converted to time until the iteration ends, then
+:meth:`Timer.end_iteration` synchronises at most once and :meth:`Timer.resolve` turns
+the marks into nanoseconds on one timeline.
 """
 
 from __future__ import annotations
@@ -24,19 +22,14 @@ if TYPE_CHECKING:
 Times = Sequence[int] | np.ndarray
 
 class Timer(ABC):
-    """A clock for op boundaries.
-
-    ``mark`` is an attribute, not a method, so that the CPU timer can bind it
-    straight to :func:`time.perf_counter_ns` and the hot path pays for one call.
-    """
+    """A clock for op boundaries. ``mark`` is an attribute, not a method, so that the CPU
+    timer binds it to :func:`time.perf_counter_ns` and the hot path pays for one call."""
 
     #: The measure whose figures it takes (``pytest_opprof.measure.measures``), as a
     #: profile of it records, and their unit; "": the session's measure, whatever it is.
     measure: str = ""
     unit: Unit = Unit.NANOSECONDS
-    #: What the timeline is measured on, for reports: e.g. "AMD EPYC (2 cores)".
     device: str
-    #: Takes a mark now and returns its token.
     mark: Callable[[], Any]
     #: Whether it traces the GPU activities each op launched (:meth:`activities`), and
     #: names each interval's costliest functions (:meth:`mark_functions`).
@@ -44,27 +37,26 @@ class Timer(ABC):
     names_functions: bool = False
 
     @property
-    @abstractmethod
     def xp(self) -> ModuleType:
-        """The array module that runs on this timer's device (numpy or cupy)."""
+        """The array module of the timer's device: numpy but on a GPU."""
+        return np
 
     def begin_iteration(self) -> None:  # noqa: B027 - optional hook
-        """Called before the first mark of an iteration."""
+        """Before the first mark of an iteration."""
 
     def end_iteration(self) -> None:  # noqa: B027 - optional hook
-        """Called after the last mark of an iteration; may synchronise once."""
+        """After the last mark of an iteration; may synchronise once."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Called once the test's loop has ended (or was abandoned)."""
+        """Once the test's loop has ended (or was abandoned)."""
 
     def final(self, times: Times) -> Times:
-        """An iteration's resolved times as the profile keeps them. Identity, except where
-        a mark's value is known only after the loop (callgrind's dumps are read once
-        the test's iterations have run: :mod:`pytest_opprof.measure.timers.callgrind`)."""
+        """An iteration's resolved times as the profile keeps them: identity, but where a
+        mark's value is known only after the loop (callgrind's dumps)."""
         return times
 
-    #: Called with the op's name as it is entered, and with nothing as it is left, in
-    #: the recording thread (CUDA events' NVTX ranges); None: nothing to call.
+    #: Called with the op's name as it is entered, and with nothing as it is left (NVTX
+    #: ranges); None: nothing to call.
     enter_hook: Callable[[str], Any] | None = None
     exit_hook: Callable[[], Any] | None = None
 
@@ -84,9 +76,5 @@ class Timer(ABC):
 
     @abstractmethod
     def resolve(self, marks: Sequence[Any]) -> tuple[Times, Times | None]:
-        """The iteration's marks as integer nanoseconds (an array or a plain list).
-
-        Returns the primary timeline (the device's for CUDA) and, where it
-        differs, the host timeline at which each mark was taken (CPU dispatch
-        time); ``None`` when the two are the same clock.
-        """
+        """The iteration's marks as integer nanoseconds on the primary timeline (the
+        device's for CUDA) and, where it differs, the host's (CPU dispatch); else None."""

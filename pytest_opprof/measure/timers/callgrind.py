@@ -1,18 +1,14 @@
-"""The instruction-count timer: each mark is a callgrind dump (``--opprof-measure=
-instructions``, in the child process that runs under valgrind).
+"""The instruction-count timer of the instructions measure's child, under valgrind.
 
 A mark is :func:`_callgrind.mark`: it dumps the instructions executed since the previous
-mark and returns the mark's number, so an iteration's marks resolve to mark numbers
-first. Once the test's loop has ended, :meth:`CallgrindTimer.final` maps each number to
-the instructions executed from the test's first mark up to it, reading the dumps in a
-native process (:mod:`pytest_opprof.measure.callgrind`): from there an op's figure is a
-difference of two marks, as a time is, and every array of the profile (ops, phases,
-iterations, starts) holds instruction counts.
+mark and returns the mark's number. Once the test's loop has ended, :meth:`CallgrindTimer.final`
+maps each number to the instructions executed from the test's first mark up to it,
+reading the dumps in a native process (:mod:`pytest_opprof.measure.callgrind`): from there
+an op's figure is a difference of two marks, as a time is.
 
-Instrumentation is on only inside the test's loop, from the first counted iteration's
-start to the end of its last: start-up, collection, the test's set-up and its skipped
-iterations are not counted and run several times faster (the skipped iterations' marks
-are numbered but not dumped: their figures are 0).
+Instrumentation is on only from the first counted iteration's start to the end of the
+loop: start-up, collection, set-up and the skipped iterations run several times faster
+(their marks are numbered but not dumped: their figures are 0).
 """
 
 from __future__ import annotations
@@ -23,9 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-import numpy as np
+from typing import Any, NamedTuple
 
 from ...errors import OpprofError
 from ...model import jsontext
@@ -74,10 +68,6 @@ class CallgrindTimer(Timer):
         #: Per mark (from the last iteration's first on): its costliest functions.
         self._functions: dict[int, list[tuple[str, int]]] = {}
 
-    @property
-    def xp(self) -> ModuleType:
-        return np
-
     def begin_iteration(self) -> None:
         self._iteration += 1
         if self._iteration == self.skip and self._counts is None:
@@ -99,13 +89,10 @@ class CallgrindTimer(Timer):
         return marks, None
 
     def final(self, times: Times) -> Times:
-        counts = self._cumulative()
+        counts = self._cumulative()  # every mark from the first counted one on
         first = self._first if self._first is not None else float("inf")
-        try:  # a skipped iteration's marks were not dumped: 0
-            return [counts[int(k)] if k >= first else 0 for k in times]
-        except KeyError as exc:
-            raise OpprofError(f"callgrind wrote no dump for mark {exc.args[0]}: the child's "
-                              f"dumps under {self.prefix} are incomplete") from None
+        # a skipped iteration's marks were not dumped: 0
+        return [counts[int(k)] if k >= first else 0 for k in times]
 
     def _cumulative(self) -> dict[int, int]:
         """Each mark of the test -> the instructions from its first mark up to it."""
@@ -131,13 +118,11 @@ class CallgrindTimer(Timer):
         return self._functions
 
 
-class Dumps:
+class Dumps(NamedTuple):
     """What :func:`read` found: per mark, its interval count and costliest functions."""
 
-    def __init__(self, summary: dict[int, int],
-                 functions: dict[int, list[tuple[str, int]]]) -> None:
-        self.summary = summary
-        self.functions = functions
+    summary: dict[int, int]
+    functions: dict[int, list[tuple[str, int]]]
 
 
 def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
@@ -156,7 +141,6 @@ def read(prefix: str, first: int, last: int, functions_from: int) -> Dumps:
 
 
 def _dumps(data: Any) -> Dumps:
-    """The reader's answer (the check of the one parse path)."""
     if "error" in data:
         raise OpprofError(str(data["error"]))
     return Dumps({int(k): int(v) for k, v in data["summary"].items()},

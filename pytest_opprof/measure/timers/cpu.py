@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import time
 from collections.abc import Sequence
 from functools import cache
-from types import ModuleType
-
-import numpy as np
 
 from .base import Timer
 
@@ -18,14 +16,10 @@ from .base import Timer
 def cpu_name() -> str:
     """The CPU model and the number of cores this process may use."""
     model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8",
+                                            errors="replace") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f
+                      if line.startswith("model name")), "")
     model = model or platform.processor() or platform.machine() or "unknown CPU"
     try:
         cores = len(os.sched_getaffinity(0))
@@ -40,10 +34,6 @@ class CpuTimer(Timer):
     def __init__(self) -> None:
         self.device = cpu_name()
         self.mark = time.perf_counter_ns
-
-    @property
-    def xp(self) -> ModuleType:
-        return np
 
     def resolve(self, marks: Sequence[int]) -> tuple[Sequence[int], None]:
         # the marks are already nanoseconds; they become arrays in bulk at the end

@@ -1,9 +1,6 @@
-"""CUDA events: event pairs on the current stream, one sync per iteration (the
-``events`` and ``kernel`` measures).
-
-The timing logic lives in :class:`CudaTimer` and talks to the device only
-through a small event API, so that the same code runs on CuPy
-(:class:`CupyEvents`) and on the virtual device of the fake measures.
+"""CUDA events on the current stream, one sync per iteration (``events`` and ``kernel``).
+:class:`CudaTimer` talks to the device only through :class:`EventAPI`, so that the same
+code runs on CuPy (:class:`CupyEvents`) and on the fake measures' virtual device.
 """
 
 from __future__ import annotations
@@ -22,15 +19,11 @@ if TYPE_CHECKING:
 
 
 class EventAPI(Protocol):
-    """What :class:`CudaTimer` needs from a device."""
-
     device: str
     xp: ModuleType
 
     def new_event(self) -> Any: ...
-    def record(self, event: Any) -> int:
-        """Record ``event`` on the current stream; return that stream's id."""
-        ...
+    def record(self, event: Any) -> int: ...  # on the current stream: its id
     def range_push(self, name: str) -> None: ...
     def range_pop(self) -> None: ...
     def synchronize(self, event: Any) -> None: ...
@@ -39,12 +32,9 @@ class EventAPI(Protocol):
 
 
 class CudaTimer(Timer):
-    """Marks are CUDA events recorded on the current stream.
-
-    Events come from a pool that grows to the largest iteration and is reused
-    by every later one: no event is created per op per iteration. Elapsed times
-    are only read after the one synchronisation at the end of the iteration,
-    and the host time of each mark is kept as the op's CPU dispatch time.
+    """Marks are CUDA events from a pool that grows to the largest iteration (no event is
+    created per op per iteration), read after the iteration's one synchronisation; each
+    mark's host time is kept as the op's CPU dispatch time.
 
     With ``share_boundaries`` (the default under the kernel measure), an op's entry
     that comes right after an op's exit (the next op at the same nesting level) records
@@ -74,9 +64,9 @@ class CudaTimer(Timer):
             self.enter_hook, self.exit_hook = tracer.enter, tracer.exit
         self.share_boundaries = (tracer is not None if share_boundaries is None
                                  else share_boundaries)
-        #: Under share_boundaries: the event slot of each mark, and who keeps the two
-        #: flags (an exit was the last boundary; the next mark is an entry right after
-        #: it): the tracer, whose hooks set them (one call per hook), or this timer.
+        #: Under share_boundaries: the event slot of each mark, and who keeps the flags
+        #: (an exit was the last boundary; the next mark is an entry right after it): the
+        #: tracer, whose hooks set them (one call per hook), or this timer.
         self._slots: list[int] = []
         self._after_exit = False
         self._share_next = False
@@ -167,8 +157,7 @@ class CudaTimer(Timer):
 
 
 class CupyEvents:
-    """:class:`EventAPI` on CuPy. Importing this module never imports CuPy;
-    constructing this class does."""
+    """:class:`EventAPI` on CuPy (imported when constructed)."""
 
     def __init__(self) -> None:
         import cupy
@@ -191,8 +180,7 @@ class CupyEvents:
         return int(stream.ptr)
 
     def range_push(self, name: str) -> None:
-        """An NVTX range per op (what cupyx.profiler.time_range pushes), so Nsight
-        Systems shows the ops under their names."""
+        """An NVTX range per op, so Nsight Systems shows the ops under their names."""
         self._nvtx.RangePush(name)
 
     def range_pop(self) -> None:
@@ -206,16 +194,15 @@ class CupyEvents:
 
 
 def worker_device(worker_number: int, device_count: int) -> int | None:
-    """The device of xdist worker ``worker_number`` when several are visible: round
-    robin (gw0 the first, gw1 the second, ...); None with one device or none."""
+    """Xdist workers take the visible devices round robin; None with one or none."""
     if device_count < 2:
         return None
     return worker_number % device_count
 
 
 def pin_worker(worker_number: int) -> None:
-    """Make this xdist worker's device CuPy's current one. Called when the worker first
-    profiles on CUDA, never at start-up: CUDA_VISIBLE_DEVICES is left as the user set it."""
+    """Make this xdist worker's device CuPy's current one (CUDA_VISIBLE_DEVICES is left
+    as the user set it)."""
     import cupy
 
     device = worker_device(worker_number, cupy.cuda.runtime.getDeviceCount())

@@ -1,13 +1,10 @@
 """Kernel time from CUPTI activity records: the thin layer over cupti-python.
 
 :class:`KernelTracer` talks to a module with cupti-python's API (``from cupti import
-cupti``, or :class:`~pytest_opprof.measure.timers.fake_cupti.FakeCupti` on the fake device):
-it enables the activity kinds, hands CUPTI its buffers, pushes an external correlation id
-at each op's entry and pops it at the exit (the timer's enter/exit hooks), and flushes once
-per iteration. What it hands back per iteration is plain columns (:class:`RawActivities`):
-each activity with the entry index of the innermost op open when it was launched. Linking
-those to OP_IDs, the nesting sums and zero-instrumentation mode live in the profiler, and
-are tested on the fake.
+cupti``, or the fake's :class:`~.fake_cupti.FakeCupti`): it pushes an external correlation
+id at each op's entry and pops it at the exit (the timer's hooks), flushes once per
+iteration, and hands back plain columns (:class:`RawActivities`). Linking them to OP_IDs,
+the nesting sums and zero-instrumentation mode live in the profiler, tested on the fake.
 
 External ids: 1 is the iteration itself (pushed at its start, so an activity with no
 external id at all was launched outside any iteration and is dropped); 2 + j is the j-th
@@ -16,6 +13,7 @@ op entered in the iteration.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +30,6 @@ FIRST_OP_ID = 2
 BUFFER_BYTES = 8 * 1024 * 1024
 INSTALL_HINT = install("cupti")
 
-#: CUPTI's memcpy kinds as shown in names: ``[memcpy HtoD]``.
-_COPY_NAMES = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH",
-               "HTOA": "HtoA", "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD",
-               "DTOA": "DtoA", "PTOP": "PtoP"}
 #: Why CUPTI refused, by cupti.Result name, in words a user can act on.
 _REASONS = {
     "ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED":
@@ -93,11 +87,8 @@ def reason_of(api: Any, exc: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RawActivities:
-    """One iteration's activities as CUPTI gave them, linked to op entries.
-
-    ``entry`` is -1 for an activity launched inside the iteration but outside every op,
-    else the index (in order of entry) of the innermost op open at its launch.
-    """
+    """One iteration's activities as CUPTI gave them, in launch order. ``entry``: the
+    index (in order of entry) of the innermost op open at its launch, -1 for none."""
 
     kind: np.ndarray
     names: list[str]
@@ -105,17 +96,15 @@ class RawActivities:
     start_ns: np.ndarray
     end_ns: np.ndarray
     entry: np.ndarray
-    #: The order in which they were launched (the correlation id of the launching call).
-    order: np.ndarray
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
 
 
 class KernelTracer:
-    """CUPTI activity tracing for the timer of one process: start once, then per
-    iteration ``begin_iteration``, the ``enter``/``exit`` hooks, ``end_iteration`` after
-    the device synchronised, and ``take``."""
+    """CUPTI activity tracing for one process: start once, then per iteration
+    ``begin_iteration``, the hooks, ``end_iteration`` after the device synchronised, and
+    ``take``."""
 
     def __init__(self, api: Any) -> None:
         self.api = api
@@ -124,9 +113,7 @@ class KernelTracer:
         self._entered = 0
         self._depth = 0
         self._t0 = 0
-        #: For a timer that shares one event per boundary: the last boundary was an op's
-        #: exit; the next mark is an entry right after it (set by the hooks, read and
-        #: cleared by the timer's mark).
+        #: The flags of a timer that shares one event per boundary (``CudaTimer``).
         self._after_exit = False
         self._share_next = False
         self.started = False
@@ -134,7 +121,6 @@ class KernelTracer:
         self.push: Callable[[Any, int], Any] = api.activity_push_external_correlation_id
         self.pop: Callable[[Any], Any] = api.activity_pop_external_correlation_id
 
-    # -- set-up ------------------------------------------------------------------------
     def start(self) -> None:
         """Enable the activity kinds and register the buffers; raises
         :class:`CuptiUnavailable` with the reason when CUPTI refuses."""
@@ -159,10 +145,8 @@ class KernelTracer:
     def stop(self) -> None:
         """Disable what was enabled (also after a failed start); never raises."""
         for kind in reversed(self._kinds):
-            try:
+            with contextlib.suppress(Exception):
                 self.api.activity_disable(kind)
-            except Exception:
-                pass
         self._kinds = []
         self.started = False
 
@@ -172,7 +156,6 @@ class KernelTracer:
     def _buffer_completed(self, activities: list[Any]) -> None:
         self._records.extend(activities)
 
-    # -- one iteration -----------------------------------------------------------------
     def begin_iteration(self) -> None:
         self.api.activity_flush_all(1)  # what ran before the iteration is not its
         self._records = []
@@ -182,45 +165,36 @@ class KernelTracer:
         self.push(self._custom, ITERATION_ID)
 
     def enter(self, name: str) -> None:
-        """The op entry hook: the op's external id goes on CUPTI's stack."""
         self.push(self._custom, FIRST_OP_ID + self._entered)
         self._entered += 1
         self._depth += 1
         self._share_next = self._after_exit
 
-    def exit(self) -> None:
-        """The op exit hook (an exit with no op open this iteration pops nothing)."""
+    def exit(self) -> None:  # an exit with no op open this iteration pops nothing
         self._after_exit = True
         if self._depth:
             self._depth -= 1
             self.pop(self._custom)
 
     def end_iteration(self) -> None:
-        """After the iteration's synchronisation: pop what is still open, collect."""
         for _ in range(self._depth + 1):
             self.pop(self._custom)
         self._depth = 0
         self.api.activity_flush_all(1)
 
     def take(self) -> RawActivities:
-        """The iteration's activities, linked to op entries."""
         records, self._records = self._records, []
         return self.link(records)
 
     def link(self, records: list[Any]) -> RawActivities:
-        """Columns of the kernels, copies and memsets in ``records``, in launch order, each
-        with the op entry its launch was made in (through the EXTERNAL_CORRELATION
-        records); those launched outside any iteration are dropped."""
+        """The kernels, copies and memsets of ``records`` in launch order, each with the op
+        entry of its launch (the EXTERNAL_CORRELATION records); those launched outside
+        any iteration are dropped."""
         kinds = self.api.ActivityKind
         kernel, memcpy, memset = kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET
         external, custom = kinds.EXTERNAL_CORRELATION, self._custom
         ext: dict[int, int] = {}
-        kind: list[int] = []
-        names: list[str] = []
-        stream: list[int] = []
-        start: list[int] = []
-        end: list[int] = []
-        corr: list[int] = []
+        rows: list[tuple[int, str, int, int, int, int]] = []  # kind, name, stream, ...
         for r in records:
             k = r.kind
             if k == external:
@@ -228,32 +202,27 @@ class KernelTracer:
                     ext[r.correlation_id] = r.external_id
                 continue
             if k == kernel:
-                kind.append(KERNEL)
-                names.append(r.name)
+                found = (KERNEL, r.name)
             elif k == memcpy:
-                kind.append(MEMCPY)
-                names.append(self._copy_name(r.copy_kind))
+                found = (MEMCPY, self._copy_name(r.copy_kind))
             elif k == memset:
-                kind.append(MEMSET)
-                names.append("[memset]")
+                found = (MEMSET, "[memset]")
             else:
                 continue
-            stream.append(r.stream_id)
-            start.append(r.start)
-            end.append(r.end)
-            corr.append(r.correlation_id)
-        ids = np.array([ext.get(c, 0) for c in corr], dtype=np.int64)
-        order = np.argsort(np.array(corr, dtype=np.int64), kind="stable")
+            rows.append((*found, r.stream_id, r.start, r.end, r.correlation_id))
+        corr = np.array([row[5] for row in rows], dtype=np.int64)
+        ids = np.array([ext.get(c, 0) for c in corr.tolist()], dtype=np.int64)
+        order = np.argsort(corr, kind="stable")
         order = order[ids[order] >= ITERATION_ID]
-        t0 = self._t0
+
+        def column(k: int) -> np.ndarray:
+            return np.array([row[k] for row in rows], dtype=np.int64)[order]
+
         return RawActivities(
-            kind=np.array(kind, dtype=np.int64)[order],
-            names=[str(names[i]) for i in order.tolist()],
-            stream=np.array(stream, dtype=np.int64)[order],
-            start_ns=(np.array(start, dtype=np.int64)[order] - t0).astype(float),
-            end_ns=(np.array(end, dtype=np.int64)[order] - t0).astype(float),
+            kind=column(0), names=[str(rows[i][1]) for i in order.tolist()],
+            stream=column(2), start_ns=(column(3) - self._t0).astype(float),
+            end_ns=(column(4) - self._t0).astype(float),
             entry=np.maximum(ids[order] - FIRST_OP_ID, -1),
-            order=np.array(corr, dtype=np.int64)[order],
         )
 
     def _copy_name(self, copy_kind: Any) -> str:
@@ -261,11 +230,12 @@ class KernelTracer:
             kind = self.api.ActivityMemcpyKind(copy_kind).name
         except Exception:  # a kind this table does not know
             kind = str(copy_kind)
-        return f"[memcpy {_COPY_NAMES.get(kind, kind)}]"
+        if len(kind) == 4 and kind[1:3] == "TO":  # HTOD as the tools write it: HtoD
+            kind = f"{kind[0]}to{kind[3]}"
+        return f"[memcpy {kind}]"
 
 
 def cuda_tracer() -> KernelTracer:
-    """A started tracer on cupti-python, or :class:`CuptiUnavailable`."""
     tracer = KernelTracer(import_cupti())
     tracer.start()
     return tracer

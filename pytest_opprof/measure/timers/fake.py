@@ -1,12 +1,10 @@
-"""The fake device: the CUDA timing logic on a virtual device and clock (the ``fake``
-and ``fake-kernel`` measures of the tests).
+"""The fake device: the CUDA timing logic on a virtual device and clock (the tests'
+``fake`` and ``fake-kernel`` measures).
 
-:class:`FakeDevice` models one stream the way CUDA does: kernels are queued
-and run back to back on the device timeline while the host goes on; an event
-completes when the stream reaches it, and its time can only be read once the
-host has synchronised past it (reading it earlier raises, as
-``cudaErrorNotReady`` would). It counts event creations, records and
-synchronisations so that tests can hold the timer to its promises.
+:class:`FakeDevice` models one stream as CUDA does: kernels run back to back on the
+device timeline while the host goes on; an event's time can be read only once the host
+has synchronised past it (earlier raises, as ``cudaErrorNotReady`` would). It counts
+event creations, records and synchronisations for tests to hold the timer to its promises.
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ class FakeDevice:
     #: The fake CUPTI that sees this device's work (kernel measure), if any.
     cupti: FakeCupti | None = None
 
-    # -- what a workload does ------------------------------------------------
     def kernel(self, ns: int, name: str = "kernel") -> None:
         """Queue a kernel called ``name`` that runs ``ns`` on the device."""
         self._launch("kernel", name, ns)
@@ -66,7 +63,6 @@ class FakeDevice:
         self._launch("memcpy", direction, ns)
 
     def memset(self, ns: int) -> None:
-        """Queue a memset that runs ``ns``."""
         self._launch("memset", "", ns)
 
     def _launch(self, kind: str, name: str, ns: int) -> None:
@@ -80,7 +76,7 @@ class FakeDevice:
         """Spend ``ns`` of host time (Python overhead, host-side work)."""
         self.host_now += int(ns)
 
-    # -- the EventAPI the CUDA timer uses -------------------------------------
+    # the EventAPI
     def new_event(self) -> FakeEvent:
         self.events_created += 1
         return FakeEvent()
