@@ -175,8 +175,8 @@ class Instructions(Measure):
     def header(self) -> str:
         return (f"opprof: measure instructions (per-op instructions executed, counted by "
                 f"callgrind, valgrind {version_text(valgrind_version())}, in one child "
-                f"process per session or xdist worker; skip 1, count {COUNTED}); it "
-                f"{CANNOT_SEE}")
+                f"process per session or xdist worker; the skipped iterations, then "
+                f"{COUNTED} counted); it {CANNOT_SEE}")
 
     def machine_key(self) -> str:  # counts depend on the architecture, not the machine
         return f"{self.key}-{platform.machine()}"
