@@ -186,3 +186,13 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
         addopts += ["-p", "randomly", f"--randomly-seed={seed}"]
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(addopts))
     return pytester
+
+
+@pytest.fixture(autouse=True)
+def _measures_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process inner run's conftest.py registers its measure in this process (as
+    tests/test_own_measure.py's does): each test gets a copy of the registry, so none
+    leaks into the tests that run after it, in any order."""
+    from pytest_opprof.measure import measures
+
+    monkeypatch.setattr(measures, "_REGISTRY", dict(measures._REGISTRY))
