@@ -52,8 +52,6 @@ class Unavailable(OpprofError):
 class GateSettings:
     """How the gate judges a measure's figures, in its unit (``judge.gate.gate_config``)."""
 
-    #: The smallest slowdown that may fail an op when none is given.
-    tolerance: float
     #: A slowdown must also exceed this much per call, drift-corrected.
     floor: float
     #: An op's median's relative spread between processes where none is measured, and
@@ -62,6 +60,8 @@ class GateSettings:
     tau_floor: float
     #: Absolute jitter per call, so short ops get a wider margin.
     jitter: float
+    #: The smallest slowdown that may fail an op when none is given.
+    tolerance: float = TOLERANCE
     #: Fewer counted samples than this in a run: the op is not judged.
     min_samples: int = 5
     #: Whether a rank test guards against one odd run (figures that repeat need none).
@@ -247,7 +247,7 @@ class _Stored(Measure):
 
     name = "stored"
     figure = "time"
-    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=0.025, tau_floor=0.005,
+    gate = GateSettings(floor=0.0, tau_prior=0.025, tau_floor=0.005,
                         jitter=0.0)
     key = "stored"
 
@@ -259,7 +259,7 @@ class _StoredCounts(_Stored):
     unit = Unit.COUNT
     counts = ("counts", "")
     figure = "count"
-    gate = GateSettings(tolerance=TOLERANCE, floor=0.0, tau_prior=0.0005, tau_floor=0.0001,
+    gate = GateSettings(floor=0.0, tau_prior=0.0005, tau_floor=0.0001,
                         jitter=0.0, min_samples=1, rank_test=False, drift=False,
                         spread_inflation=1.0, confirms=False)
     repeats = True

@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..._extras import install
-from . import TOLERANCE, GateSettings, Measure, Unavailable, register
+from . import GateSettings, Measure, Unavailable, register
 
 if TYPE_CHECKING:
     from ..timers.base import Timer
@@ -36,7 +36,7 @@ class Events(Measure):
     figure = "event span"
     source = "CUDA events"
     #: CUDA event resolution (about 0.5 us) plus launch jitter.
-    gate = GateSettings(tolerance=TOLERANCE, floor=1000.0, tau_prior=0.025, tau_floor=0.005,
+    gate = GateSettings(floor=1000.0, tau_prior=0.025, tau_floor=0.005,
                         jitter=300.0)
     key = "cuda"
     formerly = (("cuda", "events"),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import TOLERANCE, GateSettings, Measure, register
+from . import GateSettings, Measure, register
 
 if TYPE_CHECKING:
     from ..timers.base import Timer
@@ -17,7 +17,7 @@ class Time(Measure):
     figure = "host time"
     source = "perf_counter_ns"
     #: perf_counter_ns plus Python's dispatch jitter.
-    gate = GateSettings(tolerance=TOLERANCE, floor=500.0, tau_prior=0.025, tau_floor=0.005,
+    gate = GateSettings(floor=500.0, tau_prior=0.025, tau_floor=0.005,
                         jitter=300.0)
     key = "cpu"
     formerly = (("cpu", "events"),)

@@ -4,7 +4,7 @@ from CUPTI's activity records; each op's event span is kept as its second figure
 from __future__ import annotations
 
 from ..._extras import install
-from . import TOLERANCE, GateSettings, Unavailable, register
+from . import GateSettings, Unavailable, register
 from .events import Events
 
 
@@ -19,7 +19,7 @@ class Kernel(Events):
     #: moved 0.11-0.27% between processes and big kernels' 0.01%, where spans moved
     #: 21-29% (shared/GATE.md, issue 12). Its records are in ns, with no event resolution
     #: or launch jitter: a smaller floor, prior spread and per-call jitter.
-    gate = GateSettings(tolerance=TOLERANCE, floor=100.0, tau_prior=0.005, tau_floor=0.002,
+    gate = GateSettings(floor=100.0, tau_prior=0.005, tau_floor=0.002,
                         jitter=20.0)
     key = "cuda-kernel"
     formerly = (("cuda", "kernel"),)
