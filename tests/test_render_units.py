@@ -325,7 +325,7 @@ def comparison_report():
 
     change = OpChange(base_ns=1_200_000.0, head_ns=1_566_475.0, change=1.305, low=1.3,
                       high=1.31, sd=0.001, verdict=OpStatus.REGRESSED, detectable=0.01)
-    result = PairedResult(ops=(change,), pairs=1, drift=(1.0,), drift_corrected=False,
+    result = PairedResult(ops=(change,), pairs=1, common=(1.0,), shared=None,
                           dof=float("inf"), quantile=1.96, notes=())
     test = TestComparison("t.py::t", result, (OpRow(0, "DOUBLE_add", 0, change),), (), ())
     return Report("files", "base.json", "head.json", 0.05, 0.05, 1, (test,), (), (), 0.15)
@@ -340,12 +340,12 @@ def test_compare_outputs_take_the_measure():
     counts = replace(ns, measure="instructions", unit=Unit.COUNT)
     for out in (compare.text(counts), compare.markdown(counts)):
         assert "1.2M instr" in out and "1.57M instr" in out
-        assert "medians, instructions executed; corrected is its mean" in out
+        assert "medians, instructions executed; estimate is its mean" in out
         no_duration(out)
     assert "1.2 ms" in compare.text(ns) and "instr" not in compare.text(ns)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parent.parent
-                         / "pytest_opprof/schemas/compare-2.schema.json").read_text())
+                         / "pytest_opprof/schemas/compare-3.schema.json").read_text())
     for report, measure, unit in ((ns, "", "ns"), (counts, "instructions", "count")):
         data = json.loads(compare.to_json(report))
         assert (data["measure"], data["unit"]) == (measure, unit)

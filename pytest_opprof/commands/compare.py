@@ -77,7 +77,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "dependency upgrade), both in the working tree. opprof compare "
                     "BASE.json HEAD.json: between two results files (pytest "
                     "--opprof-json). REF or BASE.json comes before pytest's arguments. "
-                    "Exit status 1 when an op regressed, 0 otherwise, 2 on a usage error. "
+                    "Exit status 1 when an op regressed (or, with --strict-effect, a test "
+                    "could not show the effect asked), 0 otherwise, 2 on a usage error. "
                     "Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
     sub.add_argument("--base-python", default=None, metavar="PYTHON",
@@ -97,6 +98,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
+    sub.add_argument("--strict-effect", type=fraction("--strict-effect"), nargs="?",
+                     const=-1.0, default=None, metavar="X",
+                     help="fail (exit 1) when a test's ops could not show a slowdown of X "
+                          "(default: --detect's): a comparison that saw nothing fails "
+                          "instead of passing blind")
     sub.add_argument("--max-pairs", type=whole_number("--max-pairs", 1, MOST_PAIRS), default=None,
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
@@ -107,7 +113,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the smallest change that counts, such as 0.05 or 5%% (default: "
                           f"the gate's, opprof_tolerance, else {TOLERANCE:.0%}%)")
     sub.add_argument("--json", type=Path, default=None, metavar="PATH",
-                     help="write the comparison as JSON (schema pytest-opprof/compare/2)")
+                     help="write the comparison as JSON (schema pytest-opprof/compare/3)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                      help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
 
@@ -158,6 +164,9 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
         report = _files(args, extra)
     else:
         report, failures = _pairs_of_processes(args, extra, scratch)
+    if args.strict_effect is not None:
+        report = replace(report, strict_effect=report.detect if args.strict_effect < 0
+                         else args.strict_effect)
     from ..render import compare as render
 
     print(render.text(report))
@@ -171,6 +180,12 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
     if failures:
         print(f"opprof: {len(failures)} test(s) failed at a side and were not compared: "
               "the comparison fails", file=sys.stderr)
+        return 1
+    blind = render.blind_tests(report) if report.strict_effect is not None else []
+    if blind:
+        print(f"opprof: {len(blind)} test(s) could not show a slowdown of "
+              f"{report.strict_effect:.0%} (--strict-effect): the comparison fails",
+              file=sys.stderr)
         return 1
     return 1 if report.count("regressed") else 0
 
