@@ -38,8 +38,8 @@ from ..model.baseline import (
 )
 from .files import machine_folders, read_json, replace_all, safe_name, write_problem
 
-__all__ = ["APPENDED", "MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX", "Baseline",
-           "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle"]
+__all__ = ["APPENDED", "MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX",
+           "Baseline", "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle"]
 
 
 #: ``opprof baseline update`` stages its runs in ``<baseline dir>/.staging-<batch>/``
