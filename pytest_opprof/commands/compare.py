@@ -338,10 +338,6 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
     installs = (environments.editable_here() if probed is None else
                 [pair for side in probed for pair in side.editable])
     editable = sorted({name for name, path in installs if _inside(path, top)})
-    for name in editable if not os.environ.get("PYTHONPATH") else ():
-        print(f"opprof: {name} is installed in editable mode from this repository, so "
-              "the base side imports the working tree's code too; import it by a relative "
-              "PYTHONPATH instead (PYTHONPATH=src opprof compare ...)", flush=True)
     with _worktree(here, sha, scratch) as tree:
         base_dir = tree / inside
         if not base_dir.is_dir():
@@ -350,6 +346,8 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
         base_env = {**_environment_at(top, tree)}
         if envs is not None:
             base_env.update(_activated(envs[0]))
+        _say_base_imports_the_working_tree(editable, pythons[0], base_dir, base_env,
+                                           (here, top, tree))
         sides = {"base": Side("base", base_dir, _at(extra, top, tree), base_env, pythons[0]),
                  "head": Side("head", here, extra,
                               {} if envs is None else _activated(envs[1]), pythons[1])}
@@ -545,6 +543,30 @@ def _at(args: Sequence[str], top: Path, tree: Path) -> list[str]:
                 break
         out.append(arg)
     return out
+
+
+def _say_base_imports_the_working_tree(editable: list[str], python: str | None, base_dir: Path,
+                                       env: Mapping[str, str],
+                                       where: tuple[Path, Path, Path]) -> None:
+    """A line for each module of a distribution installed in editable mode from this
+    repository that the base side would import from the working tree, not from its own
+    tree (a src layout: the editable install points into the working tree's ``src``, and
+    the side's folder does not hold the package); nothing where it imports its own (a
+    flat layout: the folder it runs in comes first on sys.path)."""
+    if not editable:
+        return
+    here, top, tree = where
+    found = environments.imported_from(python, editable, base_dir, env)
+    for module, places in sorted(found.items()):
+        stray = [p for p in places if p and _inside(p, top) and not _inside(p, tree)]
+        if not stray:
+            continue
+        folder = os.path.relpath(Path(stray[0]).parent, here)
+        print(f"opprof: the base side would import {module} from the working tree "
+              f"({stray[0]}), not from its own tree: it is installed in editable mode from "
+              f"this repository and is not found from the folder a side runs in; give it "
+              f"by a relative PYTHONPATH instead (PYTHONPATH={shlex.quote(folder)} "
+              "opprof compare ...)", flush=True)
 
 
 def _environment_at(top: Path, tree: Path) -> dict[str, str]:
