@@ -185,8 +185,9 @@ def op_history(key: tuple[str, int], op_id: int, runs: list[int], medians: list[
     of each run (``runs``: where each median was taken)."""
     logs = log_times(medians) - (0.0 if taken_out is None else taken_out[runs])
     sigma, steps, levels = steps_of(logs, runs, tolerance)
-    return OpHistory(op_id=op_id, name=key[0], occurrence=key[1], runs=runs,
-                     median_ns=medians, corrected_ns=np.exp(logs).tolist(), noise=sigma,
+    return OpHistory(op_id=op_id, name=key[0], occurrence=key[1], runs=runs, median_ns=medians,
+                     corrected_ns=medians if taken_out is None else np.exp(logs).tolist(),
+                     noise=sigma,
                      steps=steps, levels=np.exp(levels).tolist())
 
 
