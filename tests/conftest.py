@@ -176,7 +176,8 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
     second or more each time) and ``-p no:hypothesispytest``."""
     # an outer run under xdist must not make inner runs look like xdist workers
     # (pytest-benchmark disables itself and warns, an error under -W error)
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
+                 "OPPROF_FAKE_MACHINE"):
         monkeypatch.delenv(name, raising=False)
     addopts = ["-p", "no:hypothesispytest"]
     if not any(request.node.get_closest_marker(name) for name in ("rerun", "no_opprof_flags")):

@@ -113,13 +113,27 @@ def test_without_confirmation_the_first_run_decides(suite, monkeypatch):
 
 
 def test_machine_wide_drift_fails_nothing(suite, monkeypatch):
+    """The machine 20% slower, which the reference probe sees too: its drift."""
+    update(suite)
+    monkeypatch.setenv("OPPROF_FAKE_MACHINE", "1.2")
+    result = suite.runpytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +20.0%"])
+
+
+def test_a_change_every_op_shares_fails_each_op(suite, monkeypatch):
+    """Issue 28: the code 20% slower in every op (a slower common helper), the probe
+    unmoved: each op regressed, the shared change named; it used to pass as drift."""
     update(suite)
     everything = ",".join(f"{op}:1.2" for op in
                           ["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"])
     monkeypatch.setenv("SLOW", everything)
     result = suite.runpytest()
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["test_net.py::test_net: passed; 6 ops compared, drift +20.0%"])
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: failed; 6 ops compared, drift +0.0%; "
+                                 "the ops moved together by +20.0% (the reference probe moved "
+                                 "+0.0%): a change they share, judged as each op's own; "
+                                 "regressed: conv2d (OP_ID 0) +20.0%*"])
 
 
 def test_an_improvement_is_reported_not_failed(suite, monkeypatch):

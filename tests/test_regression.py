@@ -23,9 +23,11 @@ def make_runs(rng, medians, runs, n=20, noise=0.02, run_spread=0.005, scale=None
     return out
 
 
-def judge(current, baseline, **config):
+def judge(current, baseline, machine=None, **config):
+    """The rule; ``machine``: what the reference probe says the machine moved by (None:
+    a measure no machine moves, no probe)."""
     ids = {key: i for i, key in enumerate(sorted(set(current) | set(baseline)))}
-    return compare(current, baseline, ids, GateConfig(**config))
+    return compare(current, baseline, ids, GateConfig(**config), lambda: machine)
 
 
 def verdicts(result):
@@ -63,9 +65,23 @@ def test_machine_wide_drift_is_not_a_regression_and_is_reported(rng):
     baseline = make_runs(rng, MEDIANS, runs=5)
     slower = dict.fromkeys(range(len(MEDIANS)), 1.06)
     current = {k: v[0] for k, v in make_runs(rng, MEDIANS, runs=1, scale=slower).items()}
-    result = judge(current, baseline)
+    result = judge(current, baseline, machine=1.055)  # the probe saw the machine move
     assert set(verdicts(result).values()) == {"ok"}
     assert result.drift == pytest.approx(1.06, rel=0.01) and result.drift_source == "ops"
+
+
+@pytest.mark.parametrize("probe", [None, 1.0])
+def test_a_change_every_op_shares_is_each_ops_without_a_machine_to_show_it(rng, probe):
+    """Every op 30% slower and no probe (a measure no machine moves), or a probe that
+    did not move: each op regressed by about 30%, the drift taken out only the probe's."""
+    baseline = make_runs(rng, MEDIANS, runs=5)
+    slower = dict.fromkeys(range(len(MEDIANS)), 1.3)
+    current = {k: v[0] for k, v in make_runs(rng, MEDIANS, runs=1, scale=slower).items()}
+    result = judge(current, baseline, machine=probe)
+    assert set(verdicts(result).values()) == {"regressed"}
+    assert result.drift_source == ("none" if probe is None else "probe")
+    assert result.drift == 1.0
+    assert [v.corrected_ratio for v in result.ops] == pytest.approx([1.3] * 20, rel=0.05)
 
 
 def test_improvements_new_and_missing_ops_are_reported(rng):
@@ -122,7 +138,7 @@ def test_few_ops_take_the_drift_from_the_probe(rng):
     baseline = make_runs(rng, MEDIANS[:2], runs=5)
     current = {k: v[0] * 1.6 for k, v in make_runs(rng, MEDIANS[:2], runs=1).items()}
     ids = {key: i for i, key in enumerate(current)}
-    with_probe = compare(current, baseline, ids, GateConfig(), probe_drift=1.6)
+    with_probe = compare(current, baseline, ids, GateConfig(), lambda: 1.6)
     assert with_probe.drift_source == "probe" and not with_probe.having("regressed")
     without = compare(current, baseline, ids, GateConfig())
     assert without.drift_source == "none" and len(without.having("regressed")) == 2
@@ -175,11 +191,12 @@ def test_normal_tail_is_accurate_far_out():
 SPAN = list(np.geomspace(5e3, 5e6, 40))
 
 
-def real_like_runs(rng, medians, runs, spreads, scale=None, n=30, noise=0.05):
+def real_like_runs(rng, medians, runs, spreads, scale=None, n=30, noise=0.05, drifts=None):
     """Runs of ops whose medians move between processes by each op's own spread (log-sd),
-    with a machine-wide drift per run and per-sample noise."""
+    with a machine-wide drift per run (``drifts``, log; drawn when not given) and
+    per-sample noise."""
     out = {}
-    drifts = rng.normal(0, 0.02, runs)
+    drifts = rng.normal(0, 0.02, runs) if drifts is None else drifts
     for k, m in enumerate(medians):
         factor = 1.0 if scale is None else scale.get(k, 1.0)
         out[(f"op{k}", 0)] = [
@@ -201,10 +218,11 @@ def test_a_2x_slowdown_of_a_60us_op_is_caught_against_a_one_run_baseline(seed):
     rng = np.random.default_rng(seed)
     spreads = heterogeneous_spreads(rng, len(SPAN))
     slowed = int(np.argmin(np.abs(np.array(SPAN) - 60e3)))
-    baseline = real_like_runs(rng, SPAN, 1, spreads)
-    current = {k: v[0] for k, v in real_like_runs(rng, SPAN, 1, spreads,
-                                                  scale={slowed: 2.0}).items()}
-    result = judge(current, baseline, floor_ns=500.0)
+    then, now = rng.normal(0, 0.02, 2)  # the machine's speed, which the probe sees
+    baseline = real_like_runs(rng, SPAN, 1, spreads, drifts=[then])
+    current = {k: v[0] for k, v in real_like_runs(rng, SPAN, 1, spreads, scale={slowed: 2.0},
+                                                  drifts=[now]).items()}
+    result = judge(current, baseline, machine=math.exp(now - then), floor_ns=500.0)
     assert [v.name for v in result.having("regressed")] == [f"op{slowed}"]
     v = result.having("regressed")[0]
     assert v.detectable < 0.6 and v.margin < 1.5
@@ -220,12 +238,15 @@ def test_an_op_whose_runs_agree_to_a_hundredth_of_a_percent_is_judged_at_that_pr
     medians = [150e3] * 12 + [21e6, 2.6e6, 650e3, 50e3]
     spreads = np.array([0.1 + 0.15 * rng.random() for _ in range(12)]
                        + [1e-4, 1e-4, 1e-4, 2e-3])
-    baseline = real_like_runs(rng, medians, 4, spreads, noise=0.0005)
+    then = rng.normal(0, 0.02, 4)  # the machine's speed, which the probe sees
+    baseline = real_like_runs(rng, medians, 4, spreads, noise=0.0005, drifts=then)
     for factor, tolerance in ((1.125, 0.05), (1.02, 0.01)):
+        now = rng.normal(0, 0.02)
         current = {k: v[0] for k, v in real_like_runs(rng, medians, 1, spreads,
-                                                      scale={12: factor},
-                                                      noise=0.0005).items()}
-        result = judge(current, baseline, floor_ns=1000.0, tolerance=tolerance)
+                                                      scale={12: factor}, noise=0.0005,
+                                                      drifts=[now]).items()}
+        result = judge(current, baseline, machine=math.exp(now - then.mean()),
+                       floor_ns=1000.0, tolerance=tolerance)
         assert [v.name for v in result.having("regressed")] == ["op12"], factor
         assert result.having("regressed")[0].detectable < tolerance + 0.01
 

@@ -86,8 +86,9 @@ class Environment(Protocol):
     confirms: bool
 
     def probe_drift(self, baseline: Baseline) -> float | None:
-        """The machine's speed now against ``baseline``'s by the reference probe, or
-        None; asked only when the test has too few ops to estimate its own drift."""
+        """The machine's speed now against ``baseline``'s by the reference probe,
+        measured now, or None (a measure no machine moves); asked only when the test
+        has too few ops to estimate its own drift, or its ops moved together."""
 
     def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
         """The test profiled again in a new process, to confirm ``suspects``; None when
@@ -133,8 +134,12 @@ def judge(
         comparison = _compare(profile, baseline, config, environment)
         if config.drift:  # counts have no drift, and ops growing together are a change
             conditions = baseline.conditions()  # this run's too: they matched
-            reason = (drift_problem(comparison, conditions)
-                      or contention_problem(comparison, config, conditions))
+            reason = drift_problem(comparison, conditions)
+            shared = shared_change(comparison, config)
+            if shared is not None:  # the ops' change: judged, never a busy machine
+                comparison = replace(comparison, shared=shared)
+            elif reason is None:
+                reason = contention_problem(comparison, config, conditions)
         if reason is not None:
             comparison = _unjudged(comparison, reason)
         if profile.op_functions is not None:
@@ -225,6 +230,21 @@ def _unjudged(comparison: Comparison, reason: str) -> Comparison:
     return replace(comparison, ops=ops, unconfirmed=())
 
 
+def shared_change(comparison: Comparison, config: GateConfig) -> float | None:
+    """What the test's judged ops moved by together (their median corrected ratio) when
+    no machine drift took it out (the probe did not move by as much, or there is no
+    probe) and it is beyond what a machine moves unseen: a change the ops share, each
+    op's own, never a busy machine's; else None."""
+    if comparison.drift_source == "ops":
+        return None
+    ratios = [v.corrected_ratio for v in comparison.having(*COMPARED)
+              if math.isfinite(v.corrected_ratio)]
+    if len(ratios) < config.min_ops_for_drift:
+        return None
+    shared = statistics.median(ratios)
+    return shared if abs(math.log(shared)) > config.drift_uncertainty else None
+
+
 #: Fewer ops moving together than this are judged one by one, whatever their share.
 TOGETHER_MIN_OPS = 3
 
@@ -262,15 +282,22 @@ def contention_problem(comparison: Comparison, config: GateConfig,
 
 def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
              environment: Environment) -> Comparison:
-    """The rule applied to the profile against its baseline, drift from the probe when
-    the test has too few ops in common with the baseline to measure its own."""
+    """The rule applied to the profile against its baseline, the probe asked when the
+    test has too few ops in common with the baseline to measure its own drift, or its
+    ops moved together (the rule's ``_drift``)."""
     current, ids = current_samples(profile)
     stored = baseline.samples()
+    asked: list[float | None] = []
+
+    def machine() -> float | None:  # the probe, measured at most once per test
+        if not asked:
+            asked.append(environment.probe_drift(baseline))
+        return asked[0]
+
     common = sum(1 for key in current if key in stored)
-    drift = (environment.probe_drift(baseline)
-             if config.drift and common < config.min_ops_for_drift else None)
-    confirms = environment.confirms and not (drift is not None and _absurd(drift))
+    few = config.drift and common < config.min_ops_for_drift
     # an absurd drift: the test will not be judged, no re-run to confirm anything
+    confirms = environment.confirms and not (few and _absurd(machine() or 1.0))
     if baseline.span_seconds() >= HISTORY_SPAN_S:
         config = replace(config, spread_inflation=config.history_inflation)
 
@@ -279,4 +306,4 @@ def _compare(profile: Profile, baseline: Baseline, config: GateConfig,
         return current_samples(again)[0] if again is not None else None
 
     return compare_with_rerun(current, stored, {**baseline.op_ids(), **ids}, config,
-                              rerun_samples if confirms else None, probe_drift=drift)
+                              rerun_samples if confirms else None, machine=machine)

@@ -2,9 +2,15 @@
 arrays in, verdicts out).
 
 For each op matched by (name, occurrence), with ``r`` the log ratio of the current median
-to the mean log median of the K baseline runs and ``g`` the run's drift (the median ``r``
-over ops, each weighted by its precision; a reference probe's ratio when a test has too
-few ops), the change is ``d = r - g``. Under no change, ``d`` is normal with variance
+to the mean log median of the K baseline runs and ``g`` the run's drift, the change is
+``d = r - g``. **A drift is the machine's, and only a reference the code does not touch
+shows it** (:func:`_drift`): the ops' median ``r`` (each weighted by its precision) is
+taken out only where the reference probe, measured again when the ops moved, moved by
+as much; where the probe did not, only the probe's drift is taken out and what the ops
+moved by beyond it stays in every op (a slower common helper, a dependency upgrade:
+the changes users most need to see); with no probe (a measure no machine moves)
+nothing is. A test with too few ops takes the probe's. Under no change, ``d`` is normal
+with variance
 
     sigma^2 = lambda^2 (tau^2 (1/C + 1/K) + se_cur^2 / C + se_base^2 / K + var(g))
 
@@ -132,12 +138,21 @@ class GateConfig:
 RunPair = tuple[list[np.ndarray], list[np.ndarray]]
 
 
+#: The reference probe's current/baseline ratio, asked only when needed (None: none).
+Machine = Callable[[], float | None]
+
+
+def _no_probe() -> float | None:
+    return None
+
+
 def compare(current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
             baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
-            config: GateConfig = GateConfig(), probe_drift: float | None = None) -> Comparison:
+            config: GateConfig = GateConfig(), machine: Machine = _no_probe) -> Comparison:
     """Judge every op of ``current`` (counted samples, ns) against ``baseline`` (the
     samples of each baseline run). ``op_ids`` numbers current ops and, for missing ones,
-    the baseline's. ``probe_drift``: the reference probe's current/baseline ratio."""
+    the baseline's. ``machine``: the reference probe's current/baseline ratio, asked
+    only when the drift needs it."""
     verdicts: dict[Key, OpVerdict] = {}
     stats: dict[Key, RunPair] = {}
     for key, value in current.items():
@@ -152,7 +167,7 @@ def compare(current: Mapping[Key, np.ndarray | Sequence[np.ndarray]],
                                   baseline_median=median(pooled), n_baseline=len(pooled))
     drift, source = 1.0, "none"
     if stats:
-        ev = _evidence(stats, config, probe_drift)
+        ev = _evidence(stats, config, machine)
         for i, (key, pair) in enumerate(stats.items()):
             verdicts[key] = _op_verdict(i, key, ev, pair, op_ids.get(key, -1), config)
         drift, source = math.exp(ev.drift_log), ev.drift_source
@@ -188,7 +203,7 @@ def compare_with_rerun(current: Mapping[Key, np.ndarray],
                        baseline: Mapping[Key, Sequence[np.ndarray]], op_ids: Mapping[Key, int],
                        config: GateConfig,
                        rerun: Callable[[list[OpVerdict]], Mapping[Key, np.ndarray] | None] | None,
-                       probe_drift: float | None = None) -> Comparison:
+                       machine: Machine = _no_probe) -> Comparison:
     """:func:`compare`, with a confirmation when ``rerun`` is given.
 
     When the first run looks regressed at the looser ``config.trigger_alpha``,
@@ -198,7 +213,7 @@ def compare_with_rerun(current: Mapping[Key, np.ndarray],
     in two processes) and both runs judged together clear its margin at
     ``config.alpha``.
     """
-    first = compare(current, baseline, op_ids, config, probe_drift)
+    first = compare(current, baseline, op_ids, config, machine)
     suspects = {v.key for v in first.ops if v.suspect}
     if rerun is None or not suspects:
         return first
@@ -208,8 +223,8 @@ def compare_with_rerun(current: Mapping[Key, np.ndarray],
     both: dict[Key, np.ndarray | list[np.ndarray]] = {
         key: [samples, again[key]] if key in again else samples
         for key, samples in current.items()}
-    combined = compare(both, baseline, op_ids, config, probe_drift)
-    seen_again = {v.key for v in compare(again, baseline, op_ids, config, probe_drift).ops
+    combined = compare(both, baseline, op_ids, config, machine)
+    seen_again = {v.key for v in compare(again, baseline, op_ids, config, machine).ops
                   if v.suspect} & suspects
     ops = tuple(replace(v, verdict=OpStatus.OK)
                 if v.verdict == OpStatus.REGRESSED and v.key not in seen_again else v
@@ -242,7 +257,7 @@ class _Evidence:
 
 
 def _evidence(stats: Mapping[Key, RunPair], config: GateConfig,
-              probe_drift: float | None) -> _Evidence:
+              machine: Machine) -> _Evidence:
     """Each op's change, the spread it would have under no change, and the rank test."""
     pairs = list(stats.values())
     c_logs, c_se2s = _per_run([cur for cur, _ in pairs])
@@ -260,18 +275,20 @@ def _evidence(stats: Mapping[Key, RunPair], config: GateConfig,
     tau2 = _spread2(b_logs, b_mean, b_se2, raw, sampling, between, config)
     precision = tau2 * between + sampling
     weights = precision_weights(precision)
-    drift_log, source, drift_var = _drift(raw, weights, precision, probe_drift, config)
+    drift_log, source, drift_var = _drift(raw, weights, precision, machine, config)
     d = raw - drift_log
 
     # the variance of d under no change: spread, the medians' sampling error, the drift's
     contention = config.drift_sensitivity * max(abs(drift_log) - config.drift_deadband, 0.0)
     var_d = precision + drift_var + contention ** 2
     if len(pairs) >= config.min_ops_for_spread:  # this run's ops moved more than the model says
-        var_d = var_d * _excess_spread(d / np.sqrt(var_d), config.together)
+        # around what they moved by together: a change they share is no scatter
+        shared = weighted_median(d, weights)
+        var_d = var_d * _excess_spread((d - shared) / np.sqrt(var_d), config.together)
 
     # each current run's samples scaled by that run's own drift before they are pooled
     run_drift = np.exp([_run_drift(c_logs[:, j] - b_mean, weights, drift_log, config)
-                        for j in range(c_logs.shape[1])])
+                        if source == "ops" else drift_log for j in range(c_logs.shape[1])])
     cur_scaled = [np.concatenate([r / run_drift[j] for j, r in enumerate(cur)])
                   for cur, _ in pairs]
     return _Evidence(
@@ -282,19 +299,40 @@ def _evidence(stats: Mapping[Key, RunPair], config: GateConfig,
         k_screen=config.sigmas(max(config.trigger_alpha, config.alpha), len(pairs)))
 
 
-def _drift(raw: np.ndarray, weights: np.ndarray, precision: np.ndarray,
-           probe_drift: float | None, config: GateConfig) -> tuple[float, str, float]:
-    """The run's log drift, its source and its variance: the ops' median change, each
-    weighted by its precision (``weights``, from the variance of its change,
-    ``precision``) when there are enough of them, else the reference probe's, else none."""
+def _drift(raw: np.ndarray, weights: np.ndarray, precision: np.ndarray, machine: Machine,
+           config: GateConfig) -> tuple[float, str, float]:
+    """The run's log drift, its source and its variance. With ops enough, their median
+    change (each weighted by its precision, ``weights``, from the variance of its
+    change, ``precision``) where it is within what a machine moves unseen
+    (``config.drift_uncertainty``) or the reference probe moved by as much
+    (``machine``, asked only then); the probe's where it moved less (what the ops moved
+    by beyond it is theirs); none without a probe. With too few ops, the probe's, else
+    none."""
     if not config.drift:
         return 0.0, "none", 0.0
+    unseen = config.drift_uncertainty ** 2  # how far a machine moves unseen
     if len(raw) >= config.min_ops_for_drift:  # a weighted median's variance
+        ops = weighted_median(raw, weights)
         var = MEDIAN_VAR * float((weights ** 2 * precision).sum() / weights.sum() ** 2)
-        return weighted_median(raw, weights), "ops", var
-    if probe_drift is not None and probe_drift > 0:
-        return math.log(probe_drift), "probe", config.drift_uncertainty ** 2
-    return 0.0, "none", config.drift_uncertainty ** 2
+        if abs(ops) <= config.drift_uncertainty:  # no change under it is one to see
+            return ops, "ops", var
+        probe = _log(machine())
+        if probe is None:
+            return 0.0, "none", unseen
+        if abs(ops - probe) <= PROBE_AGREES * math.sqrt(var + unseen):
+            return ops, "ops", var
+        return probe, "probe", unseen
+    probe = _log(machine())
+    return (0.0, "none", unseen) if probe is None else (probe, "probe", unseen)
+
+
+#: The ops' median change is the machine's where the probe's is within this many of
+#: their joint standard deviations of it.
+PROBE_AGREES = 3.0
+
+
+def _log(ratio: float | None) -> float | None:
+    return math.log(ratio) if ratio is not None and ratio > 0 else None
 
 
 def _run_drift(raw: np.ndarray, weights: np.ndarray, otherwise: float,

@@ -160,6 +160,9 @@ class Comparison:
     current_runs: int = 1
     #: Ops the first run alone flagged that the re-run did not confirm.
     unconfirmed: tuple[OpVerdict, ...] = ()
+    #: What the judged ops moved by together beyond the drift taken out (no reference
+    #: showed the machine move so): a change they share, each op's own; NaN when none.
+    shared: float = math.nan
 
     def having(self, *verdicts: OpStatus) -> list[OpVerdict]:
         return [v for v in self.ops if v.verdict in verdicts]
@@ -168,7 +171,8 @@ class Comparison:
         return {"ops": [v.to_dict() for v in self.ops], "drift": _float_out(self.drift),
                 "drift_source": self.drift_source, "runs": self.runs,
                 "current_runs": self.current_runs,
-                "unconfirmed": [v.to_dict() for v in self.unconfirmed]}
+                "unconfirmed": [v.to_dict() for v in self.unconfirmed],
+                "shared": _float_out(self.shared)}
 
     @classmethod
     def from_dict(cls, data: Any) -> Comparison:
@@ -180,7 +184,8 @@ class Comparison:
         return cls(ops=_list(d, "ops", OpVerdict.from_dict), drift=_float(d, "drift"),
                    drift_source=source, runs=_int(d, "runs"),
                    current_runs=_int(d, "current_runs"),
-                   unconfirmed=_list(d, "unconfirmed", OpVerdict.from_dict))
+                   unconfirmed=_list(d, "unconfirmed", OpVerdict.from_dict),
+                   shared=_float(d, "shared") if "shared" in d else math.nan)
 
 
 DRIFT_SOURCES = ("ops", "probe", "none")

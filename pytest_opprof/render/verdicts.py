@@ -11,7 +11,15 @@ from ..judge.config import BLIND, GREW_SHOWN, more_runs
 from ..judge.strict import seen as sees_of
 from ..measure.measures import AUTO_ORDER, Measure
 from ..model.conditions import remedies
-from ..model.verdict import COMPARED, BudgetVerdict, OpStatus, OpVerdict, TestResult, Verdict
+from ..model.verdict import (
+    COMPARED,
+    BudgetVerdict,
+    Comparison,
+    OpStatus,
+    OpVerdict,
+    TestResult,
+    Verdict,
+)
 from ..model.words import Unit
 from ..stats.kernels import kernels_by_op
 from ..stats.power import blind
@@ -96,6 +104,14 @@ def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) 
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
             f"{percent(1 + seen)} for its median op ({c.runs} baseline "
             f"runs); {', '.join(helps[:-1])}, or {helps[-1]} would help")
+
+
+def shared_words(c: Comparison) -> str:
+    """What a test's ops moved by together beyond the drift taken out, in words."""
+    reference = (f"the reference probe moved {percent(c.drift)}" if c.drift_source == "probe"
+                 else "no reference to show the machine moved")
+    return (f"the ops moved together by {percent(c.shared)} ({reference}): a change they "
+            "share, judged as each op's own")
 
 
 def verdict_table(result: TestResult) -> str:
@@ -196,6 +212,8 @@ def summary_line(result: TestResult) -> str:
     elif c is not None:
         judged = c.having(*COMPARED)
         parts.append(f"{len(judged)} ops compared, drift {percent(c.drift)}")
+        if math.isfinite(c.shared):
+            parts.append(shared_words(c))
         for verdict, label in _LABELS.items():
             ops = c.having(verdict)
             if ops:

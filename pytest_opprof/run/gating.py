@@ -251,10 +251,8 @@ class Gate:
                      baseline_path=None if baseline is None else str(state.store.path_for(key)))
 
     @cached_property
-    def probe_ns(self) -> float:
-        from ..measure.probe import reference_probe
-
-        return reference_probe(self.state.measure.xp)
+    def probe_ns(self) -> float | None:
+        return self.state.measure.probe_ns()
 
     @cached_property
     def run_meta(self) -> dict[str, Any]:
@@ -262,7 +260,7 @@ class Gate:
         info = self.state.run_info
         return {"date": info.date, "commit": None if info.commit is None else dict(info.commit),
                 "versions": dict(info.versions),
-                "probe_ns": self.probe_ns if self.state.measure.probed else None,
+                "probe_ns": self.probe_ns,
                 "conditions": self.state.conditions}
 
 
@@ -284,9 +282,11 @@ class TestEnvironment:
     confirms: bool  # figures that repeat (counts): a re-run would show the same
 
     def probe_drift(self, baseline: Baseline) -> float | None:
-        """By the reference probe, where its time tracks the measure's (not counts')."""
+        """By the reference probe measured now, right after the test, where its time
+        tracks the measure's (not counts', not a fake clock's)."""
         then = baseline.probe_ns()
-        return self.gate.probe_ns / then if then and self.gate.state.measure.probed else None
+        now = self.gate.state.measure.probe_ns() if then else None
+        return now / then if now and then else None
 
     def rerun(self, suspects: Sequence[OpVerdict]) -> Profile | None:
         """This test profiled again in a new pytest process (nothing gated there)."""

@@ -125,6 +125,15 @@ class Measure(ABC):
     def timer(self, skip: int) -> Timer:
         """A new timer for one test, whose loop skips ``skip`` iterations."""
 
+    def probe_ns(self) -> float | None:
+        """The reference probe's time now (ns): how fast the machine runs, by work the
+        code under test does not touch; None where no machine speed moves the figures."""
+        if not self.probed:
+            return None
+        from ..probe import reference_probe
+
+        return reference_probe(self.xp)
+
     def header(self) -> str:
         """The run header's line: what it takes, what it cannot see, why ``auto`` took it."""
         line = f"opprof: measure {self.name} ({self.figure} from {self.source})"

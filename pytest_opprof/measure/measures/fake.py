@@ -23,8 +23,6 @@ class Fake(Events):
     gate = replace(Events.gate, floor=0.0)  # exact virtual times
     key = "fake"
     formerly = (("fake", "events"),)
-    #: A virtual clock: no machine speed for the reference probe to measure.
-    probed = False
 
     def __init__(self, worker: int | None = None) -> None:
         from ..timers.fake import FakeDevice
@@ -32,6 +30,13 @@ class Fake(Events):
         self.device = FakeDevice.device
 
     xp = Measure.xp  # numpy, not Events' CuPy
+
+    def probe_ns(self) -> float | None:
+        """The virtual machine's probe: a fixed 100 us at its speed
+        (``OPPROF_FAKE_MACHINE``, the factor all its work takes; 1 unless set)."""
+        from ..timers.fake import machine_speed
+
+        return 100_000 * machine_speed()
 
     def timer(self, skip: int) -> Timer:
         from ..timers.fake import FakeTimer

@@ -9,6 +9,7 @@ event creations, records and synchronisations for tests to hold the timer to its
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -31,9 +32,17 @@ class FakeEvent:
     time_ns: int | None = None
 
 
+def machine_speed() -> float:
+    """How much longer all work takes on the virtual machine than it says:
+    ``OPPROF_FAKE_MACHINE`` (a busy or slower machine, which the fake measure's probe
+    sees too), 1 unless set."""
+    return float(os.environ.get("OPPROF_FAKE_MACHINE") or 1.0)
+
+
 @dataclass
 class FakeDevice:
-    """A virtual GPU with one stream, driven by the test."""
+    """A virtual GPU with one stream, driven by the test; all its work takes
+    :func:`machine_speed` times what it says."""
 
     #: Host time each kernel launch costs (CPU dispatch).
     launch_ns: int = 0
@@ -52,6 +61,7 @@ class FakeDevice:
     xp: ModuleType = np
     #: The fake CUPTI that sees this device's work (kernel measure), if any.
     cupti: FakeCupti | None = None
+    speed: float = field(default_factory=machine_speed)
 
     def kernel(self, ns: int, name: str = "kernel") -> None:
         """Queue a kernel called ``name`` that runs ``ns`` on the device."""
@@ -67,14 +77,14 @@ class FakeDevice:
 
     def _launch(self, kind: str, name: str, ns: int) -> None:
         start = max(self.host_now, self.stream_free_at)
-        self.stream_free_at = start + int(ns)
+        self.stream_free_at = start + int(ns * self.speed)
         self.host_now += self.launch_ns
         if self.cupti is not None:
             self.cupti.launch(kind, name, start, self.stream_free_at, self.stream)
 
     def cpu(self, ns: int) -> None:
         """Spend ``ns`` of host time (Python overhead, host-side work)."""
-        self.host_now += int(ns)
+        self.host_now += int(ns * self.speed)
 
     # the EventAPI
     def new_event(self) -> FakeEvent:
