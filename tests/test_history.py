@@ -12,6 +12,7 @@ import pytest
 
 from pytest_opprof.cli import main
 from pytest_opprof.judge.changepoints import NEEDS_RUPTURES, significant_steps
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.render.history import SCHEMA, sparkline
 from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
@@ -40,7 +41,7 @@ def stored_run(medians: dict[str, float], index: int) -> BaselineRun:
 def grow(root, history: list[dict[str, float]], nodeid: str = NODEID) -> None:
     store = BaselineStore(root, "ci-runner")
     for index, medians in enumerate(history):
-        store.record(nodeid, stored_run(medians, index), "", append=True)
+        store.record(nodeid, stored_run(medians, index), "", append=Retake())
 
 
 def noisy(runs: int, seed: int, sigma: float = 0.03) -> list[dict[str, float]]:

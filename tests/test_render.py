@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.render.text import paddle_table, render, seconds, singa_ops, singa_phases
 
 from .fakes import fake_profiler, train_profile
@@ -171,8 +172,8 @@ def every_text_surface(name: str) -> dict[str, str]:
 
     return {
         "text": text.render(profile, 2),
-        "failure": verdicts.failure_text(record.result),
-        "summary": verdicts.summary_line(record.result),
+        "failure": verdicts.failure_text(record.result, Retake()),
+        "summary": verdicts.summary_line(record.result, Retake()),
         "counts": verdicts.counts_line([record.result]),
         "markdown": markdown.render([record], run_info),
         "html": html.render_tests([report_of(record)], run_info,
@@ -288,7 +289,7 @@ def test_html_has_a_table_of_numbers_per_test():
 def test_summary_names_ops_with_their_op_ids():
     from pytest_opprof.render.verdicts import summary_line
 
-    line = summary_line(gated(named_profile("relu_grad")).result)
+    line = summary_line(gated(named_profile("relu_grad")).result, Retake())
     assert "regressed: relu_grad (OP_ID 0) +85.0%" in line
     assert "new (not in the baseline): relu_grad (OP_ID 1)" in line
     assert "missing (in the baseline only): relu_grad (OP_ID 9)" in line
@@ -297,7 +298,7 @@ def test_summary_names_ops_with_their_op_ids():
 def test_strict_ops_failures_say_new_and_missing_not_regressed():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result)
+    text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result, Retake())
     assert "regressed" not in text
     assert "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict=ops):" in text
     assert ("opprof: 1 op(s) of the baseline missing from this run (failing under "

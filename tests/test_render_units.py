@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_opprof.measure.measures import named
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.model.profile import OpInfo, Profile
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
@@ -151,7 +152,7 @@ def test_ns_profiles_keep_seconds_in_the_terminal_report():
 def test_failure_text_says_instructions_and_names_what_grew():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(record_of(profile_of()).result)
+    text = failure_text(record_of(profile_of()).result, Retake())
     no_duration(text)
     lines = text.splitlines()
     assert lines[0] == ("opprof: 1 op(s) regressed in instructions executed against the "
@@ -181,7 +182,7 @@ def test_grew_names_go_through_display_name():
 def test_ns_failure_text_has_no_grew_lines_and_keeps_its_drift():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(record_of(profile_of(measure="time"), grew=False).result)
+    text = failure_text(record_of(profile_of(measure="time"), grew=False).result, Retake())
     assert "this run's drift +2.0%, from ops" in text and "grew" not in text
     assert "1.2 ms -> 1.57 ms (+30.5%; +30.5% drift-corrected" in text
     assert "instr" not in text

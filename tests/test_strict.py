@@ -62,7 +62,7 @@ def test_a_test_without_a_baseline_passes_and_the_strict_session_fails(suite):
     assert strict_lines(result) == [
         HEAD.format(n=1),
         f"  {NETWORK}: no baseline on machine 'fake-fake CUDA device': take one with "
-        "opprof baseline update"]
+        f"`opprof baseline update {NETWORK} --opprof-measure=fake`"]
     without = suite.runpytest()
     assert without.ret == pytest.ExitCode.OK and strict_lines(without) == []
 
@@ -80,7 +80,8 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
     jsonschema.validate(data, schema)
     assert data["strict"] == {"failed": True, "effect": 0.3, "unjudged": [
         {"nodeid": NETWORK, "why": "no baseline on machine 'fake-fake CUDA device': take one "
-                                   "with opprof baseline update"}]}
+                                   f"with `opprof baseline update {NETWORK} "
+                                   "--opprof-measure=fake`"}]}
     update(suite)
     suite.runpytest("--opprof-strict", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())

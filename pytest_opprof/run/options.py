@@ -22,6 +22,7 @@ import pytest
 from ..errors import OpprofError
 from ..judge.config import TOLERANCE
 from ..measure import measures
+from ..model import hints
 from . import outputs
 
 DEFAULT_VERBOSITY = 0
@@ -394,6 +395,48 @@ class Settings:
             gate=not (config.getoption("opprof_no_gate", False) or child),  # a child profiles
             profile_out=Path(child, CHILD_RECORDS) if child else None,
         )
+
+
+def retake(config: pytest.Config, settings: Settings, measure: str) -> hints.Retake:
+    """``opprof baseline update`` for this run (:mod:`pytest_opprof.model.hints`): the
+    ini file, rootdir and ``-o`` overrides it was started with (they select its tests),
+    its xdist workers, and the settings its baselines depend on as this run resolved
+    them (a flag, an ini value or an override alike): the measure it took, the machine
+    key and baseline folder given, the iterations and skip where not the defaults."""
+    option = config.option
+    given: list[str] = []
+    if getattr(option, "inifilename", None):
+        given += ["-c", str(option.inifilename)]
+    if getattr(option, "rootdir", None):
+        given.append(hints.flag("--rootdir", option.rootdir))
+    for override in getattr(option, "override_ini", None) or ():
+        if not str(override).startswith("opprof_"):  # those are carried as flags below
+            given += ["-o", str(override)]
+    given += hints.workers_flags(_workers(config))
+    given.append(hints.flag("--opprof-measure", measure))
+    if settings.machine_key is not None:
+        given.append(hints.flag("--opprof-machine-key", settings.machine_key))
+    start = config.invocation_params.dir
+    if settings.baseline_dir != Path(config.rootpath, DEFAULT_BASELINE_DIR):
+        given.append(hints.flag("--opprof-baseline-dir",
+                                os.path.relpath(settings.baseline_dir, start)))
+    if settings.iterations != DEFAULT_ITERATIONS:
+        given += ["-o", f"opprof_iterations={settings.iterations}"]  # an ini value only
+    if settings.skip != DEFAULT_SKIP:
+        given.append(hints.flag("--opprof-skip", settings.skip))
+    where = Path(os.path.relpath(config.rootpath, start)).as_posix()
+    return hints.Retake(tuple(given), where)
+
+
+def _workers(config: pytest.Config) -> int | None:
+    """The run's xdist workers: a worker is told; the controller started ``--tx``'s."""
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict):
+        count = str(workerinput.get("workercount", ""))
+        return int(count) if count.isdecimal() else None
+    started = getattr(config.option, "tx", None) if getattr(config.option, "numprocesses",
+                                                            None) else None
+    return len(started) if isinstance(started, list) else None
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from ..errors import OpprofError
 from ..measure import measures
 from ..model import conditions as run_conditions
 from . import outputs
-from .options import Settings
+from .options import Settings, retake
 
 if TYPE_CHECKING:
+    from ..model.hints import Retake
     from ..model.profile import Profile
     from ..model.records import TestRecord
     from ..model.runinfo import RunInfo
@@ -93,6 +94,12 @@ class RunState:
         from ..model.runinfo import RunInfo
 
         return RunInfo.collect(self.machine, self.measure.name, self.measure.device)
+
+    @cached_property
+    def retake(self) -> Retake:
+        """``opprof baseline update`` as this run takes its baselines: every command it
+        prints is this one's (:mod:`pytest_opprof.model.hints`)."""
+        return retake(self.config, self.settings, self.measure.name)
 
     @cached_property
     def conditions(self) -> run_conditions.Conditions:
