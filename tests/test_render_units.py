@@ -219,6 +219,8 @@ def test_markdown_in_instructions():
         no_duration(row)
     assert "op figures are instructions executed" in page
     assert "| 1.2M instr | 1.57M instr |" in page
+    # a percentage, named as one; counts are not drift-corrected (was "ratio (drift-corrected)")
+    assert "| test | op | baseline | current | change | margin |" in page
 
 
 def test_markdown_of_ns_profiles_is_unchanged():
@@ -226,7 +228,8 @@ def test_markdown_of_ns_profiles_is_unchanged():
 
     page = markdown.render([record_of(profile_of(measure="time"))], RUN_INFO)
     assert "op times are host time" in page and "instr" not in page
-    assert "| 1.2 ms | 1.57 ms |" in page
+    assert "| 1.2 ms | 1.57 ms | +30.5% |" in page
+    assert "| test | op | baseline | current | change (drift-corrected) | margin |" in page
 
 
 def test_html_table_in_instructions():
@@ -236,7 +239,7 @@ def test_html_table_in_instructions():
     page = html.render_tests([report_of(record_of(profile_of()))], RUN_INFO, charts=False)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
     cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]
-    assert cells[0][3] == "current median (instructions)"
+    assert cells[0][3] == "current median (instructions)" and cells[0][-2] == "change"
     assert cells[1][:4] == ["0", "<code>DOUBLE_add</code>", "1.2M instr", "1.57M instr"]
     assert "op figures are instructions executed" in page
     no_duration(page)

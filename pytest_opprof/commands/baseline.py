@@ -8,6 +8,7 @@ replaces which and what is committed or pruned is the store's policy
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 from collections.abc import Collection
 from pathlib import Path
@@ -86,8 +87,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     prune_parser = actions.add_parser(
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
-        usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] "
-              "[PYTEST ARGS...]",
+        usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY | "
+              "--all-machines] [PYTEST ARGS...]",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
                     "this machine's stored baselines whose test is provably gone: its file "
                     "no longer exists under the rootdir, or its file was collected in full "
@@ -354,7 +355,7 @@ def _noise_lines(b: Baseline, tolerance: float, root: Path) -> list[str]:
     typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
     if blind(typical, BLIND):
         # what the runs were taken under: no advice to pin what was pinned
-        retake = hints.stored(str(root), b.machine, measure.name).of(b.nodeid)
+        retake = hints.stored(os.path.relpath(root), b.machine, measure.name).of(b.nodeid)
         helps = more_data(len(b.runs), retake) + remedies(b.conditions())
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "

@@ -66,8 +66,9 @@ MOST_PAIRS = 1000
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
-        "compare", help="compare every op with a git ref (pytest processes taking turns) or "
-                        "two results files",
+        "compare", help="compare every op with a git ref or another Python environment "
+                        "(--base-python: a dependency upgrade), in pytest processes taking "
+                        "turns, or between two results files",
         usage=USAGE,
         description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
                     "commit, branch or tag, checked out in a temporary git worktree) and in "
