@@ -299,8 +299,8 @@ def test_a_bare_tolerance_above_one_in_the_ini_file_is_refused(suite):
     suite.makeini("[pytest]\nopprof_measure = fake\nopprof_tolerance = 5\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5': the tolerance '5' "
-                                 "is a fraction, 500%: write 5% or 0.05 *"])
+    result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5' in tox.ini: the "
+                                 "tolerance '5' is a fraction, 500%: write 5% or 0.05 *"])
 
 
 @pytest.mark.parametrize(("given", "fraction"), [

@@ -138,18 +138,40 @@ def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
 
 
 @pytest.mark.parametrize(("ini", "message"), [
-    ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5': the verbosity must be "
-                             "0, 1 or 2, not '5'"),
-    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *from 0 to 1000000*"),
-    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *from 1 to 1000000*"),
-    ("opprof_backend = gpu", "ERROR: ini option opprof_backend is gone: set opprof_measure "
-                             "instead (auto, time, *; time for cpu, events or kernel for cuda)"),
+    ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5' in tox.ini: the "
+                             "verbosity must be 0, 1 or 2, not '5'"),
+    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2' in tox.ini: *from 0 to 1000000*"),
+    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0' in tox.ini: *from 1 to "
+                              "1000000*"),
+    ("opprof_backend = gpu", "ERROR: ini option opprof_backend = 'gpu' in tox.ini: is gone, set "
+                             "opprof_measure instead (auto, time, *; time for cpu, events or "
+                             "kernel for cuda)"),
 ])
 def test_bad_ini_values_are_usage_errors_naming_the_key(train, ini, message):
     train.makeini(f"[pytest]\n{ini}\n")
     result = train.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("opprof_skip=-2", "ERROR: -o opprof_skip=-2: *from 0 to 1000000*"),
+    ("opprof_backend=fake", "ERROR: -o opprof_backend=fake: is gone, set opprof_measure *"),
+    ("opprof_measure=events", "ERROR: -o opprof_measure=events: CuPy is not installed (pip "
+                              "...); use --opprof-measure=auto"),
+])
+def test_a_problem_in_a_setting_names_where_it_came_from(train, monkeypatch, override,
+                                                         message):
+    """Issue 28: an ``-o`` override was named ``--opprof-measure=kernel`` (a flag not
+    given), the ini file's measure too: a setting is named as it was given."""
+    monkeypatch.setattr(events, "cuda_problem", lambda: "CuPy is not installed (pip ...)")
+    result = train.runpytest("-o", override)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    train.makeini("[pytest]\nopprof_measure = events\n")
+    result = train.runpytest()
+    result.stderr.fnmatch_lines(["ERROR: ini option opprof_measure = 'events' in tox.ini: "
+                                 "CuPy is not installed (pip ...); use --opprof-measure=auto"])
 
 
 def test_cuda_without_a_gpu_is_one_clear_usage_error(train, monkeypatch):

@@ -148,8 +148,8 @@ def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
     suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = sometimes\n")
     bad = suite.runpytest()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes': 'sometimes' is "
-                              "not ops, unjudged or an effect such as 25%"])
+    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes' in tox.ini: "
+                              "'sometimes' is not ops, unjudged or an effect such as 25%"])
 
 
 @pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict=25%"])

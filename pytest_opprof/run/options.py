@@ -276,6 +276,19 @@ def refuse_conflicts(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{first} and {second} contradict: {why}")
 
 
+def setting(config: pytest.Config, name: str, value: Any) -> str:
+    """The setting ``name`` as the user gave it, for a line about a problem with it: the
+    flag (``--opprof-measure=kernel``), the override (``-o opprof_measure=kernel``) or
+    the ini file's line (``ini option opprof_measure = 'kernel' in tox.ini``)."""
+    if config.getoption(name, None) is not None:  # the flag --opprof-x has the dest opprof_x
+        return f"--{name.replace('_', '-')}={value}"
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(str(o).split("=", 1)[0].strip() == name for o in overrides):
+        return f"-o {name}={value}"
+    where = f" in {config.inipath.name}" if config.inipath else ""
+    return f"ini option {name} = {shown(value)}{where}"
+
+
 def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], default: Any) -> Any:
     """The flag if given, else its ini twin (validated here), else ``default``."""
     value = config.getoption(name, None)  # the flag --opprof-x has the dest opprof_x
@@ -285,7 +298,7 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
     try:
         return parse(raw) if raw else default
     except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
+        raise pytest.UsageError(f"{setting(config, name, raw)}: {exc}") from None
 
 
 def _measure(text: str) -> str:
@@ -302,10 +315,12 @@ def _measure(text: str) -> str:
 def _measure_of(config: pytest.Config) -> str:
     """``--opprof-measure``, else ``opprof_measure``, checked; the ini value it replaced
     is refused in one line."""
-    if str(config.getini(GONE_INI) or "").strip():
+    gone = str(config.getini(GONE_INI) or "").strip()
+    if gone:
         choices = ", ".join(measures.choices())
-        raise pytest.UsageError(f"ini option {GONE_INI} is gone: set opprof_measure instead "
-                                f"({choices}; time for cpu, events or kernel for cuda)")
+        raise pytest.UsageError(f"{setting(config, GONE_INI, gone)}: is gone, set "
+                                f"opprof_measure instead ({choices}; time for cpu, events or "
+                                "kernel for cuda)")
     flag = config.getoption("opprof_measure", None)
     if flag is None:
         return str(_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE))
