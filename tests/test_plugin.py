@@ -250,6 +250,20 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
+def test_a_marker_takes_numpys_integers_as_counts(pytester):
+    """Issue 28: ``@pytest.mark.opprof(iterations=np.int64(3))`` was refused."""
+    pytester.makepyfile("""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.opprof(skip=np.int64(0), iterations=np.int32(3))
+        def test_marked(gpu_profiler):
+            assert gpu_profiler.skip == 0
+            assert len(list(gpu_profiler.iterations())) == 3
+    """)
+    run(pytester).assert_outcomes(passed=1)
+
+
 @pytest.mark.parametrize(("marker", "message"), [
     ("skp=1", "unknown argument 'skp'; accepted: iterations, max_time, skip, tolerance"),
     ("2", "takes keyword arguments only (iterations, max_time, skip, tolerance), got (2,)"),
@@ -258,9 +272,11 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
     ("iterations='10'", "iterations='10': the number of iterations must be a whole number "
                         "from 1 to 1000000"),
     ("skip=True", "skip=True: *"),
+    ("skip=np.float64(1)", "skip=np.float64(1.0): *"),
 ])
 def test_bad_marker_arguments_error_that_test_in_one_line(pytester, marker, message):
     pytester.makepyfile(f"""
+        import numpy as np
         import pytest
 
         @pytest.mark.opprof({marker})

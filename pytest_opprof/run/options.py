@@ -23,6 +23,7 @@ from ..errors import OpprofError
 from ..judge.config import TOLERANCE
 from ..measure import measures
 from ..model import hints
+from ..model.words import whole
 from . import outputs
 
 DEFAULT_VERBOSITY = 0
@@ -94,10 +95,13 @@ def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callabl
                 ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}") + why
 
     def parse(text: str) -> int:
+        """A flag's text, or a whole number given in code (numpy's too; a bool or a
+        float is no count: ``int(2.5)`` would be 2)."""
         try:
-            value = int(text)
+            number = int(text) if isinstance(text, str) else whole(text)
         except ValueError:
-            value = lowest - 1
+            number = None
+        value = lowest - 1 if number is None else number
         if not lowest <= value <= highest:
             raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {shown(text)}")
         return value
@@ -519,13 +523,13 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
 
 def _marker_value(where: str, key: str, value: Any) -> Any:
     try:
-        if key in _COUNT_ARGS:  # an int: not "10", not 2.0, not True
+        if key in _COUNT_ARGS:  # an int or np.int64: not "10", not 2.0, not True
             what, lowest = _COUNT_ARGS[key]
-            if isinstance(value, bool) or not isinstance(value, int) \
-                    or not lowest <= value <= MAX_ITERATIONS:
+            number = whole(value)
+            if number is None or not lowest <= number <= MAX_ITERATIONS:
                 raise argparse.ArgumentTypeError(
                     f"{what} must be a whole number from {lowest} to {MAX_ITERATIONS}")
-            return value
+            return number
         if key == "max_time":
             return _op_mapping(where, key, value, parse_duration_ns)
         if isinstance(value, Mapping):  # tolerance per op
