@@ -244,7 +244,7 @@ def test_show_errors_are_one_line(project, capsys):
     assert main(["baseline", "show", "--dir", "missing"]) == 1
     assert capsys.readouterr().err.strip() == (
         "opprof: missing: no baseline directory here (use --dir, or create baselines with "
-        "opprof baseline update)")
+        "`opprof baseline update --opprof-baseline-dir=missing`)")
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     capsys.readouterr()
     assert main(["baseline", "show", "test_zzz"]) == 1

@@ -15,16 +15,17 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import OpprofError
 from ..judge.config import TOLERANCE
 from ..measure import measures
-from ..model import hints
-from ..model.words import whole
 from . import outputs
+
+if TYPE_CHECKING:
+    from ..model.hints import Retake
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
@@ -97,6 +98,8 @@ def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callabl
     def parse(text: str) -> int:
         """A flag's text, or a whole number given in code (numpy's too; a bool or a
         float is no count: ``int(2.5)`` would be 2)."""
+        from ..model.words import whole
+
         try:
             number = int(text) if isinstance(text, str) else whole(text)
         except ValueError:
@@ -416,12 +419,14 @@ class Settings:
         )
 
 
-def retake(config: pytest.Config, settings: Settings, measure: str) -> hints.Retake:
+def retake(config: pytest.Config, settings: Settings, measure: str) -> Retake:
     """``opprof baseline update`` for this run (:mod:`pytest_opprof.model.hints`): the
     ini file, rootdir and ``-o`` overrides it was started with (they select its tests),
     its xdist workers, and the settings its baselines depend on as this run resolved
     them (a flag, an ini value or an override alike): the measure it took, the machine
     key and baseline folder given, the iterations and skip where not the defaults."""
+    from ..model import hints
+
     option = config.option
     given: list[str] = []
     if getattr(option, "inifilename", None):
@@ -524,6 +529,8 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
 def _marker_value(where: str, key: str, value: Any) -> Any:
     try:
         if key in _COUNT_ARGS:  # an int or np.int64: not "10", not 2.0, not True
+            from ..model.words import whole
+
             what, lowest = _COUNT_ARGS[key]
             number = whole(value)
             if number is None or not lowest <= number <= MAX_ITERATIONS:
