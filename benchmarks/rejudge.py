@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
 
 from pytest_opprof.judge.gate import gate_config, judge  # noqa: E402
 from pytest_opprof.measure.measures import named  # noqa: E402
+from pytest_opprof.model.hints import Retake  # noqa: E402
 from pytest_opprof.model.verdict import Verdict  # noqa: E402
 from pytest_opprof.store.baseline import load_file  # noqa: E402
 from pytest_opprof.store.results import load_records  # noqa: E402
@@ -39,6 +40,7 @@ def failed_ops(path: Path, config) -> tuple[set[str], bool]:
         if not files.get(profile.nodeid):
             continue
         result = judge(profile, load_file(Path(files[profile.nodeid])), machine="m",
+                       retake=Retake(),
                        config=config, budgets={}, strict_ops=False)
         unjudged |= result.verdict == Verdict.UNJUDGED
         if result.comparison is not None:

@@ -22,6 +22,7 @@ from pytest_opprof import Profiler
 from pytest_opprof.judge.gate import gate_config, judge
 from pytest_opprof.measure.measures import named
 from pytest_opprof.measure.timers import CpuTimer
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.render.text import render
 from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
@@ -47,7 +48,8 @@ def measure(n_ops: int) -> list[str]:
     render(profile, 2)
     rendered = time.perf_counter() - start
     start = time.perf_counter()
-    judge(profile, baseline, machine="m", config=gate_config(named("time").gate, 0.05, {}),
+    judge(profile, baseline, machine="m",
+          retake=Retake(), config=gate_config(named("time").gate, 0.05, {}),
           budgets={}, strict_ops=False)
     compared = time.perf_counter() - start
     return [f"{n_ops:,}", f"{recorded:.2f}", f"{built:.3f}", f"{memory / 1e6:.1f}",

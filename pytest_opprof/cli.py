@@ -31,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="opprof",
         description="pytest-opprof: per-op profiling and regression gate for array code. "
                     "Profiling and gating run inside pytest (pytest --opprof-verbosity=2); "
-                    "this command manages the stored baselines, compares a change with a git "
-                    "ref or two results files op by op, and shows each op's history.",
+                    "this command manages the stored baselines, compares a change op by op "
+                    "with a git ref, another Python environment (compare --base-python: a "
+                    "dependency upgrade) or two results files, and shows each op's history.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.set_defaults(help_parser=parser)  # what a command given without its action prints

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -68,6 +69,29 @@ def test_every_commands_help_names_its_forms_and_says_what_it_does(command, caps
         assert form.startswith(words[0]) and all(w in form for w in words), (form, words)
     assert len(description.split()) >= 8 and not description.startswith(
         ("positional arguments", "options")), description
+
+
+def test_every_usage_names_every_option_of_its_command():
+    """``baseline prune``'s usage left out ``--all-machines`` and ``opprof --help`` never
+    said ``--base-python``: each option a parser has is in its usage, and the top help
+    names the options that make compare's forms."""
+    from pytest_opprof.cli import build_parser
+
+    def parsers(parser, prefix=()):
+        yield prefix, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from parsers(sub, (*prefix, name))
+
+    for command, parser in parsers(build_parser()):
+        usage = parser.format_usage()
+        for action in parser._actions:
+            flags = [f for f in action.option_strings if f not in ("-h", "--help", "--version")]
+            if flags:
+                assert any(f in usage for f in flags), (command, flags, usage)
+    top = build_parser().format_help()
+    assert "--base-python" in " ".join(top.split())
 
 
 def test_help_covers_every_command():
@@ -220,7 +244,7 @@ def test_show_errors_are_one_line(project, capsys):
     assert main(["baseline", "show", "--dir", "missing"]) == 1
     assert capsys.readouterr().err.strip() == (
         "opprof: missing: no baseline directory here (use --dir, or create baselines with "
-        "opprof baseline update)")
+        "`opprof baseline update --opprof-baseline-dir=missing`)")
     main(["baseline", "update", "--runs", "1", "-q", "test_suite.py"])
     capsys.readouterr()
     assert main(["baseline", "show", "test_zzz"]) == 1
@@ -425,10 +449,19 @@ def test_show_says_what_would_help_when_the_typical_op_is_seen_poorly(project, c
     typical = statistics.median(op.detectable
                                 for op in rule_noise(project.path / ".opprof", "test_b").values())
     assert typical > 0.3
+    command = ("opprof baseline update --runs 5 test_suite.py::test_b "
+               "--opprof-baseline-dir=.opprof '--opprof-machine-key=fake-fake CUDA device' "
+               "--opprof-measure=fake")
     assert (f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
-            "typical op; more baseline runs (opprof baseline update --runs 5), more iterations "
+            f"typical op; more baseline runs (`{command}`), more iterations "
             "(gpu_profiler.iterations(n)) or pinned BLAS threads (OMP_NUM_THREADS=1) would help"
             ) in detail.splitlines()
+    # run as printed, it takes the runs into the baseline shown (issue 28: hints that work)
+    assert main(shlex.split(command)[1:]) == 0
+    capsys.readouterr()
+    assert main(["baseline", "show", "test_b"]) == 0
+    assert "test_suite.py::test_b on machine 'fake-fake CUDA device': 5 run(s)" in \
+        capsys.readouterr().out
 
 
 @pytest.mark.pytester

@@ -195,6 +195,18 @@ def test_an_interpreter_that_cannot_run_a_side_is_one_line(project, tmp_path, ca
         assert f"{python} -m pip install " in err
 
 
+@pytest.mark.parametrize("given", ["", " "])
+def test_an_empty_interpreter_is_said_as_empty_not_as_a_folder(given):
+    """``--base-python "$BASE_PY"`` with the variable unset was "is a folder" (the
+    current one): it is named empty, in one line."""
+    from pytest_opprof.run.environments import Refused, resolve
+
+    with pytest.raises(Refused) as info:
+        resolve("--base-python", given)
+    assert str(info.value) == (f"--base-python {given!r}: is empty (an unset variable?); "
+                               "give the path of a Python (a virtual environment's bin/python)")
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("script, says", [
     ('echo "OPPROF-PROBE [1, 2]"', "did not answer as a Python interpreter (exit status 0)"),

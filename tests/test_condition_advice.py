@@ -31,9 +31,10 @@ from pytest_opprof.model.conditions import (
     current,
     difference,
 )
+from pytest_opprof.model.hints import Retake
 
 from .fakes import six_op_project
-from .test_conditions import NETWORK, stored
+from .test_conditions import NETWORK, retake_of, stored
 
 ADVICE = re.compile(r"^(?P<said>.*?): (?:(?P<fixes>.*?), or )?re-take the baseline with "
                     r"`opprof baseline update(?P<flags>[^`]*)`$")
@@ -113,7 +114,7 @@ def condition_pairs(draw):
 @given(condition_pairs())
 def test_every_piece_of_advice_followed_makes_the_conditions_match(pair):
     then, now, environ, workers = pair
-    line = difference(then, now)
+    line = difference(then, now, retake_of(now))
     if line is None:  # agreeing: equal as the comparison reads them
         assert all(run_conditions.normal(k, then[k]) == run_conditions.normal(k, now[k])
                    for k in then if k in now and k != "device")
@@ -125,14 +126,14 @@ def test_every_piece_of_advice_followed_makes_the_conditions_match(pair):
         asked = follow(fixes, changed)
         after = conditions_under(changed, asked if asked is not None else workers,
                                  device="d", measure=str(now["measure"]))
-        assert difference(then, after) is None, (line, after)
+        assert difference(then, after, retake_of(after)) is None, (line, after)
     # the baseline re-taken as advised, in this shell, matches this run
     args = shlex.split(flags)
     n = int(args[args.index("-n") + 1]) if "-n" in args else 1
     given_flags = dict(a.split("=", 1) for a in args if a.startswith("--opprof-"))
     retaken = conditions_under(dict(environ), n, device="d",
                                measure=given_flags.get("--opprof-measure", str(now["measure"])))
-    assert difference(retaken, now) is None, (line, retaken)
+    assert difference(retaken, now, retake_of(now)) is None, (line, retaken)
 
 
 @pytest.mark.parametrize("then, now, says", [
@@ -155,14 +156,14 @@ def test_every_piece_of_advice_followed_makes_the_conditions_match(pair):
      "`opprof baseline update --opprof-measure=events`"),
 ])
 def test_the_issues_examples(then, now, says):
-    assert difference(then, now) == says
+    assert difference(then, now, retake_of(now)) == says
 
 
 @pytest.mark.pytester
 def test_an_export_with_a_quoted_value_sets_it_in_a_real_shell():
     """The advice is shell: run it in bash and read the environment back."""
     line = difference({"OMP_NUM_THREADS": "a 'b'", "MKL_NUM_THREADS": ""},
-                      {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "3"})
+                      {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "3"}, Retake())
     (fix,), _ = parse(line)
     read = ("python3 -c 'import json, os; print(json.dumps([os.environ.get(n) for n in "
             "(\"OMP_NUM_THREADS\", \"MKL_NUM_THREADS\")]))'")
@@ -275,9 +276,9 @@ def test_the_gates_advice_does_not_ask_to_pin_what_the_run_pinned():
     from pytest_opprof.model.verdict import Comparison
 
     far = Comparison(ops=(), drift=10.0, drift_source="probe", runs=3)
-    assert "BLAS threads not pinned" in drift_problem(far, {"OMP_NUM_THREADS": None})
-    assert "BLAS threads not pinned" in drift_problem(far, None)  # not recorded: may be
-    assert "pinned" not in drift_problem(far, {"OPENBLAS_NUM_THREADS": "1"})
+    assert "BLAS threads not pinned" in drift_problem(far, {"OMP_NUM_THREADS": None}, Retake())
+    assert "BLAS threads not pinned" in drift_problem(far, None, Retake())  # not recorded: may be
+    assert "pinned" not in drift_problem(far, {"OPENBLAS_NUM_THREADS": "1"}, Retake())
 
 
 def test_without_phases_no_backward_op_gives_no_backward_line():

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from pytest_opprof.model.conditions import THREAD_VARIABLES, difference
+from pytest_opprof.model.hints import Retake, workers_flags
 from pytest_opprof.store.baseline import Baseline, BaselineRun, BaselineStore
 
 from .fakes import SIX_OP_NET, batch, six_op_project, train_profile
@@ -63,7 +64,8 @@ def test_a_thread_setting_other_than_the_baselines_is_refused_in_one_line(suite,
     result = suite.runpytest("--opprof-json=r.json")
     result.assert_outcomes(passed=1)
     line = (f"{NETWORK}: unjudged; OMP_NUM_THREADS was 1 in the baseline, unset now: "
-            "export OMP_NUM_THREADS=1, or re-take the baseline with `opprof baseline update`")
+            "export OMP_NUM_THREADS=1, or re-take the baseline with `opprof baseline update "
+            f"{NETWORK} --opprof-measure=fake`")
     result.stdout.fnmatch_lines([line, "opprof: 0 regressed, 0 improved, 6 unjudged, *"])
     assert result.stdout.str().count("OMP_NUM_THREADS was 1") == 1  # one line, no traceback
     test = json.loads((suite.path / "r.json").read_text())["tests"][0]
@@ -86,7 +88,7 @@ def test_a_serial_baseline_is_not_judged_under_xdist_and_one_taken_so_is(suite, 
     result.stdout.fnmatch_lines([
         f"{NETWORK}: unjudged; the baseline was taken with 1 worker (serial), this run has "
         "2 xdist workers: run serially (-n 0), or re-take the baseline with "
-        "`opprof baseline update -n 2`"])
+        f"`opprof baseline update {NETWORK} -n 2 --opprof-measure=fake`"])
     monkeypatch.delenv("SLOW")
     update(suite, "-n", "2", name="t2")
     assert stored(suite)[0]["runs"][-1]["meta"]["conditions"]["workers"] == 2
@@ -97,7 +99,8 @@ def test_a_serial_baseline_is_not_judged_under_xdist_and_one_taken_so_is(suite, 
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"{NETWORK}: unjudged; the baseline was taken with 2 xdist "
                                  "workers, this run has 1 worker (serial): run with -n 2, or "
-                                 "re-take the baseline with `opprof baseline update`"])
+                                 "re-take the baseline with `opprof baseline update "
+                                 f"{NETWORK} --opprof-measure=fake`"])
 
 
 def test_a_baseline_without_conditions_is_judged_as_before(suite, monkeypatch):
@@ -125,7 +128,7 @@ def test_appending_a_run_under_other_conditions_is_refused(suite, monkeypatch):
     result.stdout.fnmatch_lines([
         f"*opprof: {NETWORK}: this run is not appended to its baseline: OMP_NUM_THREADS was "
         "1 in the baseline, 8 now: export OMP_NUM_THREADS=1, or re-take the baseline with "
-        "`opprof baseline update`"])
+        f"`opprof baseline update {NETWORK} --opprof-measure=fake`"])
     assert "Traceback" not in result.stdout.str()
     assert stored(suite)[1].read_text() == before
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -144,28 +147,41 @@ def test_baseline_show_prints_each_runs_conditions(suite, monkeypatch, capsys):
             "OPENBLAS_NUM_THREADS=1, others unset") in capsys.readouterr().out.splitlines()
 
 
+def retake_of(now: dict) -> Retake:
+    """The run's own ``opprof baseline update``, as the session makes it for the run
+    whose conditions are ``now`` (model/hints.py): its xdist workers and its measure."""
+    workers = now.get("workers")
+    return Retake((*workers_flags(workers if isinstance(workers, int) else None),
+                   *([f"--opprof-measure={now['measure']}"] if "measure" in now else [])))
+
+
 def test_difference_names_every_difference_and_one_fix_for_them_all():
     then = {"workers": 1, "measure": "time", "OMP_NUM_THREADS": None, "MKL_NUM_THREADS": "2"}
-    assert difference(then, dict(then)) is None
-    assert difference(None, then) is None  # a baseline from before conditions
-    assert difference({**then, "future": "x"}, then) is None  # unknown here: not compared
-    assert difference({**then, "device": "EPYC"}, {**then, "device": "Xeon"}) is None
+
+    def differs(then, now):
+        return difference(then, now, retake_of(now))
+
+    assert differs(then, dict(then)) is None
+    assert differs(None, then) is None  # a baseline from before conditions
+    assert differs({**then, "future": "x"}, then) is None  # unknown here: not compared
+    assert differs({**then, "device": "EPYC"}, {**then, "device": "Xeon"}) is None
     now = {**then, "measure": "events", "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
-    assert difference(then, now) == (  # the measure is not the shell's: only a re-take
+    assert differs(then, now) == (  # the measure is not the shell's: only a re-take
         "the baseline's measure was time, this run's is events; OMP_NUM_THREADS was unset in the "
         "baseline, 4 now; MKL_NUM_THREADS was 2 in the baseline, unset now: re-take the "
         "baseline with `opprof baseline update --opprof-measure=events`")
     now = {**then, "workers": 3, "OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": None}
-    assert difference(then, now) == (
+    assert differs(then, now) == (
         "the baseline was taken with 1 worker (serial), this run has 3 xdist workers; "
         "OMP_NUM_THREADS was unset in the baseline, 4 now; MKL_NUM_THREADS was 2 in the "
         "baseline, unset now: export MKL_NUM_THREADS=2 and unset OMP_NUM_THREADS and run "
-        "serially (-n 0), or re-take the baseline with `opprof baseline update -n 3`")
-    assert difference(then, {**then, "MKL_NUM_THREADS": None}) == (
+        "serially (-n 0), or re-take the baseline with `opprof baseline update -n 3 "
+        "--opprof-measure=time`")
+    assert differs(then, {**then, "MKL_NUM_THREADS": None}) == (
         "MKL_NUM_THREADS was 2 in the baseline, unset now: export MKL_NUM_THREADS=2, or "
-        "re-take the baseline with `opprof baseline update`")
-    assert difference({**then, "OMP_NUM_THREADS": None},
-                      {**then, "OMP_NUM_THREADS": "\x1b[2J"}).startswith(
+        "re-take the baseline with `opprof baseline update --opprof-measure=time`")
+    assert differs({**then, "OMP_NUM_THREADS": None},
+                   {**then, "OMP_NUM_THREADS": "\x1b[2J"}).startswith(
         "OMP_NUM_THREADS was unset in the baseline, \\x1b[2J now: unset OMP_NUM_THREADS")
 
 
@@ -221,7 +237,8 @@ def test_an_absurd_probe_drift_leaves_a_few_op_test_unjudged(pytester, scale, fa
         f"test_one.py::test_one: unjudged; drift *: the machine measured * {factor} than at "
         "the baseline (the reference probe), beyond the 3x a drift correction is trusted "
         "with; find what changed (BLAS threads not pinned, another load, another device) "
-        "and re-take the baseline with `opprof baseline update`"])
+        "and re-take the baseline with `opprof baseline update test_one.py::test_one "
+        "--opprof-measure=time`"])
     assert "re-running" not in out and "0 regressed, 0 improved, 1 unjudged" in out
     test = json.loads((pytester.path / "r.json").read_text())["tests"][0]
     assert test["verdict"] == "unjudged" and test["drift_source"] == "probe"
@@ -246,9 +263,9 @@ def test_a_drift_within_bounds_is_still_corrected():
     from pytest_opprof.model.verdict import Comparison
 
     for drift, source in ((2.9, "probe"), (1 / 2.9, "ops"), (1000.0, "none")):
-        assert drift_problem(Comparison((), drift, source, 1)) is None
+        assert drift_problem(Comparison((), drift, source, 1), None, Retake()) is None
     for drift in (3.1, 1 / 3.1, float("nan")):
-        assert drift_problem(Comparison((), drift, "probe", 1)) is not None
+        assert drift_problem(Comparison((), drift, "probe", 1), None, Retake()) is not None
 
 
 # ---- the probe ----------------------------------------------------------------------

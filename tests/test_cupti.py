@@ -510,10 +510,10 @@ def test_host(gpu_profiler):
     (["--opprof-measure=cycles"], "", "ERROR: --opprof-measure: unknown measure 'cycles'; "
      "choose one of auto, time, events, kernel, instructions* (or register it in a "
      "conftest.py)"),
-    ([], "opprof_measure = cycles", "ERROR: ini option opprof_measure = 'cycles': unknown "
-     "measure 'cycles'; choose one of auto, time, events, kernel, instructions*"),
-    ([], "opprof_backend = cpu", "ERROR: ini option opprof_backend is gone: set "
-     "opprof_measure instead (auto, time, events, kernel, instructions*; time for cpu, "
+    ([], "opprof_measure = cycles", "ERROR: ini option opprof_measure = 'cycles' in tox.ini: "
+     "unknown measure 'cycles'; choose one of auto, time, events, kernel, instructions*"),
+    ([], "opprof_backend = cpu", "ERROR: ini option opprof_backend = 'cpu' in tox.ini: is "
+     "gone, set opprof_measure instead (auto, time, events, kernel, instructions*; time for cpu, "
      "events or kernel for cuda)"),
 ])
 def test_a_wrong_measure_is_one_line(suite, args, ini, message):

@@ -284,7 +284,8 @@ ini_values = st.text(max_size=40) | st.sampled_from(
 def test_any_ini_value_is_accepted_or_one_usage_error_line(name, raw):
     ini = {name: raw}
     config = SimpleNamespace(getoption=lambda name, default=None: None,
-                             getini=lambda name: ini.get(name, ""))
+                             getini=lambda name: ini.get(name, ""),
+                             option=SimpleNamespace(override_ini=None), inipath=None)
     parse = {"opprof_verbosity": options._verbosity, "opprof_skip": options._skip,
              "opprof_iterations": options._iterations, "opprof_tolerance": options._tolerance,
              "opprof_strict": options.parse_strict, "opprof_measure": options._measure}[name]

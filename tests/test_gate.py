@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.store.baseline import SCHEMA
 
 from .fakes import SLOW_FACTOR, batch
@@ -52,8 +53,8 @@ def test_without_a_baseline_tests_pass_and_the_summary_says_so(suite):
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*= opprof gate: machine fake-fake CUDA device =*",
-        "test_net.py::test_net: no baseline on this machine (opprof baseline update to create "
-        "one)",
+        "test_net.py::test_net: no baseline on this machine (`opprof baseline update "
+        "test_net.py::test_net --opprof-measure=fake` takes one)",
     ])
 
 
@@ -313,8 +314,8 @@ def test_a_bare_tolerance_above_one_in_the_ini_file_is_refused(suite):
     suite.makeini("[pytest]\nopprof_measure = fake\nopprof_tolerance = 5\n")
     result = suite.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5': the tolerance '5' "
-                                 "is a fraction, 500%: write 5% or 0.05 *"])
+    result.stderr.fnmatch_lines(["ERROR: ini option opprof_tolerance = '5' in tox.ini: the "
+                                 "tolerance '5' is a fraction, 500%: write 5% or 0.05 *"])
 
 
 @pytest.mark.parametrize(("given", "fraction"), [
@@ -387,7 +388,8 @@ def test_a_baseline_spanning_hours_earns_tighter_margins(hours, verdict):
     baseline = Baseline("test_x.py::test_x", "m", runs)
     assert baseline.span_seconds() == hours * 3600
     current = _profile(lambda k: 1.26 if k == 3 else 1.0, ops=10)
-    result = judge(current, baseline, machine="m", config=gate_config(named("fake").gate, 0.05, {}),
+    result = judge(current, baseline, machine="m",
+                   retake=Retake(), config=gate_config(named("fake").gate, 0.05, {}),
                    budgets={}, strict_ops=False)
     assert {v.name: v.verdict for v in result.comparison.ops}["op3"] == verdict
 
@@ -421,7 +423,8 @@ def test_every_judged_op_shows_its_detectable_slowdown(suite, monkeypatch):
         "OP_ID*op*baseline*now*change*margin*detectable*spread*verdict",
         "*relu*ok",
         "opprof: test_net.py::test_net: the gate could only see slowdowns over +*% for its "
-        "median op (3 baseline runs); more baseline runs (opprof baseline update --runs 5), "
+        "median op (3 baseline runs); more baseline runs (`opprof baseline update --runs 5 "
+        "test_net.py::test_net --opprof-measure=fake`), "
         "more iterations (gpu_profiler.iterations(n)), or a quieter machine with pinned BLAS "
         "threads (OMP_NUM_THREADS=1) would help",
     ])

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_opprof.cli import main
 from pytest_opprof.judge.changepoints import NEEDS_RUPTURES, significant_steps
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.render.history import SCHEMA, sparkline
 from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
@@ -45,7 +46,7 @@ def stored_run(medians: dict[str, float], index: int, measure: str = "time",
 def grow(root, history: list[dict[str, float]], nodeid: str = NODEID, **run) -> None:
     store = BaselineStore(root, "ci-runner")
     for index, medians in enumerate(history):
-        store.record(nodeid, stored_run(medians, index, **run), "", append=True)
+        store.record(nodeid, stored_run(medians, index, **run), "", append=Retake())
 
 
 def noisy(runs: int, seed: int, sigma: float = 0.03) -> list[dict[str, float]]:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pytest_opprof.cli import main
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.measure import measures
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.run.options import CHILD_RECORDS
 
 
@@ -83,7 +84,8 @@ def records():
     for iterations in (6, 7):
         current = train_profile(iterations=iterations)
         config = gate_config(measures.named("fake").gate, 0.05, {})
-        found.append(TestRecord(current, judge(current, baseline, machine="m", strict_ops=False,
+        found.append(TestRecord(current, judge(current, baseline, machine="m",
+                                               retake=Retake(), strict_ops=False,
                                                config=config, budgets={})))
     return found
 
@@ -100,7 +102,7 @@ def _written(kind: str, record, folder) -> bytes:
         store = BaselineStore(folder / "written", "m")
         for date in ("d1", "d2", "d3"):  # a history: a line per run
             path = store.record(NODEID, BaselineRun.from_profile(record.profile, {"date": date}),
-                                "", append=True)
+                                "", append=Retake())
         return path.read_bytes()
     return {"results": lambda: results_json.render([record], RunInfo("m", "fake", "d")),
             "records": lambda: dumps([record]),
@@ -270,7 +272,7 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
 
     store = BaselineStore(tmp_path, "m")
     for k in range(6):
-        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
+        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=Retake())
     text = path.read_text()
     path.write_text({
         "newer schema": text.replace("pytest-opprof/baseline/3", "pytest-opprof/baseline/4"),
@@ -279,7 +281,7 @@ def test_append_onto_a_history_it_cannot_read_refuses_and_keeps_the_file(tmp_pat
     }[damage])
     before = _snapshot(tmp_path)
     with pytest.raises(BaselineError) as info:
-        store.record("t.py::test_x", _run("2026-02-01"), "", append=True)
+        store.record("t.py::test_x", _run("2026-02-01"), "", append=Retake())
     message = str(info.value)
     assert "\n" not in message and "this run is not appended, and the file is kept" in message
     assert str(path) in message and "delete it, or rerun" not in message
@@ -451,7 +453,7 @@ def history_store(tmp_path):
 
     store = BaselineStore(tmp_path / "store", "m")
     for k in range(3):
-        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=True)
+        path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}"), "", append=Retake())
     return store, path
 
 
@@ -518,7 +520,7 @@ def forged_store(tmp_path):
     store = BaselineStore(tmp_path / "store", "m")
     for k in range(3):
         path = store.record("t.py::test_x", _run(f"2026-01-0{k + 1}", commit={
-            "id": "a1b2c3d4e5f6", "branch": "main"}, outlying_ops=["conv2d"]), "", append=True)
+            "id": "a1b2c3d4e5f6", "branch": "main"}, outlying_ops=["conv2d"]), "", append=Retake())
     data = _forge(json.loads(path.read_text()))
     assert data["nodeid"].startswith(FORGED)
     for run in data["runs"]:

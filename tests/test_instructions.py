@@ -26,6 +26,7 @@ from pytest_opprof.measure.profiler import Profiler
 from pytest_opprof.measure.timers import callgrind as timer_module
 from pytest_opprof.model.baseline import READER, Baseline, BaselineRun
 from pytest_opprof.model.conditions import BLAS_PINNING
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.model.profile import Profile
 from pytest_opprof.model.words import Unit
 from pytest_opprof.run import counting
@@ -279,7 +280,7 @@ def baseline_of(*profiles: Profile) -> Baseline:
 
 
 def judged(current: Profile, base: Baseline, tolerance: float = 0.01):
-    return judge(current, base, machine="callgrind-x86_64",
+    return judge(current, base, machine="callgrind-x86_64", retake=Retake(),
                  config=gate_config(named("instructions").gate, tolerance, {}), budgets={},
                  strict_ops=False)
 
@@ -381,7 +382,7 @@ def test_a_baseline_of_another_valgrind_is_refused_naming_it():
     from pytest_opprof.model.conditions import difference
 
     now = {"measure": "instructions", "valgrind": "3.19.0", "python": "3.11.7"}
-    line = difference({**now, "valgrind": "3.18.1"}, now)
+    line = difference({**now, "valgrind": "3.18.1"}, now, Retake())
     assert line.startswith("the baseline's valgrind was 3.18.1, this run's is 3.19.0")
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_opprof.judge.gate import gate_config, judge
 from pytest_opprof.measure.measures import named
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
 from pytest_opprof.render import duration, html, markdown, percent, results_json, text
@@ -46,7 +47,8 @@ def record() -> TestRecord:
     baseline = Baseline("test_x.py::test_x", "m",
                         [BaselineRun.from_profile(_profile(r), {}) for r in range(5)])
     current = _profile(9, slow=1.4)
-    result = judge(current, baseline, machine="m", config=gate_config(named("fake").gate, 0.05, {}),
+    result = judge(current, baseline, machine="m",
+                   retake=Retake(), config=gate_config(named("fake").gate, 0.05, {}),
                    budgets={}, strict_ops=False)
     assert result.comparison is not None
     assert {v.name: v.verdict for v in result.comparison.ops}[SLOW] == "regressed"
@@ -77,7 +79,7 @@ def test_every_surface_says_the_same_figures_for_one_op(record, tmp_path):
     assert figures["change"] != "-" and figures["baseline"] != figures["current"]
 
     # the terminal: the failure text's op line and the verdict table
-    line = next(x for x in failure_text(record.result).splitlines() if f". {SLOW}:" in x)
+    line = next(x for x in failure_text(record.result, Retake()).splitlines() if f". {SLOW}:" in x)
     assert f"{figures['baseline']} -> {figures['current']}" in line
     assert f"({percent(base['ratio'])}; {figures['change']} drift-corrected beyond its " \
            f"margin {figures['margin']}" in line

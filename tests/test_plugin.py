@@ -72,6 +72,7 @@ def test_verbosity_2_prints_ops_table_and_outside_line(train):
         "OP_ID2. relu_grad : 5e-07 sec",
         "OP_ID3. conv2d_grad : 2e-06 sec",
         "",
+        "Per op type (event span, ms; over the counted iterations):",
         "Stat=conv2d_grad   total=0.006 *   avg=0.002 *   max=0.002 *   min=0.002 *   count=3",
         "Stat=conv2d  *",
         "Stat=relu_grad  *",
@@ -80,7 +81,8 @@ def test_verbosity_2_prints_ops_table_and_outside_line(train):
         "Op time : 3.75e-06 sec of 5e-06 sec iteration wall time per counted iteration, "
         "25.0% outside any op",
     ], consecutive=True)
-    assert result.stdout.str().count("test_train.py::test_train -") == 1  # printed once
+    assert len([line for line in result.stdout.lines  # its profile printed once
+                if line.startswith("-") and "test_train.py::test_train" in line]) == 1
 
 
 def test_skip_changes_the_counted_iterations_and_the_figures(train):
@@ -138,18 +140,40 @@ def test_bad_flags_are_usage_errors_naming_the_flag(train, flag, message):
 
 
 @pytest.mark.parametrize(("ini", "message"), [
-    ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5': the verbosity must be "
-                             "0, 1 or 2, not '5'"),
-    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2': *from 0 to 1000000*"),
-    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0': *from 1 to 1000000*"),
-    ("opprof_backend = gpu", "ERROR: ini option opprof_backend is gone: set opprof_measure "
-                             "instead (auto, time, *; time for cpu, events or kernel for cuda)"),
+    ("opprof_verbosity = 5", "ERROR: ini option opprof_verbosity = '5' in tox.ini: the "
+                             "verbosity must be 0, 1 or 2, not '5'"),
+    ("opprof_skip = -2", "ERROR: ini option opprof_skip = '-2' in tox.ini: *from 0 to 1000000*"),
+    ("opprof_iterations = 0", "ERROR: ini option opprof_iterations = '0' in tox.ini: *from 1 to "
+                              "1000000*"),
+    ("opprof_backend = gpu", "ERROR: ini option opprof_backend = 'gpu' in tox.ini: is gone, set "
+                             "opprof_measure instead (auto, time, *; time for cpu, events or "
+                             "kernel for cuda)"),
 ])
 def test_bad_ini_values_are_usage_errors_naming_the_key(train, ini, message):
     train.makeini(f"[pytest]\n{ini}\n")
     result = train.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("opprof_skip=-2", "ERROR: -o opprof_skip=-2: *from 0 to 1000000*"),
+    ("opprof_backend=fake", "ERROR: -o opprof_backend=fake: is gone, set opprof_measure *"),
+    ("opprof_measure=events", "ERROR: -o opprof_measure=events: CuPy is not installed (pip "
+                              "...); use --opprof-measure=auto"),
+])
+def test_a_problem_in_a_setting_names_where_it_came_from(train, monkeypatch, override,
+                                                         message):
+    """Issue 28: an ``-o`` override was named ``--opprof-measure=kernel`` (a flag not
+    given), the ini file's measure too: a setting is named as it was given."""
+    monkeypatch.setattr(events, "cuda_problem", lambda: "CuPy is not installed (pip ...)")
+    result = train.runpytest("-o", override)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    train.makeini("[pytest]\nopprof_measure = events\n")
+    result = train.runpytest()
+    result.stderr.fnmatch_lines(["ERROR: ini option opprof_measure = 'events' in tox.ini: "
+                                 "CuPy is not installed (pip ...); use --opprof-measure=auto"])
 
 
 def test_cuda_without_a_gpu_is_one_clear_usage_error(train, monkeypatch):
@@ -228,6 +252,20 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
     run(pytester).assert_outcomes(passed=1)
 
 
+def test_a_marker_takes_numpys_integers_as_counts(pytester):
+    """Issue 28: ``@pytest.mark.opprof(iterations=np.int64(3))`` was refused."""
+    pytester.makepyfile("""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.opprof(skip=np.int64(0), iterations=np.int32(3))
+        def test_marked(gpu_profiler):
+            assert gpu_profiler.skip == 0
+            assert len(list(gpu_profiler.iterations())) == 3
+    """)
+    run(pytester).assert_outcomes(passed=1)
+
+
 @pytest.mark.parametrize(("marker", "message"), [
     ("skp=1", "unknown argument 'skp'; accepted: iterations, max_time, skip, tolerance"),
     ("2", "takes keyword arguments only (iterations, max_time, skip, tolerance), got (2,)"),
@@ -236,9 +274,11 @@ def test_class_marker_applies_and_the_closest_wins(pytester):
     ("iterations='10'", "iterations='10': the number of iterations must be a whole number "
                         "from 1 to 1000000"),
     ("skip=True", "skip=True: *"),
+    ("skip=np.float64(1)", "skip=np.float64(1.0): *"),
 ])
 def test_bad_marker_arguments_error_that_test_in_one_line(pytester, marker, message):
     pytester.makepyfile(f"""
+        import numpy as np
         import pytest
 
         @pytest.mark.opprof({marker})

@@ -95,6 +95,30 @@ def test_iterations_refuses_loops_that_count_nothing(n, skip, message):
         profiler.iterations(n)
 
 
+@pytest.mark.parametrize("kind", ["int64", "int32", "uint8"])
+def test_numpys_integers_are_whole_numbers_where_a_count_is_meant(kind):
+    """Issue 28: ``iterations(np.int64(5))`` (a count from a shape) was refused as no
+    whole number; numpy's integers count, numpy's bool and float do not."""
+    profiler, _ = fake_profiler(skip=0)
+    assert len(list(profiler.iterations(np.dtype(kind).type(4), skip=np.int64(1)))) == 4
+    assert profiler.profile.counted == 3
+    for bad in (np.bool_(True), np.float64(4.0)):
+        with pytest.raises(OpprofError, match=r"give a whole number"):
+            fake_profiler(skip=0)[0].iterations(bad)
+
+
+def test_the_whole_number_flags_take_numpys_integers_and_refuse_bools():
+    import argparse
+
+    from pytest_opprof.run.options import whole_number
+
+    runs = whole_number("--runs", 1, 20)
+    assert runs("5") == 5 and runs(np.int64(5)) == 5 and type(runs(np.int64(5))) is int
+    for bad in (True, 2.5, "2.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="a whole number from 1 to 20"):
+            runs(bad)
+
+
 def test_iterations_runs_once_per_test():
     profiler, _ = fake_profiler(skip=0)
     for _ in profiler.iterations(2):

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.render.text import paddle_table, render, seconds, singa_ops, singa_phases
 
 from .fakes import fake_profiler, train_profile
@@ -51,7 +52,9 @@ def test_singa_op_list_in_graph_order():
 
 
 def test_paddle_table_sorted_by_total_in_ms_with_aligned_columns():
+    """Its unit is said above it (before: a table of bare numbers)."""
     assert paddle_table(train_profile()) == (
+        "Per op type (event span, ms; over the counted iterations):\n"
         "Stat=conv2d_grad   total=0.006     avg=0.002     max=0.002     min=0.002     count=3\n"
         "Stat=conv2d        total=0.003     avg=0.001     max=0.001     min=0.001     count=3\n"
         "Stat=relu_grad     total=0.0015    avg=0.0005    max=0.0005    min=0.0005    count=3\n"
@@ -64,7 +67,7 @@ def test_one_row_reproduces_paddles_line_shape():
     for i in profiler.iterations(2):
         with profiler.op("conv2d_grad"):
             dev.kernel(2_222_000 if i else 15_852_000)
-    assert paddle_table(profiler.profile) == (
+    assert paddle_table(profiler.profile).splitlines()[1] == (
         "Stat=conv2d_grad   total=18.074   avg=9.037   max=15.852   min=2.222   count=2")
 
 
@@ -171,8 +174,8 @@ def every_text_surface(name: str) -> dict[str, str]:
 
     return {
         "text": text.render(profile, 2),
-        "failure": verdicts.failure_text(record.result),
-        "summary": verdicts.summary_line(record.result),
+        "failure": verdicts.failure_text(record.result, Retake()),
+        "summary": verdicts.summary_line(record.result, Retake()),
         "counts": verdicts.counts_line([record.result]),
         "markdown": markdown.render([record], run_info),
         "html": html.render_tests([report_of(record)], run_info,
@@ -288,7 +291,7 @@ def test_html_has_a_table_of_numbers_per_test():
 def test_summary_names_ops_with_their_op_ids():
     from pytest_opprof.render.verdicts import summary_line
 
-    line = summary_line(gated(named_profile("relu_grad")).result)
+    line = summary_line(gated(named_profile("relu_grad")).result, Retake())
     assert "regressed: relu_grad (OP_ID 0) +85.0%" in line
     assert "new (not in the baseline): relu_grad (OP_ID 1)" in line
     assert "missing (in the baseline only): relu_grad (OP_ID 9)" in line
@@ -297,7 +300,7 @@ def test_summary_names_ops_with_their_op_ids():
 def test_strict_ops_failures_say_new_and_missing_not_regressed():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result)
+    text = failure_text(gated(named_profile("gelu"), verdicts=("new",)).result, Retake())
     assert "regressed" not in text
     assert "opprof: 1 new op(s) not in the baseline (failing under --opprof-strict=ops):" in text
     assert ("opprof: 1 op(s) of the baseline missing from this run (failing under "

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_opprof.measure.measures import named
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.model.profile import OpInfo, Profile
 from pytest_opprof.model.records import TestRecord
 from pytest_opprof.model.runinfo import RunInfo
@@ -151,7 +152,7 @@ def test_ns_profiles_keep_seconds_in_the_terminal_report():
 def test_failure_text_says_instructions_and_names_what_grew():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(record_of(profile_of()).result)
+    text = failure_text(record_of(profile_of()).result, Retake())
     no_duration(text)
     lines = text.splitlines()
     assert lines[0] == ("opprof: 1 op(s) regressed in instructions executed against the "
@@ -181,7 +182,7 @@ def test_grew_names_go_through_display_name():
 def test_ns_failure_text_has_no_grew_lines_and_keeps_its_drift():
     from pytest_opprof.render.verdicts import failure_text
 
-    text = failure_text(record_of(profile_of(measure="time"), grew=False).result)
+    text = failure_text(record_of(profile_of(measure="time"), grew=False).result, Retake())
     assert "this run's drift +2.0%, from ops" in text and "grew" not in text
     assert "1.2 ms -> 1.57 ms (+30.5%; +30.5% drift-corrected" in text
     assert "instr" not in text
@@ -218,6 +219,8 @@ def test_markdown_in_instructions():
         no_duration(row)
     assert "op figures are instructions executed" in page
     assert "| 1.2M instr | 1.57M instr |" in page
+    # a percentage, named as one; counts are not drift-corrected (was "ratio (drift-corrected)")
+    assert "| test | op | baseline | current | change | margin |" in page
 
 
 def test_markdown_of_ns_profiles_is_unchanged():
@@ -225,7 +228,8 @@ def test_markdown_of_ns_profiles_is_unchanged():
 
     page = markdown.render([record_of(profile_of(measure="time"))], RUN_INFO)
     assert "op times are host time" in page and "instr" not in page
-    assert "| 1.2 ms | 1.57 ms |" in page
+    assert "| 1.2 ms | 1.57 ms | +30.5% |" in page
+    assert "| test | op | baseline | current | change (drift-corrected) | margin |" in page
 
 
 def test_html_table_in_instructions():
@@ -235,7 +239,7 @@ def test_html_table_in_instructions():
     page = html.render_tests([report_of(record_of(profile_of()))], RUN_INFO, charts=False)
     rows = re.findall(r"<tr[^>]*>(.*?)</tr>", page)
     cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in rows]
-    assert cells[0][3] == "current median (instructions)"
+    assert cells[0][3] == "current median (instructions)" and cells[0][-2] == "change"
     assert cells[1][:4] == ["0", "<code>DOUBLE_add</code>", "1.2M instr", "1.57M instr"]
     assert "op figures are instructions executed" in page
     no_duration(page)

@@ -406,6 +406,62 @@ def test_an_async_def_is_timed_over_its_await_not_its_creation(scope_impl):
     assert sink.names == ["body", "inner", None, None] and sink.marks == [1, 2, 3, 4]
 
 
+def test_an_object_with_async_call_is_timed_over_its_await(scope_impl):
+    """Issue 28: an object whose class has ``async def __call__`` was timed over the
+    coroutine's creation (2 us, not 5 ms). Calling it always gives a coroutine: its
+    op spans the await, as an async def's."""
+    import asyncio
+
+    class Step:
+        async def __call__(self, x):
+            await asyncio.sleep(0)
+            return x + 1
+
+    step = scope_impl.OpScope("step")(Step())
+    with Sink(scope_impl) as sink:
+        coroutine = step(1)
+        assert sink.names == []  # created, not run: not timed yet
+        assert asyncio.run(coroutine) == 2
+    assert sink.names == ["step", None] and sink.marks == [1, 2]
+
+
+@pytest.mark.parametrize("kind", ["lambda", "functools.wraps wrapper"])
+def test_a_callable_that_returns_a_coroutine_is_refused_at_its_call(scope_impl, kind):
+    """A lambda or a wraps-wrapper returning an async def's coroutine can only be told
+    when called (the same wrapper may as well run the coroutine itself, synchronously):
+    that call is refused in one line naming the op and what to do, and the coroutine
+    is closed (no 'never awaited' warning)."""
+    import functools
+    import warnings
+
+    async def work():
+        return 1
+
+    if kind == "lambda":
+        fn = lambda: work()  # noqa: E731
+    else:
+        @functools.wraps(work)
+        def fn():
+            return work()
+    timed = scope_impl.OpScope("work")(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a coroutine never awaited would warn
+        with Sink(scope_impl), pytest.raises(
+                TypeError, match=r"^op\('work'\) timed only the creation of a coroutine: .* "
+                                 r"returned one unawaited .*; decorate the async def itself, "
+                                 r"or time the await \(with op\('work'\): await \.\.\.\)$"):
+            timed()
+
+    @functools.wraps(work)
+    def run_it():  # a synchronous adapter around the same async def: timed as it is
+        import asyncio
+        return asyncio.run(work())
+
+    with Sink(scope_impl) as sink:
+        assert scope_impl.OpScope("run")(run_it)() == 1
+    assert sink.names == ["run", None]
+
+
 def test_an_async_def_raising_closes_its_op_and_propagates(scope_impl):
     import asyncio
 

@@ -228,6 +228,13 @@ def test_a_branch_named_like_a_json_file_is_a_ref(repo, capsys):
     assert main(["compare", "feature.json", "--pairs", "1"]) == 2
     assert "'feature.json' is both a file and a git ref: write ./feature.json" in \
         one_line(capsys)
+    # a ref with no heads/ name (HEAD): the advice names its commit (was heads/HEAD)
+    (repo / "HEAD").write_text("{}")
+    assert main(["compare", "HEAD", "--pairs", "1"]) == 2
+    line = one_line(capsys)
+    commit = git(repo, "rev-parse", "--short", "HEAD")
+    assert line.endswith(f"write ./HEAD to compare the results file, or {commit} (its "
+                         "commit) to compare with the ref") and "heads/" not in line, line
     assert_clean(repo)
 
 

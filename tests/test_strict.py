@@ -62,7 +62,7 @@ def test_a_test_without_a_baseline_passes_and_the_strict_session_fails(suite):
     assert strict_lines(result) == [
         HEAD.format(n=1),
         f"  {NETWORK}: no baseline on machine 'fake-fake CUDA device': take one with "
-        "opprof baseline update"]
+        f"`opprof baseline update {NETWORK} --opprof-measure=fake`"]
     without = suite.runpytest()
     assert without.ret == pytest.ExitCode.OK and strict_lines(without) == []
 
@@ -80,7 +80,8 @@ def test_the_results_file_says_what_strict_mode_decided_and_validates(suite):
     jsonschema.validate(data, schema)
     assert data["strict"] == {"failed": True, "effect": 0.3, "unjudged": [
         {"nodeid": NETWORK, "why": "no baseline on machine 'fake-fake CUDA device': take one "
-                                   "with opprof baseline update"}]}
+                                   f"with `opprof baseline update {NETWORK} "
+                                   "--opprof-measure=fake`"}]}
     update(suite)
     suite.runpytest("--opprof-strict", "--opprof-json=r.json")
     data = json.loads((suite.path / "r.json").read_text())
@@ -147,8 +148,8 @@ def test_the_ini_value_turns_strict_mode_on_and_an_update_is_not_judged(suite):
     suite.makeini("[pytest]\nopprof_measure = fake\nopprof_strict = sometimes\n")
     bad = suite.runpytest()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes': 'sometimes' is "
-                              "not ops, unjudged or an effect such as 25%"])
+    bad.stderr.fnmatch_lines(["ERROR: ini option opprof_strict = 'sometimes' in tox.ini: "
+                              "'sometimes' is not ops, unjudged or an effect such as 25%"])
 
 
 @pytest.mark.parametrize("flag", ["--opprof-strict", "--opprof-strict=25%"])

@@ -20,6 +20,7 @@ from pytest_opprof.errors import OpprofError
 from pytest_opprof.judge.gate import gate_config, judge
 from pytest_opprof.judge.rule import compare
 from pytest_opprof.measure.measures import named
+from pytest_opprof.model.hints import Retake
 from pytest_opprof.model.records import TestRecord, dumps, loads
 from pytest_opprof.model.verdict import (
     BudgetVerdict,
@@ -156,7 +157,8 @@ def test_verdicts_are_str_enums_that_compare_and_serialise_as_their_words():
 
 def test_a_result_is_made_once_with_its_final_values():
     config = gate_config(named("fake").gate, 0.05, {})
-    result = judge(PROFILE, None, machine="m", config=config, budgets={"relu": 1.0},
+    result = judge(PROFILE, None, machine="m",
+                   retake=Retake(), config=config, budgets={"relu": 1.0},
                    strict_ops=False)
     assert result.verdict == Verdict.FAILED and result.over_budget[0].name == "relu"
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -8,7 +8,7 @@ replaces which and what is committed or pruned is the store's policy
 from __future__ import annotations
 
 import argparse
-import shlex
+import os
 import uuid
 from collections.abc import Collection
 from pathlib import Path
@@ -21,8 +21,10 @@ from ..judge.config import BASELINE_RUNS, BLIND, GATE_SEES_QUANTILE
 from ..judge.gate import gate_config
 from ..judge.rule import GateConfig
 from ..measure import measures
+from ..model import hints
 from ..model.conditions import describe as describe_conditions
 from ..model.conditions import remedies
+from ..model.hints import Retake
 from ..render import display_name, duration
 from ..render.text import paddle_table, singa_ops, stat_table, wall_line
 from ..render.verdicts import more_data, spread
@@ -85,8 +87,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     prune_parser = actions.add_parser(
         "prune", help="remove the baselines of tests that no longer exist (dry run unless "
                       "--apply)",
-        usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY] "
-              "[PYTEST ARGS...]",
+        usage="opprof baseline prune [--apply] [--dir DIR] [--machine-key KEY | "
+              "--all-machines] [PYTEST ARGS...]",
         description="Collects the tests with 'pytest --collect-only PYTEST ARGS' and lists "
                     "this machine's stored baselines whose test is provably gone: its file "
                     "no longer exists under the rootdir, or its file was collected in full "
@@ -229,8 +231,7 @@ def _unreliable_line(nodeid: str, agreed: agreement.Agreement, runs: int,
     names = sorted({display_name(name) for name, _ in agreed.ops()})
     which = (f"op {names[0]} of {display_name(nodeid)} disagrees" if len(names) == 1 else
              f"ops {', '.join(names)} of {display_name(nodeid)} disagree")
-    command = shlex.join(["opprof", "baseline", "update", "--runs", str(max(runs, BASELINE_RUNS)),
-                          *pytest_args])
+    command = display_name(Retake(tuple(pytest_args)).command(max(runs, BASELINE_RUNS)))
     return (f"opprof: {which} between runs (spread {max(agreed.spread.values()):.0%}): the "
             f"machine was busy? the gate is blind to slowdowns within that spread; re-run "
             f"`{command}` on a quiet machine")
@@ -267,7 +268,8 @@ def show(root: Path, machine_key: str | None, test: str | None,
             if test is not None and test not in entry.nodeid:
                 continue
             matched += 1
-            print(_describe(entry, tolerance) if test is not None else _list_line(entry, path))
+            print(_describe(entry, tolerance, root) if test is not None
+                  else _list_line(entry, path))
     if test is not None and not matched:
         raise CommandError(f"no stored baseline matches {test!r} under {root}")
     return 1 if broken else 0
@@ -286,7 +288,7 @@ def _field(value: object) -> str:
     return "?" if value is None else display_name(str(value))
 
 
-def _describe(b: Baseline, given: float | None) -> str:
+def _describe(b: Baseline, given: float | None, root: Path) -> str:
     tolerance = _measure(b).gate.tolerance if given is None else given
     lines = [f"{display_name(b.nodeid)} on machine '{display_name(b.machine)}': "
              f"{len(b.runs)} run(s)"]
@@ -308,7 +310,7 @@ def _describe(b: Baseline, given: float | None) -> str:
         lines.append("    conditions: " + (describe_conditions(conditions) if conditions
                                              else "not recorded (judged under any)"))
     profile = b.to_profile()
-    lines += ["", *_noise_lines(reference, tolerance), "",
+    lines += ["", *_noise_lines(reference, tolerance, root), "",
               "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
               wall_line(profile), ""]
     return "\n".join(lines)
@@ -336,9 +338,10 @@ def _slowdown(effect: float) -> str:
     return f"+{effect:.0%}" if effect <= 10 else ">+1000%"
 
 
-def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
+def _noise_lines(b: Baseline, tolerance: float, root: Path) -> list[str]:
     """Per op, what the gate sees in these runs (rule.noise), and what would help when
-    the typical op's detectable slowdown is beyond ``BLIND``."""
+    the typical op's detectable slowdown is beyond ``BLIND`` (more runs: the command
+    that takes them into this store, ``root``, under its machine key and measure)."""
     samples = b.samples()
     measure = _measure(b)
     noise = rule.noise(samples, _config(b, tolerance))
@@ -355,7 +358,8 @@ def _noise_lines(b: Baseline, tolerance: float) -> list[str]:
     typical = sees([op.detectable for op in noise.values()], GATE_SEES_QUANTILE)
     if blind(typical, BLIND):
         # what the runs were taken under: no advice to pin what was pinned
-        helps = more_data(len(b.runs)) + remedies(b.conditions())
+        retake = hints.stored(os.path.relpath(root), b.machine, measure.name).of(b.nodeid)
+        helps = more_data(len(b.runs), retake) + remedies(b.conditions())
         lines.append(
             f"opprof: the gate catches only slowdowns of +{typical:.0%} or more in this test's "
             f"typical op; {', '.join(helps[:-1])} or {helps[-1]} would help")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ..model import hints
+from ..model.words import display_name
 from ..run.gating import baseline_key
 from ..run.launcher import PLUGIN_ARGS, last_line, startup_error
 from ..run.options import DEFAULT_BASELINE_DIR, Settings, whole_number
@@ -46,8 +48,9 @@ def add_store_arguments(sub: argparse.ArgumentParser) -> None:
 def stores(root: Path, machine_key: str | None) -> list[BaselineStore]:
     """CommandError when there are none."""
     if not root.exists():
+        take = hints.stored(str(root), machine_key).command()
         raise CommandError(f"{root}: no baseline directory here (use --dir, or create "
-                           "baselines with opprof baseline update)")
+                           f"baselines with `{display_name(take)}`)")
     if not root.is_dir():
         raise CommandError(f"{root}: is a file, not a baseline directory (use --dir)")
     if machine_key is not None:

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -66,8 +67,9 @@ MOST_PAIRS = 1000
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
-        "compare", help="compare every op with a git ref (pytest processes taking turns) or "
-                        "two results files",
+        "compare", help="compare every op with a git ref or another Python environment "
+                        "(--base-python: a dependency upgrade), in pytest processes taking "
+                        "turns, or between two results files",
         usage=USAGE,
         description="opprof compare REF [PYTEST ARGS...]: runs the selected tests at REF (a "
                     "commit, branch or tag, checked out in a temporary git worktree) and in "
@@ -210,8 +212,8 @@ def _form(args: argparse.Namespace, extra: list[str]) -> tuple[str, str | None, 
         return "pairs", None, extra
     if os.path.exists(first.split("::", 1)[0]) and not first.startswith(("heads/", "tags/")):
         raise UsageProblem(f"{first!r} is both a path and a git ref: write ./{first} to "
-                           f"select the tests, heads/{first} (or the commit id) to compare "
-                           "with the ref")
+                           f"select the tests, or {_commit_of(first)} to compare with the "
+                           "ref")
     return "pairs", first, extra[1:]
 
 
@@ -227,9 +229,18 @@ def _files_form(ref: str) -> bool:
     names_commit = _names_commit(ref)
     if exists and names_commit and not ref.startswith(("./", "/", "../")):
         raise UsageProblem(f"{ref!r} is both a file and a git ref: write ./{ref} to compare "
-                           f"the results file, heads/{ref} (or the commit id) to compare "
-                           "the ref")
+                           f"the results file, or {_commit_of(ref)} to compare with the ref")
     return exists or not names_commit
+
+
+def _commit_of(ref: str) -> str:
+    """``a1b2c3d (its commit)``: what names a ref's commit and no file, whatever the ref
+    is (``HEAD`` or ``HEAD~1`` have no ``heads/`` name; a tag's is ``tags/``)."""
+    code, out = _git(["rev-parse", "--short", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                     Path.cwd())
+    commit = out.strip()
+    return f"{commit} (its commit)" if code == 0 and re.fullmatch(r"[0-9a-f]{4,64}", commit) \
+        else "its commit id"
 
 
 def _names_commit(ref: str) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 from ..measure.measures import GateSettings
 from ..model import conditions as run_conditions
 from ..model.baseline import Baseline
+from ..model.hints import Retake
 from ..model.profile import Profile
 from ..model.verdict import (
     COMPARED,
@@ -28,7 +29,7 @@ from ..model.verdict import (
     TestResult,
     Verdict,
 )
-from ..model.words import percent
+from ..model.words import display_name, percent
 from .config import GREW_SHOWN
 from .rule import GateConfig, compare_with_rerun
 
@@ -112,6 +113,7 @@ def judge(
     baseline: Baseline | None,
     *,
     machine: str,
+    retake: Retake,
     config: GateConfig,
     budgets: Mapping[str, float],
     strict_ops: bool,
@@ -123,8 +125,9 @@ def judge(
     for the machine's drift only when the test has too few ops to estimate its own, and
     to profile the test again in a new process to confirm suspects (when it
     ``confirms``); ``refusal`` is why ``baseline`` cannot judge this run at all (its run
-    conditions differ), or None; ``baseline_path`` is where ``baseline`` is stored.
-    Budgets are checked whatever the baseline says."""
+    conditions differ), or None; ``baseline_path`` is where ``baseline`` is stored;
+    ``retake`` is the run's ``opprof baseline update`` (for this test), which its
+    reasons advise. Budgets are checked whatever the baseline says."""
     environment = environment if environment is not None else Isolated()
     over_budget = tuple(check_budgets(profile, budgets))
     comparison: Comparison | None = None
@@ -134,7 +137,7 @@ def judge(
         comparison = _compare(profile, baseline, config, environment)
         if config.drift:  # counts have no drift, and ops growing together are a change
             conditions = baseline.conditions()  # this run's too: they matched
-            reason = drift_problem(comparison, conditions)
+            reason = drift_problem(comparison, conditions, retake)
             shared = shared_change(comparison, config)
             if shared is not None:  # the ops' change: judged, never a busy machine
                 comparison = replace(comparison, shared=shared)
@@ -202,8 +205,8 @@ def _absurd(drift: float) -> bool:
     return not (1 / ABSURD_DRIFT <= drift <= ABSURD_DRIFT)  # NaN is absurd too
 
 
-def drift_problem(comparison: Comparison,
-                  conditions: Mapping[str, Any] | None = None) -> str | None:
+def drift_problem(comparison: Comparison, conditions: Mapping[str, Any] | None,
+                  retake: Retake) -> str | None:
     """Why the comparison's drift is beyond belief (more than :data:`ABSURD_DRIFT`
     either way, from the probe or from the ops), as one line; None when it is not.
     Unpinned BLAS threads are named among the causes only where the run's
@@ -218,7 +221,7 @@ def drift_problem(comparison: Comparison,
     return (f"drift {percent(drift)}: the machine measured {factor} than at the baseline "
             f"({measured}), beyond the {ABSURD_DRIFT:g}x a drift correction is trusted "
             f"with; find what changed ({causes}another load, another device) and re-take "
-            "the baseline with `opprof baseline update`")
+            f"the baseline with `{display_name(retake.command())}`")
 
 
 def _unjudged(comparison: Comparison, reason: str) -> Comparison:

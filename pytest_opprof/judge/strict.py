@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..model.hints import Retake
 from ..model.records import TestRecord
 from ..model.verdict import COMPARED, Comparison, Verdict
 from ..model.words import percent
@@ -38,9 +39,10 @@ def seen(comparison: Comparison) -> float:
     return sees([v.detectable for v in comparison.having(*COMPARED)], GATE_SEES_QUANTILE)
 
 
-def why_unjudged(record: TestRecord, effect: float | None) -> str | None:
+def why_unjudged(record: TestRecord, effect: float | None, retake: Retake) -> str | None:
     """Why strict mode counts this profiled test as not judged, or None when it was (or
-    when its own outcome already says it all: the test failed, or the gate failed it)."""
+    when its own outcome already says it all: the test failed, or the gate failed it);
+    ``retake``: the run's ``opprof baseline update``."""
     result = record.result
     if not record.passed:
         return None  # the test failed itself: its failure is the news
@@ -50,7 +52,7 @@ def why_unjudged(record: TestRecord, effect: float | None) -> str | None:
                 "nothing to judge; run more iterations than --opprof-skip")
     if result.verdict == Verdict.NO_BASELINE:
         return (f"no baseline on machine {result.machine!r}: take one with "
-                "opprof baseline update")
+                f"`{retake.of(record.nodeid).command()}`")
     if result.verdict == Verdict.UNJUDGED:
         return f"{result.verdict}: {result.reason}" if result.reason else str(result.verdict)
     if result.verdict != Verdict.PASSED or result.comparison is None:
@@ -67,13 +69,13 @@ def why_unjudged(record: TestRecord, effect: float | None) -> str | None:
 
 
 def unjudged(records: Iterable[TestRecord], unprofiled: Mapping[str, str],
-             effect: float | None) -> list[Unjudged]:
+             effect: float | None, retake: Retake) -> list[Unjudged]:
     """Every gated test of the run that strict mode fails the session for: the profiled
     ones (:func:`why_unjudged`) and those that used ``gpu_profiler`` and passed without
     profiling anything (``unprofiled``: node id -> why), in node id order."""
     found = dict(unprofiled)
     for record in records:
-        why = why_unjudged(record, effect)
+        why = why_unjudged(record, effect, retake)
         if why is not None:
             found[record.nodeid] = why
     return [Unjudged(nodeid, found[nodeid]) for nodeid in sorted(found)]

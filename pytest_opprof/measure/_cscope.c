@@ -24,6 +24,7 @@ static int direct_clock = 0;            /* the sink's mark is perf_counter_ns: r
 static PyObject **open_ops = NULL;      /* the names of the ops open in `sink`, innermost last */
 static unsigned long long untimed = 0;  /* ops entered that this thread did not record */
 static PyObject *special_wrap = NULL;   /* _pyscope.special_wrap: coroutines, generators */
+static PyObject *late_coroutine = NULL; /* _pyscope.late_coroutine: a call that gave one */
 static Py_ssize_t open_len = 0, open_cap = 0;
 
 #ifdef __linux__
@@ -201,6 +202,20 @@ timed_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         PyErr_Restore(type, value, tb);
     }
     else if (record_exit(s, self->name) < 0) {
+        Py_CLEAR(result);
+    }
+    else if (PyCoro_CheckExact(result)) {
+        /* the op timed a coroutine's creation, not its work: refused, as the reference */
+        if (late_coroutine != NULL
+            || (late_coroutine = import_attr("pytest_opprof.measure._pyscope",
+                                             "late_coroutine")) != NULL) {
+            PyObject *error = PyObject_CallFunctionObjArgs(late_coroutine, self->name,
+                                                           self->fn, result, NULL);
+            if (error != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+                Py_DECREF(error);
+            }
+        }
         Py_CLEAR(result);
     }
     Py_DECREF(s);

@@ -12,10 +12,14 @@ the same API (``_cscope.pyi``) and is used where it was built.
   ``exit_hook()`` (the hooks, NVTX ranges on CUDA, stay out of the op's time). An
   exception inside the block closes the op and is never swallowed.
 - ``OpScope(name)(fn)`` times every call of ``fn`` into the sink active when it started,
-  binds as a method, and carries ``fn``'s name and docstring. On a coroutine function the
-  op spans the *await* (timing the call would time only the coroutine's creation); a
-  generator function is refused (its body runs on each ``next()``, in its consumer's
-  loop: no one op). Both paths decide this here (:func:`special_wrap`).
+  binds as a method, and carries ``fn``'s name and docstring. On a coroutine function, or
+  an object with ``async def __call__``, the op spans the *await* (timing the call would
+  time only the coroutine's creation); a generator function is refused (its body runs on
+  each ``next()``, in its consumer's loop: no one op). Both paths decide this here
+  (:func:`special_wrap`). A callable that only turns out to return a coroutine when
+  called (a lambda or a ``functools.wraps`` wrapper around an async def: it may as well
+  be a synchronous adapter that runs one) is refused at that call, in one line
+  (:func:`late_coroutine`): its op would have timed the creation.
 - ``untimed_calls()``: ops entered where no sink recorded them, so that the profiler can
   say that ops ran outside ``iterations()``.
 - Ops nest: an op that ends must be the innermost one open. One that is not (two asyncio
@@ -32,6 +36,7 @@ import contextlib
 import functools
 import inspect
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -116,7 +121,8 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
             "on each next(), inside the loop that consumes it, not in the call; time that "
             f"loop (with op({scope.name!r}): for item in ...) or the work inside the "
             "generator")
-    if not inspect.iscoroutinefunction(fn):
+    if not (inspect.iscoroutinefunction(fn)
+            or inspect.iscoroutinefunction(type(fn).__call__)):  # async def __call__
         return None
 
     @functools.wraps(fn)
@@ -125,6 +131,17 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
             return await fn(*args, **kwargs)
 
     return timed
+
+
+def late_coroutine(name: object, fn: object, coroutine: Any) -> TypeError:
+    """The error for a timed call that returned a coroutine: the op timed its creation
+    (microseconds), not its work. The coroutine is closed (it never ran: no warning)."""
+    coroutine.close()
+    named = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return TypeError(
+        f"op({name!r}) timed only the creation of a coroutine: {named} returned one "
+        "unawaited (a lambda or wrapper around an async def?); decorate the async def "
+        f"itself, or time the await (with op({name!r}): await ...)")
 
 
 def interleaved(name: object, top: object) -> OpprofError:
@@ -203,6 +220,8 @@ class OpScope:
                     _end(fast, name)
                 raise
             _end(fast, name)
+            if type(result) is types.CoroutineType:
+                raise late_coroutine(name, fn, result)
             return result
 
         return cast(F, timed)

@@ -27,7 +27,7 @@ from ..model.profile import (
     Profile,
     check_name,
 )
-from ..model.words import Unit
+from ..model.words import Unit, whole
 from . import scope
 from .scope import OpScope as OpScope
 from .timers import Timer
@@ -277,11 +277,11 @@ class Profiler:
 
 
 def _checked(value: object, least: int, shown: str, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (
-            least <= value <= MAX_ITERATIONS):
+    number = whole(value)  # numpy's integers too, not a bool
+    if number is None or not least <= number <= MAX_ITERATIONS:
         raise OpprofError(f"iterations({shown.format(value)}): give a whole number of "
                           f"iterations{what} from {least} to {MAX_ITERATIONS}")
-    return value
+    return number
 
 
 #: A phase boundary as recorded: (name on entry or None on exit, ops so far, mark).

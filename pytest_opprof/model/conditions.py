@@ -17,9 +17,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .words import display_name
+
+if TYPE_CHECKING:
+    from .hints import Retake
 
 #: The environment variables that set how many threads numpy's BLAS (OpenBLAS, MKL,
 #: BLIS, Accelerate) and OpenMP-using libraries start: each is a run condition.
@@ -99,7 +102,8 @@ def _workers_of(value: Any) -> int | None:
     return value if whole and value >= 1 else None
 
 
-def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | None:
+def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any],
+               retake: Retake) -> str | None:
     """One line naming how ``now`` differs from a baseline's conditions ``then`` and
     what to do; None when they agree or the baseline recorded none. Conditions only one
     side knows (a newer or older version's) are not compared.
@@ -107,7 +111,8 @@ def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | 
     Each piece of advice, followed, makes the conditions match: the exports and unsets
     of every differing thread variable at once, quoted for the shell (an empty value is
     ``export X=''``, not an unset); ``-n`` only for a worker count a run can have;
-    re-taking the baseline, with the worker flag this run had, for anything else."""
+    re-taking the baseline for anything else: ``retake``, the run's own command (its
+    workers, its measure: the conditions ``now`` were taken under)."""
     if then is None:
         return None
     differing = [name for name in then if name in now and name not in RECORDED_ONLY
@@ -116,8 +121,8 @@ def difference(then: Mapping[str, Any] | None, now: Mapping[str, Any]) -> str | 
         return None
     said = [_describe_difference(name, then[name], now[name]) for name in differing]
     fixes = _fixes(differing, then)
-    retake = f"re-take the baseline with `opprof baseline update{_retake_flags(differing, now)}`"
-    return "; ".join(said) + ": " + (f"{fixes}, or {retake}" if fixes else retake)
+    again = f"re-take the baseline with `{display_name(retake.command())}`"
+    return "; ".join(said) + ": " + (f"{fixes}, or {again}" if fixes else again)
 
 
 def _describe_difference(name: str, then: Any, now: Any) -> str:
@@ -150,23 +155,6 @@ def _fixes(differing: list[str], then: Mapping[str, Any]) -> str:
     fixes = ([f"export {' '.join(exports)}"] if exports else []) + \
         ([f"unset {' '.join(unsets)}"] if unsets else []) + ([f"run {run}"] if run else [])
     return " and ".join(fixes)
-
-
-#: The conditions a flag of ``opprof baseline update`` sets for the run it takes.
-FLAGGED = {"measure": "--opprof-measure"}
-
-
-def _retake_flags(differing: list[str], now: Mapping[str, Any]) -> str:
-    """The flags that make ``opprof baseline update`` take its runs under ``now``: this
-    run's xdist workers, and the measure where it differs (the environment
-    is the shell's, as this run's was)."""
-    workers = _workers_of(now.get("workers"))
-    flags = f" -n {workers}" if workers is not None and workers > 1 else ""
-    for name in differing:
-        value = now.get(name)
-        if name in FLAGGED and isinstance(value, str) and value.isidentifier():
-            flags += f" {FLAGGED[name]}={value}"
-    return flags
 
 
 def _workers(count: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 import unicodedata
 
 #: Characters a name is never shown with raw: controls (newline, escape), format
@@ -71,6 +72,15 @@ def percent(ratio: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "-"
     return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def whole(value: object) -> int | None:
+    """A whole number as user code may give one: an int or numpy's integers
+    (``numbers.Integral``: ``np.int64(5)`` from a shape or a loop), as an int; None for
+    anything else: a bool (``True`` is no count), a float, a string."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
 
 
 def word(verdict: object) -> str:

@@ -93,7 +93,7 @@ def op_table(test: TestReport) -> str:
             else f" ({_h(measure.figure)})" if kernel else "")
     head = ["OP_ID", "op", "baseline median", f"current median{what}",
             *(["event span median", "kernels per iteration"] if kernel else []),
-            "change (drift-corrected)", "verdict"]
+            "change (drift-corrected)" if measure.gate.drift else "change", "verdict"]
     rows = []
     for op in (listed := _table_ops(test)):
         base = op.baseline

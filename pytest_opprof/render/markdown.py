@@ -104,12 +104,15 @@ def render_reports(tests: list[TestReport], run_info: RunInfo) -> str:
              f"{_measures(tests)}, "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]
+    # a percentage, drift-corrected where every test's measure corrects it (counts not)
+    change = ("change (drift-corrected)" if all(measure_of(t.profile).gate.drift for t in tests)
+              else "change")
     for label, title in SECTIONS:
         rows = [_row(t, op) for t in tests for op in t.having(label)]
         if not rows:
             continue
-        lines += ["", f"### {title}", "", *head("test", "op", "baseline", "current",
-                                                "ratio (drift-corrected)", "margin"), *rows]
+        lines += ["", f"### {title}", "", *head("test", "op", "baseline", "current", change,
+                                                "margin"), *rows]
     lines += ["", "### Tests", "", *head("test", "verdict", "drift", "baseline runs")]
     for t in tests:
         reason = t.result.reason

@@ -175,9 +175,12 @@ def _stats(rows: Iterable[OpTypeStats | KernelStats], name: Callable[[str], str]
 
 def paddle_table(profile: Profile) -> str:
     """PaddlePaddle's per-op-type table of the gated figures, by total, in ms (or as the
-    measure writes counts)."""
-    number = measure_of(profile).amount if counts(profile) else milliseconds
-    return _stats(op_type_stats(profile), lambda name: op_name(profile, name), number)
+    measure writes counts, each with its noun), under a line naming the unit."""
+    measure = measure_of(profile)
+    number = measure.amount if counts(profile) else milliseconds
+    table = _stats(op_type_stats(profile), lambda name: op_name(profile, name), number)
+    unit = measure.counts[0] if counts(profile) else f"{measure.figure}, ms"
+    return table and f"Per op type ({unit}; over the counted iterations):\n" + table
 
 
 def kernel_table(profile: Profile) -> str:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..judge.config import BLIND, GREW_SHOWN, more_runs
 from ..judge.strict import seen as sees_of
-from ..measure.measures import AUTO_ORDER, Measure
+from ..measure.measures import Measure
 from ..model.conditions import remedies
+from ..model.hints import Retake
 from ..model.verdict import (
     COMPARED,
     BudgetVerdict,
@@ -80,25 +80,28 @@ def spread(value: float) -> str:
     return f"{value * 100:.2g}%" if value < 0.01 else f"{value * 100:.1f}%"
 
 
-def more_data(runs: int) -> list[str]:
+def more_data(runs: int, retake: Retake) -> list[str]:
     """What a gate blind on ``runs`` baseline runs would see more with, before a quieter
-    machine: more runs (while they help), more iterations."""
+    machine: more runs (while they help: ``retake`` takes them), more iterations."""
     more = more_runs(runs)
-    return [*([f"more baseline runs (opprof baseline update --runs {more})"] if more else []),
+    return [*([f"more baseline runs (`{display_name(retake.command(runs=more))}`)"]
+              if more else []),
             "more iterations (gpu_profiler.iterations(n))"]
 
 
-def blind_line(result: TestResult, conditions: Mapping[str, Any] | None = None) -> str | None:
+def blind_line(result: TestResult, retake: Retake,
+               conditions: Mapping[str, Any] | None = None) -> str | None:
     """One line when the gate could see only large slowdowns of this test's median op
-    (beyond ``BLIND``), and what would help; ``conditions`` None: the run's are not known,
-    so a quieter machine changes everything."""
+    (beyond ``BLIND``), and what would help (``retake``: the run's ``opprof baseline
+    update``); ``conditions`` None: the run's are not known, so a quieter machine changes
+    everything."""
     c = result.comparison
     if c is None:
         return None
     seen = sees_of(c)
     if not blind(seen, BLIND):
         return None
-    helps = more_data(c.runs)
+    helps = more_data(c.runs, retake.of(result.nodeid))
     quieter = remedies(conditions)
     helps.append("a quieter machine" + (f" with {' and '.join(quieter)}" if quieter else ""))
     return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
@@ -141,9 +144,9 @@ def budget_line(b: BudgetVerdict) -> str:
             f"{duration(b.budget_ns)} ({percent(b.median_ns / b.budget_ns)})")
 
 
-def failure_text(result: TestResult) -> str:
+def failure_text(result: TestResult, retake: Retake) -> str:
     """One block per cause (budgets, regressions, new ops, missing ops), then how to
-    accept the change."""
+    accept the change: ``retake``, the run's ``opprof baseline update``, for this test."""
     lines = []
     if result.over_budget:
         lines.append(f"opprof: {len(result.over_budget)} op(s) over their max_time budget:")
@@ -172,11 +175,7 @@ def failure_text(result: TestResult) -> str:
                 if status == OpStatus.REGRESSED:
                     lines += [*(kernel_lines(result, v.op_id) if kernel else []),
                               *grew_lines(v, measure)]
-        # a measure auto does not take is named (the ini file may name it: harmless)
-        lines.append("To accept: opprof baseline update "
-                     + display_name(shlex.quote(result.nodeid))
-                     + ("" if result.profile.measure in AUTO_ORDER
-                        else f" --opprof-measure={display_name(result.profile.measure)}"))
+        lines.append("To accept: " + display_name(retake.of(result.nodeid).command()))
     return "\n".join(lines)
 
 
@@ -201,12 +200,14 @@ def _named(ops: Sequence[OpVerdict], with_change: bool) -> str:
     return names + (f" and {len(ops) - SHOWN} more" if len(ops) > SHOWN else "")
 
 
-def summary_line(result: TestResult) -> str:
-    """``t.py::test: failed; 5 ops compared, drift +0.3%; regressed: relu (OP_ID 1) +85.0%``."""
+def summary_line(result: TestResult, retake: Retake) -> str:
+    """``t.py::test: failed; 5 ops compared, drift +0.3%; regressed: relu (OP_ID 1) +85.0%``;
+    a test without a baseline names the run's ``opprof baseline update`` (``retake``)."""
     c = result.comparison
     parts = [f"{display_name(result.nodeid)}: {word(result.verdict)}"]
     if result.verdict == Verdict.NO_BASELINE:
-        parts[0] += " on this machine (opprof baseline update to create one)"
+        command = display_name(retake.of(result.nodeid).command())
+        parts[0] += f" on this machine (`{command}` takes one)"
     if result.reason:  # unjudged, or failed on a budget: its reason has the drift too
         parts.append(display_name(result.reason))  # names env values the user set
     elif c is not None:

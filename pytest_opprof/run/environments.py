@@ -90,7 +90,11 @@ class Probed:
 def resolve(flag: str, given: str) -> str:
     """A path, or a command found on PATH (``python3.12``). A venv's ``bin/python`` is
     kept as given, never resolved through its symlink: the venv is chosen by the path
-    it is started by."""
+    it is started by. An empty value (an unset CI variable) is said as one, not read as
+    the current folder."""
+    if not given.strip():
+        raise Refused(f"{flag} {given!r}: is empty (an unset variable?); give the path of "
+                      "a Python (a virtual environment's bin/python)")
     if os.sep not in given and shutil.which(given) is not None:
         return str(shutil.which(given))
     path = Path(given).expanduser()

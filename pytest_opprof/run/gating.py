@@ -144,7 +144,7 @@ class Gate:
         self.state.results[item.nodeid] = result = TestResult(
             item.nodeid, Verdict.UNJUDGED, self.state.machine, profile,
             reason=f"no {self.state.measure.counts[0]} counted: {why}")
-        report.sections.append(("opprof", summary_line(result)))
+        report.sections.append(("opprof", summary_line(result, self.state.retake)))
 
     def _judge(self, item: pytest.Item, report: pytest.TestReport, profile: Profile,
                per_test: TestSettings) -> None:
@@ -162,9 +162,9 @@ class Gate:
         self.state.results[item.nodeid] = result
         if result.failed:  # its failure text says it all
             report.outcome = "failed"
-            report.longrepr = failure_text(result)
+            report.longrepr = failure_text(result, self.state.retake)
         elif result.comparison is not None or result.verdict == Verdict.UNJUDGED:
-            report.sections.append(("opprof", summary_line(result)))
+            report.sections.append(("opprof", summary_line(result, self.state.retake)))
         self._properties(item, report, result)
         self._benchmark_extra_info(item, result)
 
@@ -226,28 +226,29 @@ class Gate:
         from ..judge.gate import check_budgets, gate_config, judge, updated
 
         state = self.state
+        retake = state.retake.of(profile.nodeid)
         config = gate_config(state.measure.gate, per_test.tolerance, per_test.tolerances)
         # max_time budgets are durations: they cannot judge counts
         budgets = per_test.budgets if state.measure.unit is Unit.NANOSECONDS else {}
         if state.settings.update_baseline:
             if check_budgets(profile, budgets):  # the old baseline is kept
-                return judge(profile, None, machine=state.machine, config=config,
+                return judge(profile, None, machine=state.machine, retake=retake, config=config,
                              budgets=budgets, strict_ops=False)
             # stored as a baseline run; pytest-repeat's repetitions of a test share one batch
             batch = state.settings.baseline_batch if key == profile.nodeid else self.repeat_batch
             path = state.store.record(key, BaselineRun.from_profile(profile, self.run_meta),
-                                      batch, append=state.settings.append_baseline)
+                                      batch, retake if state.settings.append_baseline else None)
             return updated(profile, machine=state.machine, baseline_path=str(path))
         stored = state.store.load(key)
         baseline = None if stored is None else stored.reference()
         if stored is not None and baseline is not None and len(baseline.runs) < len(stored.runs):
             state.notes.setdefault(environment.nodeid, []).append(_history_left_out(
                 len(stored.runs) - len(baseline.runs), len(baseline.runs)))
-        return judge(profile, baseline, machine=state.machine, config=config,
+        return judge(profile, baseline, machine=state.machine, retake=retake, config=config,
                      budgets=budgets, strict_ops=state.settings.strict_ops,
                      environment=environment,
                      refusal=None if baseline is None else run_conditions.difference(
-                         baseline.conditions(), state.conditions),  # why it cannot judge
+                         baseline.conditions(), state.conditions, retake),  # why not judged
                      baseline_path=None if baseline is None else str(state.store.path_for(key)))
 
     @cached_property

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +23,9 @@ from ..errors import OpprofError
 from ..judge.config import TOLERANCE
 from ..measure import measures
 from . import outputs
+
+if TYPE_CHECKING:
+    from ..model.hints import Retake
 
 DEFAULT_VERBOSITY = 0
 #: The first iteration pays for compilation, allocation and cold caches.
@@ -93,10 +96,15 @@ def whole_number(what: str, lowest: int, highest: int, why: str = "") -> Callabl
                 ", ".join(str(v) for v in range(lowest, highest)) + f" or {highest}") + why
 
     def parse(text: str) -> int:
+        """A flag's text, or a whole number given in code (numpy's too; a bool or a
+        float is no count: ``int(2.5)`` would be 2)."""
+        from ..model.words import whole
+
         try:
-            value = int(text)
+            number = int(text) if isinstance(text, str) else whole(text)
         except ValueError:
-            value = lowest - 1
+            number = None
+        value = lowest - 1 if number is None else number
         if not lowest <= value <= highest:
             raise argparse.ArgumentTypeError(f"{what} must be {expected}, not {shown(text)}")
         return value
@@ -275,6 +283,19 @@ def refuse_conflicts(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{first} and {second} contradict: {why}")
 
 
+def setting(config: pytest.Config, name: str, value: Any) -> str:
+    """The setting ``name`` as the user gave it, for a line about a problem with it: the
+    flag (``--opprof-measure=kernel``), the override (``-o opprof_measure=kernel``) or
+    the ini file's line (``ini option opprof_measure = 'kernel' in tox.ini``)."""
+    if config.getoption(name, None) is not None:  # the flag --opprof-x has the dest opprof_x
+        return f"--{name.replace('_', '-')}={value}"
+    overrides = getattr(config.option, "override_ini", None) or ()
+    if any(str(o).split("=", 1)[0].strip() == name for o in overrides):
+        return f"-o {name}={value}"
+    where = f" in {config.inipath.name}" if config.inipath else ""
+    return f"ini option {name} = {shown(value)}{where}"
+
+
 def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], default: Any) -> Any:
     """The flag if given, else its ini twin (validated here), else ``default``."""
     value = config.getoption(name, None)  # the flag --opprof-x has the dest opprof_x
@@ -284,7 +305,7 @@ def _resolve(config: pytest.Config, name: str, parse: Callable[[str], Any], defa
     try:
         return parse(raw) if raw else default
     except argparse.ArgumentTypeError as exc:
-        raise pytest.UsageError(f"ini option {name} = {shown(raw)}: {exc}") from None
+        raise pytest.UsageError(f"{setting(config, name, raw)}: {exc}") from None
 
 
 def _measure(text: str) -> str:
@@ -301,10 +322,12 @@ def _measure(text: str) -> str:
 def _measure_of(config: pytest.Config) -> str:
     """``--opprof-measure``, else ``opprof_measure``, checked; the ini value it replaced
     is refused in one line."""
-    if str(config.getini(GONE_INI) or "").strip():
+    gone = str(config.getini(GONE_INI) or "").strip()
+    if gone:
         choices = ", ".join(measures.choices())
-        raise pytest.UsageError(f"ini option {GONE_INI} is gone: set opprof_measure instead "
-                                f"({choices}; time for cpu, events or kernel for cuda)")
+        raise pytest.UsageError(f"{setting(config, GONE_INI, gone)}: is gone, set "
+                                f"opprof_measure instead ({choices}; time for cpu, events or "
+                                "kernel for cuda)")
     flag = config.getoption("opprof_measure", None)
     if flag is None:
         return str(_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE))
@@ -396,6 +419,50 @@ class Settings:
         )
 
 
+def retake(config: pytest.Config, settings: Settings, measure: str) -> Retake:
+    """``opprof baseline update`` for this run (:mod:`pytest_opprof.model.hints`): the
+    ini file, rootdir and ``-o`` overrides it was started with (they select its tests),
+    its xdist workers, and the settings its baselines depend on as this run resolved
+    them (a flag, an ini value or an override alike): the measure it took, the machine
+    key and baseline folder given, the iterations and skip where not the defaults."""
+    from ..model import hints
+
+    option = config.option
+    given: list[str] = []
+    if getattr(option, "inifilename", None):
+        given += ["-c", str(option.inifilename)]
+    if getattr(option, "rootdir", None):
+        given.append(hints.flag("--rootdir", option.rootdir))
+    for override in getattr(option, "override_ini", None) or ():
+        if not str(override).startswith("opprof_"):  # those are carried as flags below
+            given += ["-o", str(override)]
+    given += hints.workers_flags(_workers(config))
+    given.append(hints.flag("--opprof-measure", measure))
+    if settings.machine_key is not None:
+        given.append(hints.flag("--opprof-machine-key", settings.machine_key))
+    start = config.invocation_params.dir
+    if settings.baseline_dir != Path(config.rootpath, DEFAULT_BASELINE_DIR):
+        given.append(hints.flag("--opprof-baseline-dir",
+                                os.path.relpath(settings.baseline_dir, start)))
+    if settings.iterations != DEFAULT_ITERATIONS:
+        given += ["-o", f"opprof_iterations={settings.iterations}"]  # an ini value only
+    if settings.skip != DEFAULT_SKIP:
+        given.append(hints.flag("--opprof-skip", settings.skip))
+    where = Path(os.path.relpath(config.rootpath, start)).as_posix()
+    return hints.Retake(tuple(given), where)
+
+
+def _workers(config: pytest.Config) -> int | None:
+    """The run's xdist workers: a worker is told; the controller started ``--tx``'s."""
+    workerinput = getattr(config, "workerinput", None)
+    if isinstance(workerinput, dict):
+        count = str(workerinput.get("workercount", ""))
+        return int(count) if count.isdecimal() else None
+    started = getattr(config.option, "tx", None) if getattr(config.option, "numprocesses",
+                                                            None) else None
+    return len(started) if isinstance(started, list) else None
+
+
 @dataclass(frozen=True)
 class TestSettings:
     """The session's settings under one test's marker."""
@@ -461,13 +528,15 @@ def test_settings(item: pytest.Item, settings: Settings) -> TestSettings:
 
 def _marker_value(where: str, key: str, value: Any) -> Any:
     try:
-        if key in _COUNT_ARGS:  # an int: not "10", not 2.0, not True
+        if key in _COUNT_ARGS:  # an int or np.int64: not "10", not 2.0, not True
+            from ..model.words import whole
+
             what, lowest = _COUNT_ARGS[key]
-            if isinstance(value, bool) or not isinstance(value, int) \
-                    or not lowest <= value <= MAX_ITERATIONS:
+            number = whole(value)
+            if number is None or not lowest <= number <= MAX_ITERATIONS:
                 raise argparse.ArgumentTypeError(
                     f"{what} must be a whole number from {lowest} to {MAX_ITERATIONS}")
-            return value
+            return number
         if key == "max_time":
             return _op_mapping(where, key, value, parse_duration_ns)
         if isinstance(value, Mapping):  # tolerance per op

@@ -89,7 +89,8 @@ class Reporter:
             return
         tr.write_sep("=", f"opprof gate: machine {display_name(state.machine)}")
         for result in results:
-            lines = [summary_line(result), blind_line(result, state.conditions),
+            lines = [summary_line(result, state.retake),
+                     blind_line(result, state.retake, state.conditions),
                      state.measure.unsteady(result.profile)]
             for line in lines:
                 if line is not None:
@@ -107,7 +108,8 @@ class Reporter:
             return []
         from ..judge.strict import unjudged
 
-        return unjudged(state.records(), state.unprofiled, state.settings.strict_effect)
+        return unjudged(state.records(), state.unprofiled, state.settings.strict_effect,
+                        state.retake)
 
     def finish(self, session: pytest.Session) -> None:
         """Strict mode's verdict on the run, then the files asked for; an unwritable path

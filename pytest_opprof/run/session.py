@@ -14,9 +14,10 @@ from ..errors import OpprofError
 from ..measure import measures
 from ..model import conditions as run_conditions
 from . import outputs
-from .options import Settings
+from .options import Settings, retake, setting
 
 if TYPE_CHECKING:
+    from ..model.hints import Retake
     from ..model.profile import Profile
     from ..model.records import TestRecord
     from ..model.runinfo import RunInfo
@@ -33,14 +34,17 @@ def worker_number(config: pytest.Config) -> int | None:
     return int(digits) if digits.isdigit() else 0
 
 
-def start_measure(name: str, worker: int | None) -> measures.Measure:
-    """The measure ``--opprof-measure`` names, started once (``auto`` resolved; one that
-    cannot run here is a usage error before any test runs)."""
+def start_measure(config: pytest.Config, name: str, worker: int | None) -> measures.Measure:
+    """The measure ``--opprof-measure`` (or the ini file, or ``-o``) names, started once
+    (``auto`` resolved; one that cannot run here is a usage error before any test runs,
+    naming where the setting came from)."""
     try:
         return measures.start(name, worker)
     except measures.Unavailable as exc:
         advice = f"; {exc.advice}" if exc.advice else ""
-        raise pytest.UsageError(f"--opprof-measure={name}: {exc}{advice}") from None
+        given = setting(config, "opprof_measure", name) if name != measures.AUTO \
+            else f"--opprof-measure={name}"
+        raise pytest.UsageError(f"{given}: {exc}{advice}") from None
 
 
 def this_machine(config: pytest.Config) -> str:
@@ -48,7 +52,7 @@ def this_machine(config: pytest.Config) -> str:
     as the session finds it (``opprof baseline prune`` prunes this machine's folder);
     pytest.UsageError when the measure cannot start here."""
     settings = Settings.from_pytest_config(config)
-    return settings.machine_key or start_measure(settings.measure, None).machine_key()
+    return settings.machine_key or start_measure(config, settings.measure, None).machine_key()
 
 
 class RunState:
@@ -65,7 +69,7 @@ class RunState:
             except OpprofError as exc:
                 raise pytest.UsageError(f"opprof: {exc}") from None
         #: Started in this process: everything that differs between measures is its to say.
-        self.measure = start_measure(settings.measure, worker_number(config))
+        self.measure = start_measure(config, settings.measure, worker_number(config))
         self.machine = settings.machine_key or self.measure.machine_key()
         self.profiles: dict[str, Profile] = {}
         self.results: dict[str, TestResult] = {}
@@ -93,6 +97,12 @@ class RunState:
         from ..model.runinfo import RunInfo
 
         return RunInfo.collect(self.machine, self.measure.name, self.measure.device)
+
+    @cached_property
+    def retake(self) -> Retake:
+        """``opprof baseline update`` as this run takes its baselines: every command it
+        prints is this one's (:mod:`pytest_opprof.model.hints`)."""
+        return retake(self.config, self.settings, self.measure.name)
 
     @cached_property
     def conditions(self) -> run_conditions.Conditions:

@@ -36,6 +36,7 @@ from ..model.baseline import (
     check_run,
     reader,
 )
+from ..model.hints import Retake
 from .files import machine_folders, read_json, replace_all, safe_name, write_problem
 
 __all__ = ["APPENDED", "MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX",
@@ -76,14 +77,17 @@ class BaselineStore:
                                 f"not {nodeid!r}; {FIX}")
         return baseline
 
-    def record(self, nodeid: str, run: BaselineRun, batch: str, append: bool = False) -> Path:
+    def record(self, nodeid: str, run: BaselineRun, batch: str,
+               append: Retake | None = None) -> Path:
         """Add ``run`` to the test's baseline: appended when ``batch`` is the stored
-        one (runs of one ``opprof baseline update``) or ``append`` is set (a history
+        one (runs of one ``opprof baseline update``) or ``append`` is given (a history
         grown run by run, each run marked :data:`APPENDED`: the gate judges against the
-        runs of one code, ``Baseline.reference``), else replacing what was there. The last
+        runs of one code, ``Baseline.reference``; ``append`` is the run's ``opprof
+        baseline update``, which a refusal of other run conditions advises), else
+        replacing what was there. The last
         :data:`MAX_RUNS` are kept."""
         path = self.path_for(nodeid)
-        if append:
+        if append is not None:
             run = dataclasses.replace(run, meta={**run.meta, APPENDED: True})
         check_run(run, nodeid)  # what the loader refuses is not written
         with self.locked():
@@ -91,22 +95,24 @@ class BaselineStore:
             try:
                 old = self.load(nodeid)
             except BaselineError as exc:
-                if append:  # a history it cannot read (a newer schema, a merge conflict)
+                if append is not None:  # a history it cannot read (a newer schema, a conflict)
                     # is the user's: appending would replace it by this one run
                     raise BaselineError("this run is not appended, and the file is kept as "
                                         f"it was: {str(exc).replace(f'; {FIX}', '')}; resolve "
                                         "it (a git merge conflict?), or delete it to start a "
                                         "new history") from None
                 old = None  # an update is asked for: a broken file is replaced
-            if old is not None and append:  # a history of mixed conditions judges no run fairly
+            # a history of mixed conditions judges no run fairly
+            if old is not None and append is not None:
                 now = run.meta.get("conditions")
-                problem = run_conditions.difference(old.conditions(), now) if now else None
+                problem = run_conditions.difference(old.conditions(), now, append) \
+                    if now else None
                 if problem:
                     raise BaselineError(f"{nodeid}: this run is not appended to its baseline: "
                                         f"{problem}")
-            if old is not None and (append or (batch and old.batch == batch)):
+            if old is not None and (append is not None or (batch and old.batch == batch)):
                 runs = [*old.runs, run][-MAX_RUNS:]
-                batch = old.batch if append else batch
+                batch = old.batch if append is not None else batch
             baseline = Baseline(nodeid=nodeid, machine=self.machine, runs=runs, batch=batch)
             # within what a reader reads: the oldest runs dropped first
             write_all([(path, baseline.dumps(fit=True))])
