@@ -281,7 +281,7 @@ def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int,
                                cwd=config.invocation_params.dir,
                                env={**env, **selection_free(config)[1], COUNTING: "1"},
                                records=True, timeout=child_timeout(len(nodeids)),
-                               wrapper=wrapper, nodeids=nodeids)
+                               wrapper=wrapper, nodeids=nodeids, folder=folder)
     except OSError as exc:  # no temporary folder to dump into, or no process to start
         return Share(problem=f"the {tool} child could not run: {exc}",
                      seconds=time.monotonic() - started)

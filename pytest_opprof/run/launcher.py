@@ -139,11 +139,12 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                env: Mapping[str, str] | None = None, echo: bool = False,
                records: bool = False, timeout: float | None = None,
                wrapper: Sequence[str] = (), python: str | None = None,
-               nodeids: Sequence[str] = ()) -> ChildResult:
+               nodeids: Sequence[str] = (), folder: Path | None = None) -> ChildResult:
     """``python -m pytest -p opprof ARGS``, its output passed on as it comes (``echo``)
     or kept. With ``records``, the child plugin (:mod:`.child`) is given a temporary
     folder and what it wrote there is read back; ``nodeids`` go there too, and the
-    child runs only those of the tests ARGS collect. ``timeout`` applies to kept output
+    child runs only those of the tests ARGS collect. That folder is made in ``folder``
+    (else :func:`scratch`). ``timeout`` applies to kept output
     only; ``python`` is another environment's (``opprof compare --base-python``).
     OSError when it cannot be started."""
     from .child import read as read_child
@@ -156,7 +157,7 @@ def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
     )
 
     with deferred():  # the folder made and known, or not made
-        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-", dir=scratch()))
+        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-", dir=folder or scratch()))
     try:
         environment = {**{k: v for k, v in os.environ.items() if k != COUNTING_VARIABLE},
                        "PYTHONUNBUFFERED": "1", SCRATCH_VARIABLE: str(tmp), **(env or {})}
