@@ -243,7 +243,7 @@ def _identity(pid: int) -> str:
 def _lives(identity: str) -> bool:
     """Whether the process :func:`_identity` wrote still runs (a zombie, killed and not
     yet reaped by xdist, does not)."""
-    pid, _, started = identity.partition(" ")
+    pid = identity.partition(" ")[0]
     if not pid.isdigit():
         return False
     fields = _stat(int(pid))
