@@ -260,11 +260,6 @@ def child_timeout(tests: int) -> float:
     return max(CHILD_MIN_SECONDS, CHILD_SECONDS_PER_TEST * tests)
 
 
-def children(nodeids: Sequence[str]) -> list[Sequence[str]]:
-    """The node ids each child counts: all in one (the one place that splits them)."""
-    return [nodeids]
-
-
 def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int,
               measure: Measure, folder: Path | None = None) -> Share:
     """Counts ``nodeids`` in one child under the measure's wrapper, its temporary
