@@ -131,7 +131,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         opprof.reporter.finish(session)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the session, xdist's workers down: what the channel made, removed."""
+    opprof = config.stash.get(SESSION, None)
+    if opprof is not None:
+        opprof.channel.close()
+
+
 # -- pytest-xdist (an optional hook: called only where xdist is installed) -------------
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the controller, for each worker: what the worker's side of the channel needs."""
+    opprof = node.config.stash.get(SESSION, None)
+    if opprof is not None:
+        opprof.channel.configure_node(node)
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:

@@ -178,23 +178,29 @@ def test_damaged_bytes_are_one_line_naming_the_file_and_what_to_do(kind, records
 @pytest.mark.pytester  # starting the instructions measure asks valgrind its version
 def test_a_lost_workers_share_is_one_line_for_each_of_its_tests(monkeypatch, tmp_path):
     """An xdist worker lost before it wrote its child's instruction counts (killed,
-    crashed): every test of its share is unjudged in one line naming the file."""
+    crashed), or whose share comes damaged: every test of its share is unjudged in one
+    line (naming the file when there is one), as soon as that worker is gone."""
     from types import SimpleNamespace
 
     from pytest_opprof.run import counting as module
 
-    monkeypatch.setattr(module.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(module, "child_timeout", lambda tests: 0.0)
     monkeypatch.setattr(module, "run_child", lambda *args: module.Share())
     config = SimpleNamespace(workerinput={"workerid": "gw1", "workercount": 2,
-                                          "testrunuid": "run8"})
+                                          module.FOLDER_KEY: str(tmp_path)})
     counting = module.Counting(config, 1, measures.named("instructions")())
     counting.count([SimpleNamespace(nodeid=f"t.py::t{k}", fixturenames=["gpu_profiler"])
                     for k in range(4)])
-    lost = module.shares_folder("run8") / "share-0.json"
+    (tmp_path / "worker-0").write_text("999999999 1")  # gone, its share never written
     for nodeid in ("t.py::t0", "t.py::t2"):
-        assert counting.profile(nodeid) == (None, f"{lost}: cannot be read (No such file or "
-                                                  "directory); run the tests again")
+        assert counting.profile(nodeid) == (
+            None, "no instructions counted: xdist worker gw0 ended before it shared what its "
+                  "callgrind child counted (it crashed or was killed)")
+    damaged = tmp_path / "share-0.json"
+    damaged.write_text('{"profiles": [')
+    counting.others.clear()
+    assert counting.profile("t.py::t0") == (
+        None, f"no instructions counted: {damaged}: not JSON (Expecting value: line 1 column "
+              "15 (char 14)); run the tests again")
 
 
 def one_test_project(pytester) -> None:

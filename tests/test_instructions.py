@@ -393,34 +393,33 @@ class _Item:
 
 
 def test_a_worker_judges_a_test_that_another_workers_child_counted(monkeypatch, tmp_path):
-    monkeypatch.setattr(counting.tempfile, "gettempdir", lambda: str(tmp_path))
     counted = {f"t.py::t{k}": counted_profile(COUNTS) for k in range(4)}
     for nodeid, profile in counted.items():
         profile.nodeid = nodeid
 
     class Config:
-        workerinput: ClassVar = {"workerid": "gw1", "workercount": 2, "testrunuid": "run7"}
+        workerinput: ClassVar = {"workerid": "gw1", "workercount": 2,
+                                 counting.FOLDER_KEY: str(tmp_path)}
 
     asked = []
 
-    def child(config, nodeids, skip, measure):
-        asked.append(list(nodeids))
+    def child(config, nodeids, skip, measure, folder):
+        asked.append((list(nodeids), folder))
         return counting.Share({n: counted[n] for n in nodeids})
 
     monkeypatch.setattr(counting, "run_child", child)
     mine = counting.Counting(Config(), 1, instructions.Instructions)
     mine.count([_Item(n) for n in counted])
-    assert asked == [["t.py::t1", "t.py::t3"]]  # every second one, from its number
-    assert (tmp_path / "opprof-counts-run7" / "share-1.json").is_file()
+    # every second one, from its number; the child's folders in the run's
+    assert asked == [(["t.py::t1", "t.py::t3"], tmp_path)]
+    assert (tmp_path / "share-1.json").is_file()
     # worker gw0's share appears once its child is done
     other = counting.Share({n: counted[n] for n in ("t.py::t0", "t.py::t2")})
-    (tmp_path / "opprof-counts-run7" / "share-0.json").write_text(other.to_json())
+    (tmp_path / "share-0.json").write_text(other.to_json())
     found, why = mine.profile("t.py::t2")
     assert why == "" and found.samples.tolist() == counted["t.py::t2"].samples.tolist()
-    assert mine.profile("t.py::t9") == (None, "it was not collected before the run started; "
-                                              "not counted")
-    counting.remove_shares(["run7"])
-    assert not (tmp_path / "opprof-counts-run7").exists()
+    assert mine.profile("t.py::t9") == (None, "no instructions counted: it was not "
+                                              "collected before the run started")
 
 
 # -- options and refusals ------------------------------------------------------------------
@@ -593,17 +592,23 @@ def test_ops(gpu_profiler):
 @pytest.mark.parametrize("how, line", [
     ("kill", "*no instructions counted: the callgrind child was ended by SIGKILL "
              "(out of memory?)*"),
-    ("fail", "*no instructions counted: under callgrind it profiled nothing (it failed or was "
-             "skipped there*"),
+    ("fail", "*no instructions counted: it failed under callgrind: AssertionError: only under "
+             "valgrind"),
 ])
 def test_a_child_that_dies_or_fails_leaves_its_tests_unjudged_in_one_line(
         pytester, monkeypatch, how, line):
     need_valgrind()
     monkeypatch.setenv("HOW", how)
     pytester.makepyfile(test_die=UNDER_VALGRIND)
-    result = pytester.runpytest_subprocess("--opprof-measure=instructions", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("--opprof-measure=instructions", "-p", "no:randomly",
+                                           "--opprof-update-baseline")
     result.assert_outcomes(passed=1)  # natively the test passes: its outcome is its own
-    result.stdout.fnmatch_lines([line])
+    result.stdout.fnmatch_lines([line, "opprof: 1 profiled test(s) passed but their baselines "
+                                       "were not stored*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # it stored nothing
+    assert not Path(pytester.path, ".opprof").exists()
+    # no figure of native times said as counts ("counted +342.7% more instructions")
+    assert "more instructions" not in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
 
 

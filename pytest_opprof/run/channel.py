@@ -1,10 +1,16 @@
 """The xdist channel: a worker's records and notes sent to the controller at its end
 (``config.workeroutput``) and merged into the controller's state there, which reports
-the whole run; and the folders where the workers' children left what they counted."""
+the whole run; and, for a measure a child takes, the run's private folder where the
+workers' children count and leave what they counted (``run.counting``): made fresh by
+the controller, named to each worker in its ``workerinput``, removed by the controller
+once its workers are down, SIGTERM included."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 from ..model import jsontext
@@ -20,16 +26,39 @@ class WorkerChannel:
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        #: On the controller: the run ids its workers had (their counted shares' folders).
-        self.run_ids: set[str] = set()
+        #: On the controller: the run's private folder, once a worker needs it.
+        self.folder: Path | None = None
+        self._until_closed = contextlib.ExitStack()
+
+    def configure_node(self, node: Any) -> None:
+        """On the controller, for each worker it starts: the run's private folder, made
+        at the first (no folder when none can be made: each test then says so)."""
+        if not self.state.measure.child_counts:
+            return
+        from .counting import FOLDER_KEY, make_folder
+
+        if self.folder is None:
+            from .launcher import sigterm_as_ctrl_c
+
+            try:
+                self.folder = make_folder()
+            except OSError:
+                return
+            # SIGTERM ends the session as Ctrl-C does: the workers, then the folder
+            self._until_closed.enter_context(sigterm_as_ctrl_c())
+        node.workerinput[FOLDER_KEY] = str(self.folder)
+
+    def close(self) -> None:
+        """On the controller, its workers down: the run's folder removed."""
+        self._until_closed.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
     def receive(self, node: Any) -> None:
         """On the controller: a finished worker's records and notes."""
         from ..model.records import WORKER_KEY, loads
 
-        workerinput = getattr(node, "workerinput", None) or {}
-        if self.state.measure.child_counts and "testrunuid" in workerinput:
-            self.run_ids.add(str(workerinput["testrunuid"]))
         output = getattr(node, "workeroutput", None) or {}
         if output.get(WORKER_KEY) is not None:
             self.state.remote.extend(loads(output[WORKER_KEY]))
@@ -51,14 +80,9 @@ class WorkerChannel:
             self.state.unprofiled.update({str(k): str(v) for k, v in unprofiled.items()})
 
     def finish(self) -> None:
-        """On a worker: its records (and notes) handed to the controller. On the
-        controller: its workers' shares removed."""
+        """On a worker: its records (and notes) handed to the controller."""
         state = self.state
         if not state.is_worker:
-            if self.run_ids:
-                from .counting import remove_shares
-
-                remove_shares(self.run_ids)
             return
         from ..model.records import WORKER_KEY, dumps
 

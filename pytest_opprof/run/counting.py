@@ -10,19 +10,28 @@ the measure's timer takes the figures (callgrind's counts, inside each test's
 ``iterations()`` only); its records come back through the launcher's channel.
 
 The tests then run natively as usual (their outcome is their own), and each profiled
-test is judged on the figures its child took, not on its native times. A worker's
-share is written to a file of the run's folder once counted, so that a test counted
-by another worker's child is judged wherever xdist runs it.
+test is judged on the figures its child took, not on its native times. A test whose
+stored baseline was taken under other conditions, known before the child starts
+(Python, numpy, valgrind ...), is not counted: it is refused at once.
+
+The channel between workers is a private folder that the xdist controller makes fresh
+(``mkdtemp``, never a name from the command line) and hands to its workers in
+``workerinput`` (:data:`FOLDER_KEY`). Each worker says there that it lives (its pid)
+and leaves its share there once counted, so that a test counted by another worker's
+child is judged wherever xdist runs it; a worker that waits for a share stops waiting
+as soon as the worker that owes it is gone. The children's temporary folders lie in
+that folder (or in the folder of the process that started this one,
+``launcher.scratch``), which its owner removes once the whole group has ended.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shutil
+import os
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import OpprofError
-from .launcher import run_pytest
+from .launcher import run_pytest, scratch
+from .options import COUNTING_VARIABLE as COUNTING
 from .rerun import profiling, selection_free
 
 if TYPE_CHECKING:
@@ -43,6 +53,10 @@ CHILD_SECONDS_PER_TEST = 600.0
 CHILD_MIN_SECONDS = 900.0
 #: How often a worker looks for another worker's share.
 POLL_S = 0.2
+#: How long a worker waits for another to say it lives (they start together).
+START_S = 120.0
+#: The key of ``workerinput`` that names the run's private folder.
+FOLDER_KEY = "opprof_counts"
 
 
 # -- the parent ----------------------------------------------------------------------------
@@ -57,10 +71,12 @@ class Share:
     #: Per test that the child ran but did not count: why.
     missing: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Per test not counted, as its baseline's conditions differ from this run's: the line.
+    refused: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps({"problem": self.problem, "missing": self.missing,
-                           "seconds": self.seconds,
+                           "seconds": self.seconds, "refused": self.refused,
                            "profiles": [p.to_dict() for p in self.profiles.values()]})
 
     @classmethod
@@ -79,15 +95,22 @@ class Share:
     def _from_dict(cls, data: Any) -> Share:
         from ..model.profile import Profile
 
+        def lines(found: Any) -> dict[str, str]:
+            return {str(k): str(v) for k, v in found.items()}
+
         profiles = [Profile.from_dict(p) for p in data["profiles"]]
         return cls({p.nodeid: p for p in profiles}, str(data["problem"]),
-                   {str(k): str(v) for k, v in data["missing"].items()},
-                   float(data["seconds"]))
+                   lines(data["missing"]), float(data["seconds"]), lines(data["refused"]))
 
 
 def profiled(items: Iterable[pytest.Item]) -> list[str]:
     """The node ids of the tests that use the profiler, in collection order."""
     return [item.nodeid for item in items if "gpu_profiler" in getattr(item, "fixturenames", ())]
+
+
+def make_folder() -> Path:
+    """On the xdist controller: the run's private folder, made fresh."""
+    return Path(tempfile.mkdtemp(prefix="opprof-counts-", dir=scratch()))
 
 
 class Counting:
@@ -99,11 +122,17 @@ class Counting:
         self.measure = measure
         workerinput = getattr(config, "workerinput", None)
         self.worker, self.workers = 0, 1
+        #: The run's private folder (xdist), from the controller; None when serial.
         self.folder: Path | None = None
         if isinstance(workerinput, dict):
             self.worker = int(str(workerinput.get("workerid", "gw0")).removeprefix("gw") or 0)
             self.workers = int(workerinput.get("workercount", 1) or 1)
-            self.folder = shares_folder(str(workerinput.get("testrunuid", "run")))
+            found = workerinput.get(FOLDER_KEY)
+            self.folder = Path(found) if isinstance(found, str) and found else None
+            if self.folder is not None:
+                with contextlib.suppress(OSError):  # then the others hear it is gone
+                    (self.folder / f"worker-{self.worker}").write_text(
+                        _identity(os.getpid()), encoding="ascii")
         #: The profiled tests of the collection, each with its place in it.
         self._index: dict[str, int] = {}
         self.share: Share | None = None
@@ -112,61 +141,119 @@ class Counting:
     def shard_of(self, nodeid: str) -> int:
         return self._index[nodeid] % self.workers
 
-    def count(self, items: Sequence[pytest.Item], say: Any = None) -> None:
-        """Runs this process's child over its share of the profiled tests."""
+    def count(self, items: Sequence[pytest.Item], say: Any = None,
+              refusal: Callable[[pytest.Item], str | None] = lambda item: None) -> None:
+        """Runs this process's child over its share of the profiled tests, less those
+        whose baseline ``refusal`` refuses (said at once, never counted)."""
         order = profiled(items)
         self._index = {nodeid: k for k, nodeid in enumerate(order)}
-        mine = order[self.worker::self.workers]
-        if say is not None and mine:
-            say(f"opprof: counting {self.measure.counts[0]} of {len(mine)} profiled test(s) "
+        # a worker xdist started in place of a lost one counts nothing: its number is new
+        mine = set(order[self.worker::self.workers] if self.worker < self.workers else ())
+        refused = {item.nodeid: line for item in items if item.nodeid in mine
+                   for line in [refusal(item)] if line}
+        counted = [nodeid for nodeid in order if nodeid in mine and nodeid not in refused]
+        if say is not None and refused:
+            say(f"opprof: {len(refused)} profiled test(s) not counted: their baselines were "
+                "taken under other conditions (each test's line says which)")
+        if say is not None and counted:
+            say(f"opprof: counting {self.measure.counts[0]} of {len(counted)} profiled test(s) "
                 f"under {self.measure.child_tool} in one child process ...")
-        self.share = run_child(self.config, mine, self.skip, self.measure) if mine else Share()
-        if say is not None and mine:
+        self.share = run_child(self.config, counted, self.skip, self.measure,
+                               self.folder) if counted else Share()
+        self.share.refused = refused
+        if say is not None and counted:
             say(f"opprof: counted in {self.share.seconds:.1f} s"
                 + (f"; {self.share.problem}" if self.share.problem else ""))
         if self.folder is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
             from ..store.files import replace_all
 
-            replace_all([(self.folder / f"share-{self.worker}.json", self.share.to_json())])
+            with contextlib.suppress(OSError):  # the others hear this worker is gone
+                replace_all([(self.folder / f"share-{self.worker}.json", self.share.to_json())])
 
     def profile(self, nodeid: str) -> tuple[Profile | None, str]:
-        """The test's counted profile, or None and why there is none."""
+        """The test's counted profile, or None and why there is none (its whole line)."""
+        nothing = f"no {self.measure.counts[0]} counted: "
         if nodeid not in self._index:
-            return None, "it was not collected before the run started; not counted"
+            return None, nothing + "it was not collected before the run started"
         shard = self.shard_of(nodeid)
         share = self.share if shard == self.worker else self._other(shard)
         if share is None:
-            return None, f"xdist worker gw{shard}'s child gave no counts"
+            return None, nothing + "this xdist worker was given no folder to share counts in"
+        if nodeid in share.refused:
+            return None, share.refused[nodeid]
         found = share.profiles.get(nodeid)
         if found is not None:
             return found, ""
-        return None, share.problem or share.missing.get(
-            nodeid, f"the {self.measure.child_tool} child gave no counts for it")
+        return None, nothing + (share.problem or share.missing.get(
+            nodeid, f"the {self.measure.child_tool} child gave no counts for it"))
 
     def _other(self, shard: int) -> Share | None:
-        """Another worker's share, waited for (its child started with this one's)."""
+        """Another worker's share, waited for while that worker lives (its child started
+        with this one's), and no longer."""
         if shard in self.others:
             return self.others[shard]
         if self.folder is None:
             return None
-        path = self.folder / f"share-{shard}.json"
-        deadline = time.monotonic() + child_timeout(len(self._index))
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(POLL_S)
-        self.others[shard] = found = Share.read(path)  # its problem said for each of its tests
+        owed = len(range(shard, len(self._index), self.workers))
+        self.others[shard] = found = wait_for_share(self.folder, shard, child_timeout(owed),
+                                                    self.measure.child_tool)
         return found
 
 
-def shares_folder(run_id: str) -> Path:
-    """Where the workers of xdist run ``run_id`` leave what their children counted."""
-    return Path(tempfile.gettempdir(), f"opprof-counts-{run_id}")
+def wait_for_share(folder: Path, shard: int, timeout: float, tool: str) -> Share:
+    """Worker ``gw<shard>``'s share from ``folder``; once that worker is gone (or never
+    said it lives, or outlived its child's ``timeout``), a share whose problem says so."""
+    path, owner = folder / f"share-{shard}.json", folder / f"worker-{shard}"
+    started = time.monotonic()
+    while not path.exists():
+        waited = time.monotonic() - started
+        try:
+            identity = owner.read_text(encoding="ascii")
+        except OSError:  # not yet said, or the folder is gone
+            identity = None
+        if identity is not None and not _lives(identity) and not path.exists():
+            return Share(problem=f"xdist worker gw{shard} ended before it shared what its "
+                                 f"{tool} child counted (it crashed or was killed)")
+        if identity is None and waited > START_S:
+            return Share(problem=f"xdist worker gw{shard} never said it started ({START_S:.0f} "
+                                 "s); its tests' counts cannot be found")
+        if waited > timeout + START_S:
+            return Share(problem=f"xdist worker gw{shard}'s {tool} child gave no counts in "
+                                 f"{waited:.0f} s")
+        time.sleep(POLL_S)
+    return Share.read(path)
 
 
-def remove_shares(run_ids: Iterable[str]) -> None:
-    """On the controller, once its workers are done: their shares' folders."""
-    for run_id in run_ids:
-        shutil.rmtree(shares_folder(run_id), ignore_errors=True)
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _identity(pid: int) -> str:
+    """A process as ``PID START``: its start time in clock ticks since boot (from /proc,
+    "" where there is none) tells it from a later process given the same pid."""
+    fields = _stat(pid)
+    return f"{pid} {fields[19] if fields and len(fields) > 19 else ''}"
+
+
+def _lives(identity: str) -> bool:
+    """Whether the process :func:`_identity` wrote still runs (a zombie, killed and not
+    yet reaped by xdist, does not)."""
+    pid = identity.partition(" ")[0]
+    if not pid.isdigit():
+        return False
+    fields = _stat(int(pid))
+    if fields is None and not os.path.exists("/proc/self/stat"):  # no /proc to ask
+        try:
+            os.kill(int(pid), 0)
+        except OSError:
+            return False
+        return True
+    return fields is not None and fields[0] != "Z" and _identity(int(pid)) == identity
 
 
 def child_timeout(tests: int) -> float:
@@ -174,18 +261,22 @@ def child_timeout(tests: int) -> float:
 
 
 def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int,
-              measure: Measure) -> Share:
-    """Counts ``nodeids`` in one child under the measure's wrapper; a child that fails is
-    one line."""
+              measure: Measure, folder: Path | None = None) -> Share:
+    """Counts ``nodeids`` in one child under the measure's wrapper, its temporary
+    folders in ``folder`` (or :func:`.launcher.scratch`); a child that fails is one
+    line, and each test it failed names its failure."""
     started = time.monotonic()
     tool = measure.child_tool
+    files = list(dict.fromkeys(nodeid.partition("::")[0] for nodeid in nodeids))
     try:
-        with tempfile.TemporaryDirectory(prefix=f"opprof-{tool}-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"opprof-{tool}-",
+                                         dir=folder or scratch()) as tmp:
             wrapper, env = measure.child_command(Path(tmp, "dump"))
-            child = run_pytest(profiling(config, nodeids, measure=measure.name, skip=skip),
+            child = run_pytest(profiling(config, files, measure=measure.name, skip=skip),
                                cwd=config.invocation_params.dir,
-                               env={**env, **selection_free(config)[1]}, records=True,
-                               timeout=child_timeout(len(nodeids)), wrapper=wrapper)
+                               env={**env, **selection_free(config)[1], COUNTING: "1"},
+                               records=True, timeout=child_timeout(len(nodeids)),
+                               wrapper=wrapper, nodeids=nodeids, folder=folder)
     except OSError as exc:  # no temporary folder to dump into, or no process to start
         return Share(problem=f"the {tool} child could not run: {exc}",
                      seconds=time.monotonic() - started)
@@ -201,15 +292,24 @@ def run_child(config: pytest.Config, nodeids: Sequence[str], skip: int,
     profiles: dict[str, Profile] = {}
     missing: dict[str, str] = {}
     for record in child.records:
-        if record.profile.counted > 0 and record.profile.measure == measure.name:
+        if not record.passed:
+            missing[record.nodeid] = _failed(tool, child.failed.get(record.nodeid))
+        elif record.profile.counted > 0 and record.profile.measure == measure.name:
             profiles[record.nodeid] = record.profile
         else:
             missing[record.nodeid] = f"under {tool} it counted no iteration"
     for nodeid in nodeids:
-        if nodeid not in profiles and nodeid not in missing:
-            missing[nodeid] = (f"under {tool} it profiled nothing (it failed or was "
-                               f"skipped there: {child.last})")
+        if nodeid in profiles or nodeid in missing:
+            continue
+        failed = child.failed.get(nodeid)
+        missing[nodeid] = _failed(tool, failed) if failed else (
+            f"under {tool} it profiled nothing (it was skipped or not collected there: "
+            f"{child.last})")
     return Share(profiles, "", missing, seconds)
+
+
+def _failed(tool: str, line: str | None) -> str:
+    return f"it failed under {tool}: {line or 'see its output there'}"
 
 
 def _why_nothing(tool: str, code: int, last: str) -> str:

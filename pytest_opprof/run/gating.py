@@ -62,10 +62,19 @@ class Gate:
         self.state = state
         #: Where a child takes the figures: what starts it and reads what it counted.
         self.counting: Counting | None = None
-        if state.measure.child_counts and not state.measure.in_child:
-            from .counting import Counting
+        m = state.measure
+        if m.child_counts:
+            from .child import counting
 
-            self.counting = Counting(state.config, state.settings.skip, state.measure)
+            if not counting(state.config):
+                from .counting import Counting
+
+                self.counting = Counting(state.config, state.settings.skip, m)
+            elif not m.in_child:  # never a child of its own: that would nest without end
+                raise pytest.UsageError(
+                    f"--opprof-measure={m.name}: this process was started to take the figures "
+                    f"under {m.child_tool}, but {m.child_tool} is not running it (is the tool "
+                    "on PATH a wrapper that runs the program itself?); nothing is counted")
         #: The batch that keeps one update's repetitions of a test together.
         self.repeat_batch = state.settings.baseline_batch or f"repeat-{uuid.uuid4().hex[:12]}"
 
@@ -80,7 +89,20 @@ class Gate:
             def say(line: str) -> None:
                 reporter.ensure_newline()
                 reporter.write_line(line)
-        self.counting.count(items, say)
+        self.counting.count(items, say, self._refusal)
+
+    def _refusal(self, item: pytest.Item) -> str | None:
+        """Why the test's stored baseline cannot judge this run's figures, known before
+        any is taken (its conditions differ: Python, numpy, the tool's version), or None."""
+        state = self.state
+        if state.settings.update_baseline or not state.settings.gate:
+            return None
+        try:
+            baseline = state.store.load(baseline_key(item))
+        except BaselineError:
+            return None  # said when the test is judged
+        return None if baseline is None else run_conditions.difference(
+            baseline.conditions(), state.conditions, state.retake.of(item.nodeid))
 
     def start(self, item: pytest.Item) -> Profiler:
         per_test = test_settings(item, self.state.settings)
@@ -143,7 +165,7 @@ class Gate:
 
         self.state.results[item.nodeid] = result = TestResult(
             item.nodeid, Verdict.UNJUDGED, self.state.machine, profile,
-            reason=f"no {self.state.measure.counts[0]} counted: {why}")
+            reason=why)
         report.sections.append(("opprof", summary_line(result, self.state.retake)))
 
     def _judge(self, item: pytest.Item, report: pytest.TestReport, profile: Profile,

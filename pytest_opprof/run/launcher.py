@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -124,24 +125,46 @@ class ChildResult:
     startup: str | None = None  # :func:`startup_error`
 
 
+def scratch() -> Path | None:
+    """Where this process makes its temporary folders: in the folder of the process
+    that started it (:data:`~.options.SCRATCH_VARIABLE`), which removes it once this
+    process's group has ended, whatever signal ended it; else in the system's."""
+    from .options import SCRATCH_VARIABLE
+
+    found = os.environ.get(SCRATCH_VARIABLE)
+    return Path(found) if found else None
+
+
 def run_pytest(args: Sequence[str], *, cwd: Path | str | None = None,
                env: Mapping[str, str] | None = None, echo: bool = False,
                records: bool = False, timeout: float | None = None,
-               wrapper: Sequence[str] = (), python: str | None = None) -> ChildResult:
+               wrapper: Sequence[str] = (), python: str | None = None,
+               nodeids: Sequence[str] = (), folder: Path | None = None) -> ChildResult:
     """``python -m pytest -p opprof ARGS``, its output passed on as it comes (``echo``)
     or kept. With ``records``, the child plugin (:mod:`.child`) is given a temporary
-    folder and what it wrote there is read back. ``timeout`` applies to kept output
+    folder and what it wrote there is read back; ``nodeids`` go there too, and the
+    child runs only those of the tests ARGS collect. That folder is made in ``folder``
+    (else :func:`scratch`). ``timeout`` applies to kept output
     only; ``python`` is another environment's (``opprof compare --base-python``).
     OSError when it cannot be started."""
     from .child import read as read_child
-    from .options import CHILD_PLUGIN, CHILD_VARIABLE
+    from .options import (
+        CHILD_NODEIDS,
+        CHILD_PLUGIN,
+        CHILD_VARIABLE,
+        COUNTING_VARIABLE,
+        SCRATCH_VARIABLE,
+    )
 
     with deferred():  # the folder made and known, or not made
-        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-"))
+        tmp = Path(tempfile.mkdtemp(prefix="opprof-child-", dir=folder or scratch()))
     try:
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        environment = {**{k: v for k, v in os.environ.items() if k != COUNTING_VARIABLE},
+                       "PYTHONUNBUFFERED": "1", SCRATCH_VARIABLE: str(tmp), **(env or {})}
         if records:
             args, environment[CHILD_VARIABLE] = ["-p", CHILD_PLUGIN, *args], str(tmp)
+            if nodeids:
+                (tmp / CHILD_NODEIDS).write_text(json.dumps(list(nodeids)), encoding="utf-8")
         command = [*wrapper, python or sys.executable, "-m", "pytest", *PLUGIN_ARGS, *args]
         code, output, timed_out = run_group(command, cwd=cwd, env=environment, echo=echo,
                                             timeout=timeout)

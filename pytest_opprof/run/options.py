@@ -44,6 +44,14 @@ SHOWN_CHARS = 60
 CHILD_VARIABLE = "PYTEST_OPPROF_CHILD"
 CHILD_PLUGIN = "pytest_opprof.run.child"
 CHILD_RECORDS = "records.json"
+#: The node ids a child is to run, in its folder (a JSON list): never its command line.
+CHILD_NODEIDS = "nodeids.json"
+#: Set for every process pytest-opprof starts: the folder its starter removes once the
+#: child's whole group has ended; every temporary folder the child makes goes in it.
+SCRATCH_VARIABLE = "PYTEST_OPPROF_SCRATCH"
+#: Set (with the child plugin loaded) for the child that takes a measure's figures for
+#: its parent (``run.counting``); never passed on to the processes a child starts.
+COUNTING_VARIABLE = "PYTEST_OPPROF_COUNTING"
 BATCH_VARIABLE = "PYTEST_OPPROF_BATCH"
 
 HELP_VERBOSITY = (

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..errors import OpprofError
+from ..measure import measures
 from ..model import conditions as run_conditions
 from ..render import display_name
 from .outputs import wanted, write, write_all
@@ -89,14 +90,30 @@ class Reporter:
             return
         tr.write_sep("=", f"opprof gate: machine {display_name(state.machine)}")
         for result in results:
+            profile = result.profile  # its own measure's words (native times are no counts)
             lines = [summary_line(result, state.retake),
                      blind_line(result, state.retake, state.conditions),
-                     state.measure.unsteady(result.profile)]
+                     measures.of(profile.measure, profile.unit).unsteady(profile)]
             for line in lines:
                 if line is not None:
                     tr.write_line(line)
         if not state.settings.update_baseline:
             tr.write_line(counts_line(results))
+        elif self.not_stored:
+            tr.write_line(f"opprof: {len(self.not_stored)} profiled test(s) passed but their "
+                          "baselines were not stored (each line above says why): the session "
+                          "fails", red=True)
+
+    @cached_property
+    def not_stored(self) -> list[str]:
+        """Under ``--opprof-update-baseline``: the passing profiled tests whose baseline
+        run was not stored (their figures could not be taken: nothing counted)."""
+        from ..model.verdict import Verdict
+
+        if not self.state.settings.update_baseline or self.state.is_worker:
+            return []
+        return [r.nodeid for r in self.state.records()
+                if r.result is not None and r.result.verdict is Verdict.UNJUDGED]
 
     @cached_property
     def unjudged(self) -> list[Unjudged]:
@@ -115,6 +132,9 @@ class Reporter:
         """Strict mode's verdict on the run, then the files asked for; an unwritable path
         is one line and a usage error."""
         self._fail_strictly(session)
+        if self.not_stored and session.exitstatus in (pytest.ExitCode.OK,
+                                                      pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         try:
             self._write_outputs()
         except OpprofError as exc:
