@@ -91,6 +91,51 @@ def test_append_grows_a_history_across_batches(tmp_path):
     assert len(baseline.runs) == 3 and baseline.batch == "one"
 
 
+def _at(commit: str, dirty: bool = False) -> dict:
+    return {"commit": {"id": commit, "dirty": dirty}}
+
+
+def test_the_gate_judges_against_the_runs_of_one_code(tmp_path):
+    """A history appended onto the gate's runs (one machine key for both) measured other
+    code at other commits: pooled, an op's step between them reads as its spread and
+    its margin widens until the step passes. The gate's reference is the last update's
+    runs and those appended at its clean commit; appended runs are marked as such."""
+    store = BaselineStore(tmp_path, "m")
+    for _ in range(3):
+        store.record(NODEID, run_of(**_at("a" * 40)), "update")
+    store.record(NODEID, run_of(**_at("a" * 40)), "", append=True)   # same code: kept
+    store.record(NODEID, run_of(**_at("b" * 40)), "", append=True)   # the next commit
+    store.record(NODEID, run_of(**_at("a" * 40, dirty=True)), "", append=True)  # edited
+    baseline = store.load(NODEID)
+    assert [bool(r.meta.get("appended")) for r in baseline.runs] == [False] * 3 + [True] * 3
+    reference = baseline.reference()
+    assert reference.runs == baseline.runs[:4]
+    assert (reference.nodeid, reference.machine, reference.batch) == (NODEID, "m", "update")
+
+
+@pytest.mark.parametrize(("commits", "kept"), [
+    (["a", "b", "c", "c"], 2),              # the newest commit's runs
+    (["a", "b", None], 1),                  # the newest run's code is unknown: itself
+    (["unversioned"] * 3, 1),               # no version control: no code known
+])
+def test_a_history_alone_is_judged_against_its_newest_commits_runs(tmp_path, commits, kept):
+    store = BaselineStore(tmp_path, "m")
+    for commit in commits:
+        meta = _at(commit * 40 if len(commit) == 1 else commit) if commit else {}
+        store.record(NODEID, run_of(**meta), "", append=True)
+    baseline = store.load(NODEID)
+    assert baseline.reference().runs == baseline.runs[-kept:]
+
+
+def test_runs_without_a_mark_are_one_update_as_before(tmp_path):
+    """Runs stored before the mark existed, or by updates alone, are all the reference."""
+    store = BaselineStore(tmp_path, "m")
+    for commit in "abc":
+        store.record(NODEID, run_of(**_at(commit * 40)), "one")
+    baseline = store.load(NODEID)
+    assert len(baseline.reference().runs) == 3
+
+
 def test_no_file_means_no_baseline(tmp_path):
     assert BaselineStore(tmp_path, "m").load(NODEID) is None
 
@@ -159,6 +204,7 @@ def _set(path: str, value):
     ("runs.0.meta.skip", 1.5, "meta skip is 1.5"),
     ("runs.0.meta.date", 5, "meta date is not a string"),
     ("runs.0.meta.outlying_ops", "relu", "meta outlying_ops is not a list of op names"),
+    ("runs.0.meta.appended", "yes", "meta appended is not true or false"),
     ("runs.0.meta.outlying_ops", [1], "meta outlying_ops is not a list of op names"),
     ("runs.0.ops.op_id.0", -1, "op_id -1 is not a whole number"),
     ("runs.0.ops.depth.0", -1, "depth -1 is not a whole number"),

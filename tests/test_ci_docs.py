@@ -222,3 +222,84 @@ def test_the_source_distribution_installs_and_carries_the_package(tmp_path):
     assert Path(where).is_relative_to(target) and found == schemas
     if shutil.which("cc") or shutil.which("gcc"):  # the C hot path was built from the sdist
         assert impl.endswith("._cscope"), impl
+
+
+def test_every_compare_parses_as_opprof_compare_and_one_counts_instructions():
+    """Each ``opprof compare`` of the workflows, as the command's parser reads it: the
+    summary and the JSON its own options, REF the pull request's base, the rest (the
+    performance tests, the measure) left for pytest; one pull-request job compares
+    instruction counts."""
+    from pytest_opprof.cli import build_parser
+
+    measures = []
+    for job in every_job():
+        # GitHub puts the expressions in before the shell reads the line
+        runs = [r.replace("${{ github.base_ref }}", "main") for r in job.runs]
+        for c in (c for r in runs for c in commands(r) if c[:2] == ["opprof", "compare"]):
+            args, extra = build_parser().parse_known_args(c[1:])
+            assert args.command == "compare" and args.markdown and args.json, (job.name, c)
+            # REF first (the command takes it from the words pytest is not given), but
+            # in the environments form
+            assert args.base_python or extra[0] == "origin/main", c
+            assert not [w for w in extra if w.startswith("-") and not w.startswith("--opprof-")]
+            measures += [w for w in extra if w.startswith("--opprof-measure")]
+    assert measures == ["--opprof-measure=instructions"]
+
+
+def _env(block: str) -> dict[str, str]:
+    """A workflow's ``NAME: value`` settings of upper-case names (its env, any level)."""
+    return {m[0]: m[1].strip('"') for m in re.findall(r"^\s+([A-Z][A-Z0-9_]+):\s*(\S+)",
+                                                      block, re.M)}
+
+
+def _keys(block: str) -> tuple[set[str], set[str]]:
+    """The machine keys a workflow appends a history under, and those it gates or takes
+    baselines under (--opprof-machine-key, its variables resolved)."""
+    env = _env(block)
+    history: set[str] = set()
+    gate: set[str] = set()
+    for job in jobs(block):
+        for c in (c for run in job.runs for c in commands(run)):
+            for word in c:
+                if word.startswith("--opprof-machine-key="):
+                    key = env.get(word.split("=", 1)[1].strip("$\"{}"), "?")
+                    (history if "--opprof-update-baseline=append" in c else gate).add(key)
+    return history, gate
+
+
+def test_the_history_and_the_gate_never_share_a_machine_key_or_a_cache():
+    """Issue 28: one OPPROF_KEY for the history job and the stored-baseline gate. Their
+    keys differ, and no job's cache prefix (``restore-keys``) matches the other's keys."""
+    history: set[str] = set()
+    gate: set[str] = set()
+    for block in blocks():
+        h, g = _keys(block)
+        history |= h
+        gate |= g
+    assert history and gate and not history & gate, (history, gate)
+    for h in history:
+        for g in gate:
+            assert not f"opprof-{h}-".startswith(f"opprof-{g}-") and \
+                   not f"opprof-{g}-".startswith(f"opprof-{h}-"), (h, g)
+    text = "\n".join(blocks())
+    caches = re.findall(r"restore-keys: opprof-\$\{\{ env\.(\w+) \}\}-", text)
+    assert sorted(set(caches)) == ["OPPROF_HISTORY_KEY", "OPPROF_KEY"]
+
+
+def test_the_stored_instruction_gate_pins_what_counts_depend_on():
+    """The committed counts depend on valgrind, Python (its patch release), numpy and
+    its BLAS: the job names its runner image (its valgrind), a Python release of the
+    other jobs' minor version, and a constraints file shown in the doc that pins numpy
+    (from its wheel, which carries its BLAS)."""
+    prose = CI.read_text(encoding="utf-8")
+    (block,) = [b for b in blocks() if "perf-instructions:" in b]
+    env = _env(block)
+    constraints = env["PIP_CONSTRAINT"]
+    assert env["PIP_ONLY_BINARY"] == "numpy"
+    shown = re.search(rf"^```\n# {re.escape(constraints)}:.*?\n(.*?)^```", prose, re.S | re.M)
+    assert shown and re.search(r"^numpy==\d+\.\d+\.\d+$", shown.group(1), re.M), constraints
+    assert re.search(r"runs-on: ubuntu-\d\d\.\d\d\b", block), "a named image: its valgrind"
+    versions = {b: re.findall(r'python-version: "([\d.]+)"', b) for b in blocks()}
+    (pinned,) = versions.pop(block)
+    others = {v for found in versions.values() for v in found}
+    assert others == {"3.11"} and re.fullmatch(r"3\.11\.\d+", pinned), (others, pinned)

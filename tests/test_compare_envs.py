@@ -31,7 +31,7 @@ from . import test_compare
 from .fakes import committed, git
 from .test_compare import one_line
 
-SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-2.schema.json"
+SCHEMA = Path(pytest_opprof.__file__).parent / "schemas" / "compare-3.schema.json"
 
 COSTS = """import os
 COSTS = {"conv": 50_000, "relu": 8_000, "mul": int(os.environ.get("MUL_NS", 30_000)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 
@@ -441,3 +442,36 @@ def test_a_class_of_ops_slower_together_leaves_the_test_unjudged(slowed, unjudge
     if unjudged:
         assert line.startswith(f"{slowed} of 30 ops grew beyond the test's typical margin "
                                "+20.0% together (+150.0% to +150.0%)")
+
+
+@pytest.mark.e2e
+def test_a_history_appended_under_the_gates_key_does_not_become_its_reference(
+        suite, monkeypatch):
+    """Issue 28: one machine key for the history job and the gate; after a run of a
+    commit with softmax twice as slow was appended, the gate passed softmax +60% "ok"
+    (the appended run read as softmax's spread between processes). The gate judges
+    against the runs of its last update, and says once per test what it left out."""
+    from .fakes import git
+
+    monkeypatch.chdir(suite.path)
+    git(suite.path, "init", "-q")
+    git(suite.path, "add", "-A")
+    git(suite.path, "commit", "-q", "-m", "base")
+    update(suite, "test_net.py::test_net")
+    (suite.path / "version.txt").write_text("softmax twice")
+    git(suite.path, "add", "-A")
+    git(suite.path, "commit", "-q", "-m", "softmax twice")
+    monkeypatch.setenv("SLOW", "softmax:2")
+    appended = suite.runpytest("test_net.py::test_net", "--opprof-update-baseline=append")
+    appended.assert_outcomes(passed=1)
+    monkeypatch.setenv("SLOW", "softmax:1.6")
+    result = suite.runpytest("test_net.py::test_net")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*OP_ID5. softmax: 60 us -> 96 us (+60.0%*3 baseline runs)",
+        "opprof: test_net.py::test_net: judged against the 3 baseline run(s) of one code; 1 "
+        "run(s) appended at other commits (--opprof-update-baseline=append: a history for "
+        "opprof history) are not its reference; keep a history under its own "
+        "--opprof-machine-key"])
+    shown = suite.run(sys.executable, "-m", "pytest_opprof.cli", "baseline", "show", "test_net")
+    assert shown.stdout.str().count("history, not the gate's reference") == 1

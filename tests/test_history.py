@@ -1,9 +1,12 @@
 """``opprof history``: steps found at the right run and commit, none on flat noisy
-histories, its files, and its errors as one line each."""
+histories or excursions, a change every op shares named as each op's step, counts judged
+as counts, the same words in every output, its files, and its errors as one line each."""
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import subprocess
 import sys
 
@@ -15,32 +18,34 @@ from pytest_opprof.judge.changepoints import NEEDS_RUPTURES, significant_steps
 from pytest_opprof.render.history import SCHEMA, sparkline
 from pytest_opprof.store.baseline import BaselineRun, BaselineStore
 
-from .fakes import SLOW_FACTOR, git
+from .fakes import SIX_OP_NET, SLOW_FACTOR, git
 
 NODEID = "tests/test_net.py::test_net"
 OPS = ("conv2d", "relu", "softmax")
 
 
-def stored_run(medians: dict[str, float], index: int) -> BaselineRun:
+def stored_run(medians: dict[str, float], index: int, measure: str = "time",
+               commit_id: str | None = None) -> BaselineRun:
     """A run as ``--opprof-update-baseline=append`` stores it, on commit ``c{index}...`` and
-    day ``index`` (ops: name -> median ns)."""
+    day ``index`` (ops: name -> median ns, or instructions under ``instructions``)."""
     names = list(medians)
     values = [round(medians[name]) for name in names]
     ops = {"op_id": list(range(len(names))), "name": names, "occurrence": [0] * len(names),
            "depth": [0] * len(names), "phase": [None] * len(names), "n": [3] * len(names),
            "median": [float(v) for v in values], "samples": [[v] * 3 for v in values]}
-    commit = {"id": f"c{index:02d}" + "0" * 38, "time": None, "dirty": False,
+    commit = {"id": commit_id or f"c{index:02d}" + "0" * 38, "time": None, "dirty": False,
               "branch": "main"}
+    unit = "count" if measure == "instructions" else "ns"
     return BaselineRun(ops=ops, wall=[], op_time=[], phases=[],
-                       meta={"measure": "time", "unit": "ns",
+                       meta={"measure": measure, "unit": unit,
                              "date": f"2026-11-{index + 1:02d}T12:00:00+00:00",
                              "commit": commit})
 
 
-def grow(root, history: list[dict[str, float]], nodeid: str = NODEID) -> None:
+def grow(root, history: list[dict[str, float]], nodeid: str = NODEID, **run) -> None:
     store = BaselineStore(root, "ci-runner")
     for index, medians in enumerate(history):
-        store.record(nodeid, stored_run(medians, index), "", append=True)
+        store.record(nodeid, stored_run(medians, index, **run), "", append=True)
 
 
 def noisy(runs: int, seed: int, sigma: float = 0.03) -> list[dict[str, float]]:
@@ -67,15 +72,17 @@ def test_a_step_is_named_with_its_commit_date_and_size(tmp_path, capsys):
     assert main(["history", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == (f"{NODEID} on machine 'ci-runner': 14 run(s), 2026-11-01 .. "
-                        "2026-11-14, 3 op(s)")
-    assert lines[1] == "  steps:"
+    assert lines[0] == (f"{NODEID} on machine 'ci-runner': 14 runs, 2026-11-01 .. "
+                        "2026-11-14, 3 ops")
+    assert lines[1] == ("  1 step beyond the noise and the tolerance (5%), each held by at "
+                        "least 2 later runs:")
     step = lines[2].strip()
-    assert step.startswith("OP_ID0. conv2d: +2") and " at c080000 (2026-11-09): " in step
-    assert lines[3] == ("  trends, oldest run first (fewer than 5 ops: machine drift not "
-                        "taken out):")
+    assert step.startswith("OP_ID0. conv2d: +2")
+    assert " at c080000 (2026-11-09), held by 5 later runs: " in step
+    assert lines[3] == "  trends, oldest run first (fewer than 5 ops: nothing taken out):"
     assert lines[4].strip().startswith("OP_ID0. conv2d  ")  # the op with a step first
-    assert len(lines) == 7 and out.count(" at c") == 1  # relu and softmax: no step
+    assert len(lines) == 7 and out.count(" at c") == 2  # its line and its trend's status
+    assert lines[5].endswith("  no step (noise 1.9% a run)")  # relu, softmax: none
 
 
 @pytest.mark.pytester
@@ -86,8 +93,8 @@ def test_flat_noisy_histories_have_no_step(tmp_path, capsys, seed):
     grow(tmp_path, runs)
     assert main(["history", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "steps:" not in out
-    assert "  no step beyond the noise and the tolerance (5%)" in out
+    assert " at c" not in out
+    assert "  no step beyond the noise and the tolerance (5%)\n" in out
 
 
 @pytest.mark.pytester
@@ -98,7 +105,7 @@ def test_a_step_under_the_tolerance_is_not_reported_and_a_lower_tolerance_shows_
         medians["relu"] *= 1.04
     grow(tmp_path, runs)
     assert main(["history", "--dir", str(tmp_path)]) == 0
-    assert "steps:" not in capsys.readouterr().out
+    assert " at c" not in capsys.readouterr().out
     assert main(["history", "--dir", str(tmp_path), "--tolerance", "2%"]) == 0
     assert "OP_ID1. relu: +4." in capsys.readouterr().out
 
@@ -123,38 +130,99 @@ def test_an_op_step_is_found_through_machine_drift(tmp_path, capsys, seed):
     grow(tmp_path, runs)
     assert main(["history", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "  trends, oldest run first, each run's machine drift taken out:" in out
-    assert out.count(" at c") == 1 and "    OP_ID2. op2: +1" in out
-    assert " at c080000 (2026-11-09): " in out
+    assert "  trends, oldest run first, less what all ops shared in a run alone" in out
+    assert out.count(" at c") == 2 and "    OP_ID2. op2: +1" in out
+    assert " at c080000 (2026-11-09), held by 7 later runs" in out
 
 
 @pytest.mark.pytester
-def test_a_step_of_every_op_is_one_step_of_all_ops(tmp_path, capsys):
+@pytest.mark.parametrize("measure", ["time", "instructions"])
+def test_a_step_every_op_shares_is_each_ops_step_and_said_once(tmp_path, capsys, measure):
+    """A slower common helper (or dependency) moves every op at one commit: a change,
+    not a drift to take out, whatever the measure."""
     runs = six_ops(12, seed=0, drift=0.0)
     for medians in runs[6:]:
         for name in medians:
-            medians[name] *= 1.3  # another machine, or a change that slowed everything
-    grow(tmp_path, runs)
+            medians[name] *= 1.3
+    grow(tmp_path, runs, measure=measure)
     assert main(["history", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert out.count(" at c") == 1
-    assert "    all ops: +30." in out
-    assert "% at c060000 (2026-11-07): the machine, or a change that moved every op" in out
-    assert "    machine drift  " in out
+    assert out.count(" at c060000 (2026-11-07), held by 5 later runs: ") == 6  # each op
+    assert "  6 steps beyond the noise and the tolerance" in out
+    assert "    all 6 ops moved together: +30." in out
+    assert out.count("moved together") == 1 and out.count(" at c") == 6 + 1 + 6
+
+
+@pytest.mark.pytester
+def test_counts_are_judged_as_counted_at_the_measures_tolerance(tmp_path, capsys):
+    """Instruction counts: nothing taken out of a run (no machine moves a count), and the
+    smallest step is the measure's 1%, not the time's 5%: a uniform +3% (the slower
+    common helper) is a step of each op; a +2% of one op too."""
+    rng = np.random.default_rng(0)
+    runs = [{f"op{k}": (k + 1) * 1e6 * float(np.exp(rng.normal(0, 5e-5))) for k in range(6)}
+            for _ in range(10)]
+    for medians in runs[5:]:
+        for name in medians:
+            medians[name] *= 1.03
+    for medians in runs[2:]:
+        medians["op0"] *= 1.02
+    grow(tmp_path, runs, measure="instructions")
+    code, out, err = history("--dir", str(tmp_path), "--json", str(tmp_path / "h.json"))
+    assert code == 0, err
+    assert "  7 steps beyond the noise and the tolerance (1%)" in out
+    assert "  trends, oldest run first, as counted (no machine moves a count):" in out
+    # each op's line and trend status, and the line saying they moved together
+    assert out.count(" at c050000 (2026-11-06), held by 4 later runs") == 6 + 6 + 1
+    assert "OP_ID0. op0: +2.0% at c020000 (2026-11-03), held by 2 later runs" in out
+    (test,) = json.loads((tmp_path / "h.json").read_text())["tests"]
+    assert test["tolerance"] == 0.01 and test["unit"] == "count"
+    assert test["shared"]["taken_out"] is None
+    assert all(op["corrected"] == op["median"] for op in test["ops"])
+
+
+def test_a_two_run_excursion_is_not_a_step_and_a_held_step_is():
+    flat, up = math.log(100.0), math.log(283.4)
+    logs = np.array([flat] * 2 + [up] * 2 + [flat] * 3)  # fc1 +183.4% then back
+    assert significant_steps(logs, sigma=1e-3, tolerance=0.05) == []
+    logs = np.array([flat] * 4 + [up] * 2 + [flat])  # back in the last run
+    assert significant_steps(logs, sigma=1e-3, tolerance=0.05) == []
+    logs = np.array([flat] * 5 + [up] * 2)  # the latest two runs: one more must agree
+    assert significant_steps(logs, sigma=1e-3, tolerance=0.05) == []
+    logs = np.array([flat] * 3 + [up] * 3 + [flat] + [up] * 2)  # held, one run off
+    ((at, before, after, _, confirmed),) = significant_steps(logs, sigma=1e-3, tolerance=0.05)
+    assert (at, confirmed, round(math.exp(after - before), 3)) == (3, 4, 2.834)
 
 
 def test_an_improvement_and_a_later_regression_are_two_steps():
     logs = np.log([100.0] * 6 + [80.0] * 6 + [120.0] * 6)
     found = significant_steps(logs, sigma=1e-3, tolerance=0.05)
-    assert [(at, round(float(np.exp(after - before)), 3)) for at, before, after, _ in found] \
-        == [(6, 0.8), (12, 1.5)]
+    assert [(f.at, round(float(np.exp(f.after - f.before)), 3), f.confirmed) for f in found] \
+        == [(6, 0.8, 5), (12, 1.5, 5)]
 
 
 @pytest.mark.pytester
-def test_too_few_runs_say_so(tmp_path, capsys):
-    grow(tmp_path, noisy(3, seed=0))
+def test_too_few_runs_say_so_for_the_test_and_each_op(tmp_path, capsys):
+    grow(tmp_path, noisy(4, seed=0))
     assert main(["history", "--dir", str(tmp_path)]) == 0
-    assert "no step can be found in fewer than 4 runs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  no step can be found in fewer than 5 runs (two before a step, 2 after it to " \
+           "confirm it): grow the history" in out
+    assert out.count("  too few runs for a step (4 of 5)") == 3
+    assert "noise" not in out and "(s)" not in out
+
+
+@pytest.mark.pytester
+def test_a_run_without_a_known_commit_is_named_by_its_number(tmp_path, capsys):
+    runs = noisy(10, seed=4)
+    for medians in runs[5:]:
+        medians["conv2d"] *= 1.5
+    store = BaselineStore(tmp_path, "ci-runner")
+    for index, medians in enumerate(runs):  # git describe failed: pytest-benchmark's "unknown"
+        store.record(NODEID, stored_run(medians, index, commit_id="unknown"), "", append=True)
+    assert main(["history", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "OP_ID0. conv2d: +4" in out and " at run 6 (2026-11-06), held by 4 later runs:" in out
+    assert "unknown" not in out
 
 
 def test_sparkline_draws_low_to_high_and_flat_at_mid_height():
@@ -172,15 +240,17 @@ def test_json_holds_runs_medians_and_steps(tmp_path):
     assert code == 0, err
     assert out.splitlines()[-1] == f"opprof: wrote {tmp_path / 'out/h.json'}"
     data = json.loads((tmp_path / "out/h.json").read_text())
-    assert data["schema"] == SCHEMA and data["tolerance"] == 0.05 and data["unreadable"] == []
+    assert data["schema"] == SCHEMA and data["tolerance"] is None and data["unreadable"] == []
     (test,) = data["tests"]
     assert test["nodeid"] == NODEID and len(test["runs"]) == 12
     assert test["runs"][6]["commit"]["branch"] == "main"
     op = next(op for op in test["ops"] if op["name"] == "softmax")
     assert op["runs"] == list(range(12)) and len(op["median"]) == 12
     (step,) = op["steps"]
-    assert step["run"] == 6 and step["commit_id"].startswith("c06")
+    assert step["run"] == 6 and step["commit_id"].startswith("c06") and step["confirmed"] == 5
     assert step["date"].startswith("2026-11-07") and 0.6 < step["ratio"] < 0.8
+    assert op["status"] == step["text"] and step["text"].endswith(", held by 5 later runs")
+    assert test["summary"].startswith("1 step beyond the noise and the tolerance (5%)")
     assert all(not other["steps"] for other in test["ops"] if other is not op)
 
 
@@ -196,7 +266,7 @@ def test_html_draws_each_op_with_its_step(tmp_path):
     page = (tmp_path / "h.html").read_text()
     assert page.count("<svg") == 6  # one chart per op of each test
     assert "test_&lt;other&gt;" in page and "<other>" not in page
-    assert "<td><code>c050000 (2026-11-06)</code></td>" in page
+    assert " at c050000 (2026-11-06), held by 4 later runs</td>" in page
 
 
 @pytest.mark.pytester
@@ -286,7 +356,79 @@ def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
         commits.append(git(pytester.path, "rev-parse", "HEAD"))
         monkeypatch.setenv("SLOW", "relu:1.2" if k >= 3 else "")
         pytester.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
+    capsys.readouterr()  # the runs' own output
     assert main(["history"]) == 0
     out = capsys.readouterr().out
     assert f"    OP_ID1. relu: +20.0% at {commits[3][:7]} (" in out
-    assert "20 us -> 24 us" in out and out.count(" at ") == 1
+    assert "20 us -> 24 us" in out and out.count(" at ") == 3  # its line, status, "at least"
+
+
+def _says_each_status(out: str, page: str, test: dict) -> None:
+    """The terminal and the HTML page say the test's summary and each op's status in the
+    words the JSON file holds."""
+    assert f"  {test['summary']}" in out and html.escape(test["summary"]) in page
+    for op in test["ops"]:
+        assert f"  {op['status']}\n" in out, op["name"]
+        assert f"<td>{html.escape(op['status'])}</td>" in page, op["name"]
+
+
+@pytest.mark.pytester
+@pytest.mark.parametrize("case", ["too few runs", "flat", "a step", "counts", "an op added"])
+def test_every_output_says_the_same_words(tmp_path, capsys, case):
+    runs = noisy(4 if case == "too few runs" else 10, seed=5, sigma=0.01)
+    if case == "a step":
+        for medians in runs[5:]:
+            medians["relu"] *= 1.3
+    if case == "an op added":
+        for medians in runs[7:]:
+            medians["gelu"] = 1e4
+    grow(tmp_path, runs, measure="instructions" if case == "counts" else "time")
+    json_path, html_path = tmp_path / "h.json", tmp_path / "h.html"
+    assert main(["history", "--dir", str(tmp_path), "--json", str(json_path),
+                 "--html", str(html_path)]) == 0
+    out = capsys.readouterr().out
+    (test,) = json.loads(json_path.read_text())["tests"]
+    _says_each_status(out, html_path.read_text(), test)
+    assert "(s)" not in out and "noise 0.1%" not in out
+
+
+@pytest.mark.e2e
+def test_the_newcomers_seven_commits_name_one_step_in_every_output(
+        pytester, monkeypatch, capsys):
+    """Seven appended commits on the fake measure's exact times: softmax 2.4x from commit
+    4; conv2d 2.83x at commits 3 and 4 only (an excursion); commit 5 changes a comment.
+    One step, softmax's at commit 4, in the terminal, the JSON and the HTML alike."""
+    pytester.makepyfile(test_net=SIX_OP_NET)
+    pytester.makeini("[pytest]\nopprof_measure = fake\n")
+    monkeypatch.chdir(pytester.path)
+    git(pytester.path, "init", "-q")
+    commits = []
+    for k in range(7):
+        if k == 4:  # the comment-only commit
+            test_file = pytester.path / "test_net.py"
+            test_file.write_text("# the net's ops, one kernel each\n" + test_file.read_text())
+        else:
+            (pytester.path / "version.txt").write_text(str(k))
+        git(pytester.path, "add", "-A")
+        git(pytester.path, "commit", "-q", "-m", f"commit {k + 1}")
+        commits.append(git(pytester.path, "rev-parse", "HEAD"))
+        slow = ["softmax:2.403"] if k >= 3 else []
+        monkeypatch.setenv("SLOW", ",".join(slow + (["conv2d:2.834"] if k in (2, 3) else [])))
+        pytester.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
+    capsys.readouterr()  # the runs' own output
+    assert main(["history", "--json", "h.json", "--html", "h.html"]) == 0
+    out = capsys.readouterr().out
+    (test,) = json.loads((pytester.path / "h.json").read_text())["tests"]
+    stepped = [(op["name"], step) for op in test["ops"] for step in op["steps"]]
+    assert [(name, step["commit_id"], step["confirmed"]) for name, step in stepped] \
+        == [("softmax", commits[3], 3)]
+    assert test["summary"].startswith("1 step beyond the noise and the tolerance (5%)")
+    assert test["shared"]["steps"] == []
+    (step_line,) = [line for line in out.splitlines() if line.startswith("    OP_ID5. softmax:")]
+    assert step_line == (f"    OP_ID5. softmax: +140.3% at {commits[3][:7]} ("
+                         f"{stepped[0][1]['date'][:10]}), held by 3 later runs: "
+                         "60 us -> 144 us")
+    page = (pytester.path / "h.html").read_text()
+    _says_each_status(out, page, test)
+    assert out.count(" at ") == 3  # its line, its status, and "held by at least"
+    assert "no step (noise under 0.1% a run)" in out  # conv2d's excursion: not a step

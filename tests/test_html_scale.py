@@ -109,13 +109,13 @@ def test_the_history_page_draws_a_bounded_number_of_charts(tmp_path, monkeypatch
     monkeypatch.setattr(history_html, "CHARTS_PER_PAGE", 4)
     monkeypatch.setattr(history_html, "CHARTS_PER_TEST", 2)
     few = [test_history(k, step=k == 3) for k in range(4)]
-    page = history_html.render_history(few, 0.05)
+    page = history_html.render_history(few)
     assert page.count("<svg") == 4
     assert "4 of 20 op charts drawn" in page
     stepped = page.split("t.py::t3</h2>")[1].split("</section>")[0]
     assert stepped.count("<svg") >= 1 and "OP_ID0. op0" in stepped  # its step is drawn
     many = [*few, *(test_history(k, step=False) for k in range(4, 12))]
-    bigger = history_html.render_history(many, 0.05)
+    bigger = history_html.render_history(many)
     assert bigger.count("<svg") == 4
     per_test = (len(bigger) - len(page)) / 8
     assert per_test < 3_000  # a section and its table, no chart

@@ -338,7 +338,7 @@ def test_a_baseline_keeps_each_ops_functions_and_reads_them_back():
         READER.parse(json.dumps(broken), "b.json")
 
 
-def test_compare_judges_counts_from_one_pair_without_drift_and_says_their_unit():
+def test_compare_judges_counts_from_one_pair_and_says_their_unit():
     from pytest_opprof.judge.comparison import compare_runs
 
     base = counted_profile(COUNTS)
@@ -348,9 +348,8 @@ def test_compare_judges_counts_from_one_pair_without_drift_and_says_their_unit()
     assert (report.measure, report.unit) == ("instructions", Unit.COUNT)
     (test,) = report.tests
     assert [row.name for row in test.ops if row.change.verdict == "regressed"] == ["op1"]
-    assert not test.result.drift_corrected
-    # every op 3% more: the code's change, each op regressed (a time compare would call
-    # it the machine's drift)
+    assert test.result.common == (1.0,) and test.result.shared is None
+    # every op 3% more: the code's change, each op regressed
     head = counted_profile([c * 1.03 for c in COUNTS])
     report = compare_runs([{"t.py::t": base}], [{"t.py::t": head}], mode="files",
                           labels=("a", "b"), tolerance=0.01)

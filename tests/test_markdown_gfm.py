@@ -177,15 +177,16 @@ def test_compare_markdown_with_notes_renders_every_table():
 
 
 def test_compare_markdown_with_blind_lines_and_many_tests():
-    """Noisy pairs too few to see --detect: each test gets a ``blind:`` line in its
-    quote; 40 tests of every hostile op name, each table whole; a test on the base side
+    """Noisy pairs too few to see --detect: one ``Blind:`` line for the run names every
+    test; 40 tests of every hostile op name, each table whole; a test on the base side
     only is listed below."""
     tests = [f"t.py::test_{k}" for k in range(40)]
     report, page = compare_markdown(HOSTILE, tests, pairs=3, spread=0.2,
                                     base_only=["t.py::gone|`<b>`"])
-    from pytest_opprof.render.compare import _blind
+    from pytest_opprof.render.compare import blind_tests, markdown
 
-    assert all(_blind(report, t) for t in report.tests)
+    assert blind_tests(report) == list(report.tests)
+    assert markdown(report).count("**Blind:** 40 of 40 test(s) could not show") == 1
     assert len(page.tables) == 40 and not any(t.in_quote for t in page.tables)
     assert all(len(t.rows) == len(HOSTILE) for t in page.tables)
     assert {r[1] for t in page.tables for r in t.rows} == {display_name(n) for n in HOSTILE}
@@ -198,7 +199,7 @@ def test_compare_markdown_of_a_test_with_no_judged_op():
     from pytest_opprof.model.comparison import PairedResult, Report, TestComparison
     from pytest_opprof.render import compare
 
-    result = PairedResult(ops=(), pairs=2, drift=(1.0, 1.0), drift_corrected=False,
+    result = PairedResult(ops=(), pairs=2, common=(1.0, 1.0), shared=None,
                           dof=math.inf, quantile=3.0, notes=("no op on both sides",))
     test = TestComparison("t.py::t|x", result, (), ("a|b#0",), ("<c>#0",))
     report = Report("pairs", "main", "HEAD", 0.05, 0.01, 2, (test,), (), (), 0.15)

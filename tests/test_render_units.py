@@ -325,7 +325,7 @@ def comparison_report():
 
     change = OpChange(base_ns=1_200_000.0, head_ns=1_566_475.0, change=1.305, low=1.3,
                       high=1.31, sd=0.001, verdict=OpStatus.REGRESSED, detectable=0.01)
-    result = PairedResult(ops=(change,), pairs=1, drift=(1.0,), drift_corrected=False,
+    result = PairedResult(ops=(change,), pairs=1, common=(1.0,), shared=None,
                           dof=float("inf"), quantile=1.96, notes=())
     test = TestComparison("t.py::t", result, (OpRow(0, "DOUBLE_add", 0, change),), (), ())
     return Report("files", "base.json", "head.json", 0.05, 0.05, 1, (test,), (), (), 0.15)
@@ -340,12 +340,12 @@ def test_compare_outputs_take_the_measure():
     counts = replace(ns, measure="instructions", unit=Unit.COUNT)
     for out in (compare.text(counts), compare.markdown(counts)):
         assert "1.2M instr" in out and "1.57M instr" in out
-        assert "medians, instructions executed; corrected is its mean" in out
+        assert "medians, instructions executed; estimate is its mean" in out
         no_duration(out)
     assert "1.2 ms" in compare.text(ns) and "instr" not in compare.text(ns)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).resolve().parent.parent
-                         / "pytest_opprof/schemas/compare-2.schema.json").read_text())
+                         / "pytest_opprof/schemas/compare-3.schema.json").read_text())
     for report, measure, unit in ((ns, "", "ns"), (counts, "instructions", "count")):
         data = json.loads(compare.to_json(report))
         assert (data["measure"], data["unit"]) == (measure, unit)
@@ -359,23 +359,24 @@ def history_of(measure: str):
     meta = {"measure": measure, "unit": named(measure).unit.value}
     runs = [BaselineRun(ops={}, wall=[], op_time=[], phases=[], meta=dict(meta))
             for _ in range(4)]
-    op = OpHistory(0, "DOUBLE_add", 0, [0, 1, 2, 3], [1.2e6, 1.2e6, 1.5e6, 1.5e6],
-                   [1.2e6, 1.2e6, 1.5e6, 1.5e6], 0.001, [Step(2, 1.2e6, 1.5e6, 1.01)])
-    return History("t.py::t", "m", runs, [op])
+    levels = [1.2e6, 1.2e6, 1.5e6, 1.5e6]
+    op = OpHistory(0, "DOUBLE_add", 0, [0, 1, 2, 3], levels, levels, 0.001,
+                   [Step(2, 1.2e6, 1.5e6, 1.01, confirmed=1)], levels)
+    return History("t.py::t", "m", runs, [op], tolerance=0.05)
 
 
 def test_history_in_the_unit_of_its_runs():
     from pytest_opprof.render.history import ASCII_SPARKS, render_text, to_json
-    from pytest_opprof.render.history_html import step_table
+    from pytest_opprof.render.history_html import op_table
 
     counts = history_of("instructions")
-    text = render_text(counts, 0.05, ASCII_SPARKS)
+    text = render_text(counts, ASCII_SPARKS)
     assert "1.2M instr -> 1.5M instr" in text and "1.5M instr" in text.splitlines()[-1]
     no_duration(text)
-    assert '<td class="num">1.2M instr</td>' in step_table(counts)
+    assert '<td class="num">1.2M instr</td>' in op_table(counts)
     test = json.loads(to_json([counts], 0.05, []))["tests"][0]
     assert (test["measure"], test["unit"]) == ("instructions", "count")
     for measure in ("time", "events"):
         ns = history_of(measure)
-        assert "1.2 ms -> 1.5 ms" in render_text(ns, 0.05, ASCII_SPARKS)
+        assert "1.2 ms -> 1.5 ms" in render_text(ns, ASCII_SPARKS)
         assert json.loads(to_json([ns], 0.05, []))["tests"][0]["unit"] == "ns"

@@ -6,6 +6,9 @@ test failed, refuses sides measured unlike, and names what stopped a side."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from pytest_opprof.cli import main
@@ -235,29 +238,66 @@ def test_a_first_pytest_argument_ending_in_json_keeps_the_ref_form(repo, capsys)
     assert_clean(repo)
 
 
+def _installed_editable(repo, layout: str) -> str:
+    """``repo`` made a project whose test imports ``costs`` from its package ``model``
+    (a ``flat`` or ``src`` layout), committed, and installed with ``pip install -e .``
+    in a virtual environment of its own that sees this one's packages: its python."""
+    import site
+    import subprocess
+    import sys
+    import sysconfig
+
+    package = repo / ("src/model" if layout == "src" else "model")
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (repo / "costs.py").rename(package / "costs.py")
+    (repo / "test_model.py").write_text(MODEL_TEST.replace("from costs", "from model.costs"))
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "model"\nversion = "1"\n[tool.setuptools]\npackages = ["model"]\n'
+        + ('package-dir = {"" = "src"}\n' if layout == "src" else ""))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", layout)
+    venv = repo.parent / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                              "'purelib'))"], check=True, capture_output=True, text=True)
+    ours = [sysconfig.get_path("purelib"), *site.getsitepackages()]
+    (Path(purelib.stdout.strip()) / "outer.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "-e", str(repo)], check=True, capture_output=True)
+    return python
+
+
 @pytest.mark.e2e
-def test_a_package_installed_editable_from_the_repository_is_said(repo, capsys, monkeypatch):
-    """``pip install -e .`` of the code under test: both sides import the working tree's
-    code (a wrong verdict of "ok"); the command says so and how to avoid it."""
-    import json
-    from importlib import metadata
+@pytest.mark.parametrize(("layout", "pythonpath", "said"), [
+    ("flat", None, False), ("src", None, True), ("src", "src", False)])
+def test_an_editable_install_from_the_repository_is_said_only_where_base_imports_it(
+        repo, monkeypatch, layout, pythonpath, said):
+    """``pip install -e .`` of the code under test, as docs/ci.md has it. In a flat layout
+    each side imports its own tree's package (the folder it runs in comes first): no
+    word, and a slowdown in the working tree is seen. In a src layout the base side
+    imports the working tree's package through the install (a wrong "ok"): said, with
+    the PYTHONPATH that avoids it; given that, no word and the slowdown is seen."""
+    import subprocess
 
-    class Editable:  # a distribution as pip's editable install records it
-        entry_points = ()
-        files = None
-
-        @property
-        def metadata(self):
-            return {"Name": "model"}
-
-        @staticmethod
-        def read_text(name):
-            return json.dumps({"url": f"file://{repo}", "dir_info": {"editable": True}})
-
-    installed = list(metadata.distributions())
-    monkeypatch.setattr(metadata, "distributions", lambda: [*installed, Editable()])
+    python = _installed_editable(repo, layout)
+    costs = repo / ("src" if layout == "src" else "") / "model" / "costs.py"
+    costs.write_text(COSTS.replace('"mul": 30_000', '"mul": 90_000'))  # uncommitted
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert main(["compare", "HEAD", "--pairs", "1"]) == 0
-    assert "opprof: model is installed in editable mode from this repository, so the base " \
-           "side imports the working tree's code too" in capsys.readouterr().out
+    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    done = subprocess.run([python, "-m", "pytest_opprof.cli", "compare", "HEAD", "--pairs",
+                           "1"], cwd=repo, env=env, capture_output=True, text=True)
+    out = done.stdout
+    warned = [line for line in out.splitlines() if "editable mode" in line]
+    assert len(warned) == said, out + done.stderr
+    if said:
+        assert warned == [f"opprof: the base side would import model from the working tree "
+                          f"({repo / 'src' / 'model'}), not from its own tree: it is installed "
+                          "in editable mode from this repository and is not found from the "
+                          "folder a side runs in; give it by a relative PYTHONPATH instead "
+                          "(PYTHONPATH=src opprof compare ...)"]
+    else:
+        assert done.returncode == 1 and "mul" in out and "regressed" in out, out
     assert_clean(repo)

@@ -290,6 +290,7 @@ def _describe(b: Baseline, given: float | None) -> str:
     tolerance = _measure(b).gate.tolerance if given is None else given
     lines = [f"{display_name(b.nodeid)} on machine '{display_name(b.machine)}': "
              f"{len(b.runs)} run(s)"]
+    reference = b.reference()
     for i, run in enumerate(b.runs, 1):
         commit = run.meta.get("commit") or {}
         commit_id = commit.get("id", "?") if isinstance(commit, dict) else "?"
@@ -300,12 +301,14 @@ def _describe(b: Baseline, given: float | None) -> str:
             f"{run.meta.get('counted', '?')} counted iterations (skip {run.meta.get('skip', '?')})"
             + (f", probe {duration(probe)}" if isinstance(probe, (int, float)) else "")
             + (f"; far from the other runs on {', '.join(map(display_name, outlying))}"
-               if outlying else ""))
+               if outlying else "")
+            + ("" if any(run is kept for kept in reference.runs) else
+               "; appended at another commit: history, not the gate's reference"))
         conditions = run.meta.get("conditions")
         lines.append("    conditions: " + (describe_conditions(conditions) if conditions
                                              else "not recorded (judged under any)"))
     profile = b.to_profile()
-    lines += ["", *_noise_lines(b, tolerance), "",
+    lines += ["", *_noise_lines(reference, tolerance), "",
               "Latest run:", singa_ops(profile), "", paddle_table(profile), "",
               wall_line(profile), ""]
     return "\n".join(lines)

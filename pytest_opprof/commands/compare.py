@@ -77,7 +77,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "dependency upgrade), both in the working tree. opprof compare "
                     "BASE.json HEAD.json: between two results files (pytest "
                     "--opprof-json). REF or BASE.json comes before pytest's arguments. "
-                    "Exit status 1 when an op regressed, 0 otherwise, 2 on a usage error. "
+                    "Exit status 1 when an op regressed (or, with --strict-effect, a test "
+                    "could not show the effect asked), 0 otherwise, 2 on a usage error. "
                     "Unrecognised arguments go to pytest.")
     sub.set_defaults(run=run, takes_pytest_args=True)
     sub.add_argument("--base-python", default=None, metavar="PYTHON",
@@ -97,6 +98,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the slowdown nine in ten ops of every test should be able to "
                           f"show; pairs are added until they can (default {DEFAULT_DETECT:g}: "
                           f"{DEFAULT_DETECT * 100:.0f}%%)")
+    sub.add_argument("--strict-effect", type=fraction("--strict-effect"), nargs="?",
+                     const=-1.0, default=None, metavar="X",
+                     help="fail (exit 1) when a test's ops could not show a slowdown of X "
+                          "(default: --detect's): a comparison that saw nothing fails "
+                          "instead of passing blind")
     sub.add_argument("--max-pairs", type=whole_number("--max-pairs", 1, MOST_PAIRS), default=None,
                      metavar="N", help=f"the most pairs --detect may take (default {MAX_PAIRS})")
     sub.add_argument("--setup", default=None, metavar="CMD",
@@ -107,7 +113,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="the smallest change that counts, such as 0.05 or 5%% (default: "
                           f"the gate's, opprof_tolerance, else {TOLERANCE:.0%}%)")
     sub.add_argument("--json", type=Path, default=None, metavar="PATH",
-                     help="write the comparison as JSON (schema pytest-opprof/compare/2)")
+                     help="write the comparison as JSON (schema pytest-opprof/compare/3)")
     sub.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                      help="write the comparison as Markdown (for $GITHUB_STEP_SUMMARY)")
 
@@ -158,6 +164,9 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
         report = _files(args, extra)
     else:
         report, failures = _pairs_of_processes(args, extra, scratch)
+    if args.strict_effect is not None:
+        report = replace(report, strict_effect=report.detect if args.strict_effect < 0
+                         else args.strict_effect)
     from ..render import compare as render
 
     print(render.text(report))
@@ -171,6 +180,12 @@ def _compare(args: argparse.Namespace, extra: list[str], scratch: Scratch) -> in
     if failures:
         print(f"opprof: {len(failures)} test(s) failed at a side and were not compared: "
               "the comparison fails", file=sys.stderr)
+        return 1
+    blind = render.blind_tests(report) if report.strict_effect is not None else []
+    if blind:
+        print(f"opprof: {len(blind)} test(s) could not show a slowdown of "
+              f"{report.strict_effect:.0%} (--strict-effect): the comparison fails",
+              file=sys.stderr)
         return 1
     return 1 if report.count("regressed") else 0
 
@@ -323,10 +338,6 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
     installs = (environments.editable_here() if probed is None else
                 [pair for side in probed for pair in side.editable])
     editable = sorted({name for name, path in installs if _inside(path, top)})
-    for name in editable if not os.environ.get("PYTHONPATH") else ():
-        print(f"opprof: {name} is installed in editable mode from this repository, so "
-              "the base side imports the working tree's code too; import it by a relative "
-              "PYTHONPATH instead (PYTHONPATH=src opprof compare ...)", flush=True)
     with _worktree(here, sha, scratch) as tree:
         base_dir = tree / inside
         if not base_dir.is_dir():
@@ -335,6 +346,8 @@ def _pairs_of_processes(args: argparse.Namespace, extra: list[str],
         base_env = {**_environment_at(top, tree)}
         if envs is not None:
             base_env.update(_activated(envs[0]))
+        _say_base_imports_the_working_tree(editable, pythons[0], base_dir, base_env,
+                                           (here, top, tree))
         sides = {"base": Side("base", base_dir, _at(extra, top, tree), base_env, pythons[0]),
                  "head": Side("head", here, extra,
                               {} if envs is None else _activated(envs[1]), pythons[1])}
@@ -530,6 +543,30 @@ def _at(args: Sequence[str], top: Path, tree: Path) -> list[str]:
                 break
         out.append(arg)
     return out
+
+
+def _say_base_imports_the_working_tree(editable: list[str], python: str | None, base_dir: Path,
+                                       env: Mapping[str, str],
+                                       where: tuple[Path, Path, Path]) -> None:
+    """A line for each module of a distribution installed in editable mode from this
+    repository that the base side would import from the working tree, not from its own
+    tree (a src layout: the editable install points into the working tree's ``src``, and
+    the side's folder does not hold the package); nothing where it imports its own (a
+    flat layout: the folder it runs in comes first on sys.path)."""
+    if not editable:
+        return
+    here, top, tree = where
+    found = environments.imported_from(python, editable, base_dir, env)
+    for module, places in sorted(found.items()):
+        stray = [p for p in places if p and _inside(p, top) and not _inside(p, tree)]
+        if not stray:
+            continue
+        folder = os.path.relpath(Path(stray[0]).parent, here)
+        print(f"opprof: the base side would import {module} from the working tree "
+              f"({stray[0]}), not from its own tree: it is installed in editable mode from "
+              f"this repository and is not found from the folder a side runs in; give it "
+              f"by a relative PYTHONPATH instead (PYTHONPATH={shlex.quote(folder)} "
+              "opprof compare ...)", flush=True)
 
 
 def _environment_at(top: Path, tree: Path) -> dict[str, str]:

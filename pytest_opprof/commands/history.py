@@ -1,4 +1,4 @@
-"""``opprof history``: each op's time across the stored runs, and where it stepped.
+"""``opprof history``: each op's figure across the stored runs, and where it stepped.
 
 ``pytest --opprof-update-baseline=append`` (on the main branch, once per commit) grows each
 test's stored baseline run by run, each with its date and commit; this command reads those
@@ -42,15 +42,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
               "[--dir DIR] [--machine-key KEY]",
         description="Reads the runs of each stored baseline in date order (grown by pytest "
                     "--opprof-update-baseline=append, one run per commit; the last 20 kept), "
-                    "takes each run's machine drift out, finds where each op's median "
-                    "stepped (PELT from ruptures, penalised by the op's noise) and names "
-                    "the commit. Steps under the noise or the tolerance are not reported.")
+                    "finds where each op's median stepped (PELT from ruptures, penalised "
+                    "by the op's noise) and names the commit. A step is reported beyond the "
+                    "noise and the tolerance, held by the runs after it; where all ops "
+                    "moved together it says so. Timed runs lose only what all ops shared "
+                    "in one run alone (the machine's); counts lose nothing.")
     parser.set_defaults(run=run, takes_pytest_args=False)
     parser.add_argument("test", nargs="?", default=None, metavar="TEST",
                         help="a node id, or part of one (default: every test)")
     parser.add_argument("--tolerance", type=parse_fraction, default=None, metavar="X",
                         help="the smallest step reported, such as 0.05 or 5%% (default: the "
-                             "gate's, opprof_tolerance)")
+                             "gate's, opprof_tolerance, else each measure's own)")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH",
                         help="also write the history as JSON (fields: pydoc "
                              "pytest_opprof.render.history)")
@@ -61,13 +63,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    """The store found as ``opprof baseline show`` finds it, the tolerance the gate's
+    """The store found as ``opprof baseline show`` finds it, the tolerance each measure's
     unless given; 1 when a baseline file could not be read (the rest still shown)."""
     require_ruptures()
     view = pytest_view([])
     root = args.dir or view.settings.baseline_dir
     found = stores(root, args.machine_key or view.settings.machine_key)
-    tolerance = args.tolerance or view.settings.tolerance
+    given = args.tolerance or view.settings.given_tolerance
     outputs = [Output(flag, path) for flag, path in (("--json", args.json),
                                                      ("--html", args.html)) if path]
     for output in outputs:
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             if isinstance(entry, BaselineError):
                 unreadable.append(str(entry))
             elif args.test is None or args.test in entry.nodeid:
-                tests.append(history_of(entry, tolerance))
+                tests.append(history_of(entry, given))
     if not tests and not unreadable:
         if args.test is not None:
             raise OpprofError(f"no stored baseline matches {args.test!r} under {root}")
@@ -96,14 +98,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     for line in unreadable:
         print(f"unreadable: {display_name(line)}")
     for test in tests:
-        print(render_text(test, tolerance, chars))
+        print(render_text(test, chars))
     files = []
     if args.json is not None:
-        files.append(("--json", args.json, to_json(tests, tolerance, unreadable)))
+        files.append(("--json", args.json, to_json(tests, given, unreadable)))
     if args.html is not None:
         from ..render.history_html import render_history
 
-        files.append(("--html", args.html, render_history(tests, tolerance)))
+        files.append(("--html", args.html, render_history(tests)))
     write_files(files)  # both, or neither
     for _, path, _ in files:
         print(f"opprof: wrote {path}")

@@ -2,14 +2,14 @@
 
 ``opprof compare`` runs base and head in pytest processes taking turns; each pair of
 processes gives each op a pair of sample columns. :func:`compare_runs` takes each op's
-samples at the machine's common state (:func:`pytest_opprof.judge.paired.state_adjusted`),
-guards a change every op shares, and judges the pairs (one pair: conservatively).
+samples at each process's mean machine state
+(:func:`pytest_opprof.judge.paired.state_adjusted`) and judges the pairs (one pair:
+conservatively), every op against no change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..stats.power import sees
 from ..stats.robust import is_positive, one_log_median_se2, positive_or_nan
 from . import config, paired
 from .config import COMPARE_ALPHA, TOLERANCE
-from .paired import judge_assumed, judge_counts, judge_pairs, shared_change, state_adjusted
+from .paired import judge_assumed, judge_counts, judge_pairs, state_adjusted
 
 #: An automatic run adds pairs until nine in ten of every test's ops would catch this
 #: slowdown (with probability config.POWER). On our noisy 2-core runner 18-30 pairs
@@ -85,7 +85,7 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
     in_all = set.intersection(*(set(b) & set(h) for b, h in sides))  # judged in every pair
     keys = sorted(in_all, key=lambda k: sides[0][1][k])  # in the head's OP_ID order
     ops: tuple[OpRow, ...] = ()
-    result = PairedResult((), len(pairs), (), False, 0.0, 0.0, ())
+    result = PairedResult((), len(pairs), (), None, 0.0, 0.0, ())
     if keys and all(measures.of(p.measure, p.unit).repeats for pair in pairs for p in pair):
         medians = [[_medians(counted(p)[:, [ids[k] for k in keys]]) for p, ids in
                     zip(pair, ids_of, strict=True)] for pair, ids_of in zip(pairs, sides,
@@ -108,16 +108,9 @@ def _compare_test(nodeid: str, pairs: list[tuple[Profile, Profile]], tolerance: 
         else:
             state = state_adjusted(logs)
             raw = np.exp([_medians(x) for x in logs])  # (2 * pairs, ops)
-            shared = shared_change(state.level[0::2], state.level[1::2], alpha)
-            at_state = raw if shared is not None else np.exp([_medians(x)
-                                                               for x in state.logs])
+            at_state = np.exp([_medians(x) for x in state.logs])
             result = judge_pairs(at_state[0::2], at_state[1::2], tolerance, alpha,
-                                 shown=(raw[0::2], raw[1::2]))
-            if shared is not None:
-                result = replace(result, notes=(*result.notes, (
-                    f"every op moved by about {shared:+.1%} between the sides, more than "
-                    "the machine's swings between processes explain: a change all ops "
-                    "share (the drift); judged from plain medians, each op around it")))
+                                 shown=(raw[0::2], raw[1::2]), common=state.common())
     if keys:
         ops = tuple(OpRow(sides[0][1][k], k[0], k[1], c)
                     for k, c in zip(keys, result.ops, strict=True))

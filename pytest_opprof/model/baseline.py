@@ -124,6 +124,21 @@ class Baseline:
                 found.setdefault(key, []).append(values)
         return found
 
+    def reference(self) -> Baseline:
+        """The runs the gate judges against: runs of one code. Those of the last update
+        (one ``opprof baseline update``, or ``--opprof-update-baseline``) and the runs
+        appended since at its clean commit; in a history grown by appending alone, the
+        newest run and the runs of its clean commit. Appended runs of other commits
+        measured other code: pooled with the rest, an op's step between them reads as
+        its spread between processes, which widens its margin until the step passes."""
+        updates = [run for run in self.runs if not run.meta.get(APPENDED)]
+        anchor = (updates or self.runs)[-1]
+        code = code_of(anchor)
+        runs = [run for run in self.runs
+                if run is anchor or (bool(updates) and not run.meta.get(APPENDED))
+                or (code is not None and code_of(run) == code)]
+        return Baseline(self.nodeid, self.machine, runs, self.batch)
+
     def functions(self) -> dict[Key, dict[str, int]]:
         """Each op's costliest functions (instructions measure) in the latest run that
         recorded them; empty when none did."""
@@ -233,6 +248,17 @@ class Baseline:
                    runs=[_parse_run(r) for r in runs], batch=_str(data.get("batch", "")))
 
 
+def code_of(run: BaselineRun) -> str | None:
+    """The code a run measured, as far as its meta tells: the id of its commit when the
+    tree had no uncommitted change; None when unknown."""
+    commit = run.meta.get("commit")
+    if not isinstance(commit, dict) or commit.get("dirty") is not False:
+        return None
+    found = commit.get("id")
+    return found if isinstance(found, str) and found not in ("", "unknown", "unversioned") \
+        else None
+
+
 def update_to_3(data: dict[str, Any], former: Former) -> dict[str, Any]:
     """A baseline of schema 2 as schema 3: each run's ``*_ns`` figures renamed for any unit,
     and the backend and measure it recorded (meta and conditions) as the one measure they
@@ -304,6 +330,9 @@ def _check_numbers(lists: list[Any], label: Callable[[int], str]) -> None:
                                  "to 10^15")
 
 
+#: The run meta that marks a run appended to its test's runs (``--opprof-update-baseline=
+#: append``: a history), not taken by an update.
+APPENDED = "appended"
 #: The run meta that names the ops on which a run sat far from the test's other runs,
 #: when ``opprof baseline update`` could not re-take it into agreement (agreement.py).
 OUTLYING_OPS = "outlying_ops"
@@ -323,6 +352,8 @@ def _check_meta(meta: Any) -> dict[str, Any]:
         raise ValueError("meta names no measure and unit")
     if meta.get("conditions") is not None:
         run_conditions.check(meta["conditions"])
+    if not isinstance(meta.get(APPENDED, False), bool):
+        raise TypeError(f"meta {APPENDED} is not true or false")
     outlying = meta.get(OUTLYING_OPS)
     if outlying is not None and (not isinstance(outlying, list)
                                  or not all(isinstance(name, str) for name in outlying)):

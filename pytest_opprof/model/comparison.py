@@ -20,38 +20,56 @@ class OpChange:
     head_ns: float
     #: ``head_ns / base_ns``, exactly.
     change: float
-    #: The interval of :attr:`corrected`, the change the verdict is read from.
+    #: The interval of :attr:`estimate`, the change the verdict is read from.
     low: float
     high: float
-    #: The standard deviation of the op's drift-corrected log ratio per pair (after
-    #: shrinkage); with one pair, the spread credited to it.
+    #: The standard deviation of the op's log ratio per pair, less what the pair's ops
+    #: moved by alike (after shrinkage); with one pair, the spread credited to it.
     sd: float
     verdict: OpStatus
     #: The slowdown (a fraction) this comparison would call regressed with probability
     #: :data:`pytest_opprof.judge.config.POWER`.
     detectable: float
-    #: The op's own change: :attr:`change` less the test's drift (what every op moved by
-    #: alike between the sides; with pairs, each op's samples at the machine's common
-    #: state); NaN when not given.
-    corrected: float = math.nan
+    #: The op's change as the pairs show it: the mean over pairs of each pair's ratio
+    #: (with pairs, each op's samples at its process's mean machine state). Never less
+    #: what the other ops did: a change every op shares is each op's. NaN when not given.
+    estimate: float = math.nan
 
     @property
     def own(self) -> float:
-        """:attr:`corrected`, or :attr:`change` where none was given."""
-        return self.corrected if math.isfinite(self.corrected) else self.change
+        """:attr:`estimate`, or :attr:`change` where none was given."""
+        return self.estimate if math.isfinite(self.estimate) else self.change
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What a test's ops moved by together between the sides (head/base, the median
+    op's), and its interval: a finding of its own, never taken out of the ops."""
+
+    change: float
+    low: float
+    high: float
+
+    def seen(self, tolerance: float = 0.0) -> bool:
+        """Whether the interval lies wholly beyond ``tolerance`` either way."""
+        return self.low > 1 + tolerance or self.high < 1 / (1 + tolerance)
 
 
 @dataclass(frozen=True)
 class PairedResult:
     ops: tuple[OpChange, ...]
     pairs: int
-    #: Each pair's drift (head/base, the ratio every op moved by alike).
-    drift: tuple[float, ...]
-    drift_corrected: bool
+    #: Each pair's common component (head/base, what the pair's median op moved by):
+    #: how far the pairs swung together. Only its swing around its mean is taken out
+    #: of the ops' spread; its mean stays in every op's change.
+    common: tuple[float, ...]
+    #: What the ops moved by together, with its interval; None where the test has too
+    #: few ops to tell, or its figures cannot move together but by the code (counts).
+    shared: Shared | None
     #: The interval's degrees of freedom (inf: normal quantiles) and its quantile.
     dof: float
     quantile: float
-    #: Sentences a reader needs to trust the verdicts (no drift correction, one pair).
+    #: Sentences a reader needs to trust the verdicts (few ops, one pair).
     notes: tuple[str, ...]
 
 
@@ -143,6 +161,9 @@ class Report:
     #: The sides' Python environments (base, head), when ``--base-python`` or
     #: ``--head-python`` chose them; None when both ran under this interpreter.
     environments: tuple[Environment, Environment] | None = None
+    #: ``--strict-effect``: the slowdown every test had to be able to show, or the
+    #: comparison fails; None when not asked.
+    strict_effect: float | None = None
 
     def count(self, verdict: str) -> int:
         return sum(row.change.verdict == verdict for t in self.tests for row in t.ops)

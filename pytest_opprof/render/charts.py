@@ -18,7 +18,7 @@ import numpy as np
 from .._extras import install
 from ..errors import OpprofError
 from ..model.words import Unit
-from ..stats.reports import phase_medians, segment_levels
+from ..stats.reports import phase_medians
 from . import display_name, percent
 from .kernels import measure_of
 
@@ -214,13 +214,14 @@ def history_chart(test: History, op: OpHistory, measure: type[Measure]) -> str:
     fig, ax = plt.subplots(figsize=(9, 2.4))
     ax.plot(x, scaled(op.median_ns), marker=".", markersize=3, color="#bdbdbd",
             label="as measured")
-    ax.plot(x, scaled(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
-            label="machine drift taken out")
+    if test.taken_out is not None:
+        ax.plot(x, scaled(op.corrected_ns), marker="o", markersize=3, color="#1565c0",
+                label="less a run's passing shared factor")
     position = {run: k for k, run in enumerate(op.runs)}
     edges = [0, *(position[step.run] for step in op.steps), len(op.runs)]
-    for (start, end), level in zip(itertools.pairwise(edges),
-                                   segment_levels(op.corrected_ns, edges), strict=True):
-        ax.hlines(level / SCALE, start - 0.4, end - 0.6, linestyles=":", color="#616161")
+    for start, end in itertools.pairwise(edges):  # each segment's level, excursions left out
+        ax.hlines(op.levels[start] / SCALE, start - 0.4, end - 0.6, linestyles=":",
+                  color="#616161")
     for step in op.steps:
         at = position[step.run] - 0.5
         ax.axvline(at, color="#b00020", linestyle="--", linewidth=1)

@@ -1,5 +1,5 @@
 """``opprof compare``'s outputs: the terminal table, ``--json`` (schema
-pytest_opprof/schemas/compare-2.schema.json) and ``--markdown`` (for
+pytest_opprof/schemas/compare-3.schema.json) and ``--markdown`` (for
 ``$GITHUB_STEP_SUMMARY``), the medians written as the compared profiles' measure says them.
 """
 
@@ -21,16 +21,16 @@ if TYPE_CHECKING:
     from ..model.comparison import Environment, OpRow, Report, TestComparison
 
 #: Version 2: the measure named, its unit ``ns`` or ``count`` (version 1: ``instructions``).
-SCHEMA = "pytest-opprof/compare/2"
-COLUMNS = ["OP_ID", "op", "base", "head", "change", "corrected", "interval", "detectable",
+SCHEMA = "pytest-opprof/compare/3"
+COLUMNS = ["OP_ID", "op", "base", "head", "change", "estimate", "interval", "detectable",
            "verdict"]
 #: What the columns say, under every table: ``change`` is what the medians beside it show.
-LEGEND = ("change is head/base of the medians; corrected is the op's own change, less the "
-          "drift (what every op moved by alike): the interval and the verdict are its")
+LEGEND = ("change is head/base of the medians; estimate is the op's change as the pairs "
+          "show it, judged against no change (never less what the other ops did): the "
+          "interval and the verdict are its")
 #: The same for figures that repeat (counts: ``{}`` is what an op's figure is).
-COUNTS_LEGEND = ("change is head/base of the medians, {}; corrected is its mean over the "
-                 "pairs (counts are not drift-corrected): the interval and the verdict are "
-                 "its")
+COUNTS_LEGEND = ("change is head/base of the medians, {}; estimate is its mean over the "
+                 "pairs: the interval and the verdict are its")
 
 
 def _cells(row: OpRow, measure: type[measures.Measure]) -> list[str]:
@@ -44,27 +44,51 @@ def _legend(measure: type[measures.Measure]) -> str:
     return COUNTS_LEGEND.format(measure.figure) if measure.repeats else LEGEND
 
 
-def _blind(report: Report, test: TestComparison) -> str | None:
-    """A sentence when the test's ops could not see the slowdown the run was sized for."""
-    if not test.ops or not blind(test.sees, report.detect):
+def blind_tests(report: Report) -> list[TestComparison]:
+    """The tests whose ops could not show the slowdown asked: ``--strict-effect``'s,
+    else the one the run was sized for (``--detect``)."""
+    effect = report.detect if report.strict_effect is None else report.strict_effect
+    return [t for t in report.tests if t.ops and blind(t.sees, effect)]
+
+
+def _blind(report: Report) -> str | None:
+    """One sentence for the run: which tests could not show the slowdown asked, and
+    what each could (said once per run, in every output)."""
+    found = blind_tests(report)
+    if not found:
         return None
-    more = ("more pairs (--max-pairs), " if report.mode == "pairs"
-            else "opprof compare REF (pairs of processes), ")
-    return (f"nine in ten ops could only show slowdowns over {percent(1 + test.sees)} "
-            f"(--detect {percent(1 + report.detect)}); {more}more iterations or a quieter "
-            "machine would help")
+    flag = ("--strict-effect" if report.strict_effect is not None else "--detect")
+    effect = report.detect if report.strict_effect is None else report.strict_effect
+    more = ("more pairs (--max-pairs)" if report.mode == "pairs"
+            else "opprof compare REF (pairs of processes)")
+    tests = ", ".join(f"{display_name(t.nodeid)} {percent(1 + t.sees)}" for t in found)
+    return (f"{len(found)} of {len(report.tests)} test(s) could not show a slowdown of "
+            f"{percent(1 + effect)} ({flag}; nine in ten of their ops could only show: "
+            f"{tests}); {more}, more iterations or a quieter machine would help")
+
+
+def _shared(report: Report, test: TestComparison) -> str:
+    """What the test's ops moved by together, as a finding of its own."""
+    s = test.result.shared
+    if s is None:
+        return ""
+    interval = f"{percent(s.low)} .. {percent(s.high)}"
+    if not s.seen():
+        return f"; no change shared by the ops ({percent(s.change)}, {interval})"
+    who = ("the machine's or the code's alike: one run per side cannot tell"
+           if test.result.pairs < 2 else "the code's or the environment's: the pairs "
+           "took turns, which cancels the machine's")
+    return (f"; the ops moved together by {percent(s.change)} ({interval}), {who}; "
+            "each op judged with it, against no change")
 
 
 def _how(report: Report, test: TestComparison) -> str:
-    """How the test was judged: pairs, drift, the interval's level."""
+    """How the test was judged: pairs, what its ops moved by together, the interval."""
     r = test.result
     level = f"{1 - report.alpha:.0%} family-wise over {len(test.ops)} op(s)"
-    dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof"
-    drift = ("no drift correction" if not r.drift_corrected
-             else f"drift {percent(r.drift[0])}" if len(r.drift) == 1
-             else f"drift per pair {percent(min(r.drift))} to {percent(max(r.drift))}")
+    dof = "normal" if math.isinf(r.dof) else f"t, {r.dof:.1f} dof or more"
     sees = f"; nine in ten ops can show {percent(1 + test.sees)}" if test.ops else ""
-    return f"{r.pairs} pair(s), {drift}; interval {level} ({dof}){sees}"
+    return f"{r.pairs} pair(s){_shared(report, test)}; interval {level} ({dof}){sees}"
 
 
 def _summary(report: Report) -> str:
@@ -116,12 +140,12 @@ def text(report: Report) -> str:
     for test in report.tests:
         lines += ["", f"{display_name(test.nodeid)}: {_how(report, test)}"]
         lines += [f"  note: {note}" for note in test.result.notes]
-        blind = _blind(report, test)
-        lines += [f"  blind: {blind}"] if blind else []
         rows = [COLUMNS, *(_cells(row, measure) for row in test.ops)]
         lines += ["  " + line for line in align(rows, right=set(range(len(COLUMNS))) - {1})]
     lines += [f"{where} only: {display_name(what)}" for what, where in _one_side(report)]
-    lines += ["", f"opprof compare: {_summary(report)}"]
+    blind_line = _blind(report)
+    lines += ["", *([f"opprof compare: blind: {blind_line}"] if blind_line else []),
+              f"opprof compare: {_summary(report)}"]
     return "\n".join(lines)
 
 
@@ -131,6 +155,8 @@ def markdown(report: Report) -> str:
     measure = measures.of(report.measure, report.unit)
     lines = ["## opprof compare", "",
              f"Base {span(report.base)}, head {span(report.head)}: {_summary(report)}.", ""]
+    blind_line = _blind(report)
+    lines += [f"**Blind:** {blind_line}.", ""] if blind_line else []
     envs = _environments(report)
     if envs:
         lines += [f"- {label}: {span(value)}" for label, value in
@@ -141,8 +167,7 @@ def markdown(report: Report) -> str:
     for test in sorted(report.tests, key=lambda t: min(
             (order[r.change.verdict] for r in t.ops), default=3)):
         lines += ["", f"### {span(test.nodeid)}", "", _how(report, test) + ".", ""]
-        blind = _blind(report, test)
-        lines += quote([*test.result.notes, *([f"**blind:** {blind}"] if blind else [])])
+        lines += quote(list(test.result.notes))
         lines += head(*COLUMNS)
         for op in sorted(test.ops, key=lambda r: order[r.change.verdict]):
             cells = _cells(op, measure)
@@ -157,18 +182,22 @@ def markdown(report: Report) -> str:
 
 
 def to_json(report: Report) -> str:
-    """The comparison as schema compare/2 (``unit``: what its ``*_ns`` medians count)."""
+    """The comparison as schema compare/3 (``unit``: what its ``*_ns`` medians count)."""
     data: dict[str, Any] = {
         "schema": SCHEMA, "mode": report.mode, "base": report.base, "head": report.head,
         "measure": report.measure, "unit": report.unit.value,
         "pairs": report.pairs, "tolerance": report.tolerance, "alpha": report.alpha,
-        "detect": report.detect,
+        "detect": report.detect, "strict_effect": report.strict_effect,
+        "blind": [t.nodeid for t in blind_tests(report)],
         "regressed": report.count("regressed"), "improved": report.count("improved"),
         "base_only_tests": list(report.base_only_tests),
         "head_only_tests": list(report.head_only_tests),
         "tests": [{
             "nodeid": t.nodeid, "pairs": t.result.pairs,
-            "drift_corrected": t.result.drift_corrected, "drift": list(t.result.drift),
+            "common": list(t.result.common),
+            "shared": None if t.result.shared is None else {
+                "change": t.result.shared.change, "low": t.result.shared.low,
+                "high": t.result.shared.high},
             "dof": finite(t.result.dof), "quantile": t.result.quantile,
             "notes": list(t.result.notes),
             "base_only_ops": list(t.base_only_ops), "head_only_ops": list(t.head_only_ops),
@@ -176,7 +205,7 @@ def to_json(report: Report) -> str:
             "sees": finite(t.sees) if t.ops else None,
             "ops": [{"op_id": r.op_id, "name": r.name, "occurrence": r.occurrence,
                      "base_median_ns": r.change.base_ns, "head_median_ns": r.change.head_ns,
-                     "change": r.change.change, "corrected": r.change.own,
+                     "change": r.change.change, "estimate": r.change.own,
                      "low": r.change.low, "high": r.change.high,
                      "sd": r.change.sd, "detectable": r.change.detectable,
                      "verdict": r.change.verdict} for r in t.ops],

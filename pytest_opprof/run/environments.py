@@ -8,12 +8,15 @@ The probe is a script the other interpreter runs, importing nothing of pytest-op
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import signal
+import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -102,6 +105,49 @@ def resolve(flag: str, given: str) -> str:
     if not os.access(path, os.X_OK):
         raise Refused(f"{flag} {given}: is not executable; give a Python interpreter")
     return os.path.abspath(path)  # lexically: ../venv/bin/python, never its symlink's target
+
+
+#: Where an interpreter, started as a side's ``python -m pytest`` is (the folder it runs
+#: in first on sys.path), finds the top-level modules of the distributions named in its
+#: arguments: one JSON line, module -> its folders (a package) or its file.
+WHERE = r"""
+import importlib.util, json, sys
+from importlib import metadata
+found = {}
+for name in sys.argv[1:]:
+    try:
+        dist = metadata.distribution(name)
+    except Exception:
+        continue
+    tops = (dist.read_text("top_level.txt") or "").split() or [name.replace("-", "_")]
+    for top in tops:
+        try:
+            spec = importlib.util.find_spec(top)
+        except Exception:
+            continue
+        if spec is not None:
+            found[top] = list(spec.submodule_search_locations or [spec.origin or ""])
+print("\nOPPROF-WHERE " + json.dumps(found), flush=True)
+"""
+
+
+def imported_from(python: str | None, names: Sequence[str], cwd: Path,
+                  env: Mapping[str, str]) -> dict[str, list[str]]:
+    """Where ``python`` (None: this one) in ``cwd`` with ``env`` would import the top-level
+    modules of the distributions ``names`` from: module -> its folders or file (a
+    module not found, or an interpreter that does not answer: left out)."""
+    try:
+        _, output = run_command([python or sys.executable, "-c", WHERE, *names], cwd=cwd,
+                                env=env, timeout=PROBE_TIMEOUT_S)
+    except OSError:
+        return {}
+    for line in reversed(output.splitlines()):
+        if line.startswith("OPPROF-WHERE "):
+            with contextlib.suppress(jsontext.Unreadable):
+                data = jsontext.Reader(dict).parse(line[len("OPPROF-WHERE "):], "where")
+                return {str(k): [str(p) for p in v] for k, v in data.items()
+                        if isinstance(v, list)}
+    return {}
 
 
 def probe(flag: str, python: str, cwd: Path) -> Probed:

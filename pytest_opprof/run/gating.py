@@ -238,7 +238,11 @@ class Gate:
             path = state.store.record(key, BaselineRun.from_profile(profile, self.run_meta),
                                       batch, append=state.settings.append_baseline)
             return updated(profile, machine=state.machine, baseline_path=str(path))
-        baseline = state.store.load(key)
+        stored = state.store.load(key)
+        baseline = None if stored is None else stored.reference()
+        if stored is not None and baseline is not None and len(baseline.runs) < len(stored.runs):
+            state.notes.setdefault(environment.nodeid, []).append(_history_left_out(
+                len(stored.runs) - len(baseline.runs), len(baseline.runs)))
         return judge(profile, baseline, machine=state.machine, config=config,
                      budgets=budgets, strict_ops=state.settings.strict_ops,
                      environment=environment,
@@ -260,6 +264,13 @@ class Gate:
                 "versions": dict(info.versions),
                 "probe_ns": self.probe_ns if self.state.measure.probed else None,
                 "conditions": self.state.conditions}
+
+
+def _history_left_out(left: int, kept: int) -> str:
+    """Why a gate judged against fewer runs than its baseline holds."""
+    return (f"judged against the {kept} baseline run(s) of one code; {left} run(s) appended "
+            "at other commits (--opprof-update-baseline=append: a history for opprof history) "
+            "are not its reference; keep a history under its own --opprof-machine-key")
 
 
 @dataclass

@@ -11,6 +11,7 @@ is read by :func:`load_file` (the one parse path), for the gate, update mode and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ except ImportError:  # pragma: no cover - Windows: atomic replace only
 from ..measure.measures import former
 from ..model import conditions as run_conditions
 from ..model.baseline import (
+    APPENDED,
     FIX,
     MAX_RUNS,
     MAX_SAMPLES,
@@ -36,8 +38,8 @@ from ..model.baseline import (
 )
 from .files import machine_folders, read_json, replace_all, safe_name, write_problem
 
-__all__ = ["MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX", "Baseline",
-           "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle"]
+__all__ = ["APPENDED", "MAX_RUNS", "MAX_SAMPLES", "OUTLYING_OPS", "SCHEMA", "STAGING_PREFIX",
+           "Baseline", "BaselineError", "BaselineRun", "BaselineStore", "load_file", "obstacle"]
 
 
 #: ``opprof baseline update`` stages its runs in ``<baseline dir>/.staging-<batch>/``
@@ -77,9 +79,12 @@ class BaselineStore:
     def record(self, nodeid: str, run: BaselineRun, batch: str, append: bool = False) -> Path:
         """Add ``run`` to the test's baseline: appended when ``batch`` is the stored
         one (runs of one ``opprof baseline update``) or ``append`` is set (a history
-        grown run by run), else replacing what was there. The last
+        grown run by run, each run marked :data:`APPENDED`: the gate judges against the
+        runs of one code, ``Baseline.reference``), else replacing what was there. The last
         :data:`MAX_RUNS` are kept."""
         path = self.path_for(nodeid)
+        if append:
+            run = dataclasses.replace(run, meta={**run.meta, APPENDED: True})
         check_run(run, nodeid)  # what the loader refuses is not written
         with self.locked():
             runs = [run]
