@@ -3,7 +3,8 @@
     python benchmarks/env_upgrade/check.py --reference REF.json COMPARE.json [...]
 
 Prints, per test and op, the reference's head/base ratio and 95% (Welch) interval beside
-the compare's change, corrected change (where the file has one), interval and verdict,
+the compare's change, the change its verdict judged (compare/3's estimate, compare/2's
+drift-corrected change), interval and verdict,
 and sorts each op, with t the compare's tolerance:
 
 - right: flagged in the direction the reference's interval excludes 1 to; or ok where
@@ -13,13 +14,14 @@ and sorts each op, with t the compare's tolerance:
 - false: flagged where the reference's interval includes 1, or flagged the other way.
 
 Then a tally per test and for the file. Exit 0 (a measurement, not a gate). Standard
-library only; the compare's schema is pytest_opprof/schemas/compare-2.schema.json.
+library only; reads the compare's schemas 2 and 3 (pytest_opprof/schemas/).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -41,21 +43,26 @@ def check(compare: dict, reference: dict[str, dict]) -> dict[str, int]:
     total = dict.fromkeys(KINDS, 0)
     print(f"{compare['base']} -> {compare['head']}: {compare['pairs']} pairs, tolerance "
           f"{tolerance:.0%}; {compare['regressed']} regressed, {compare['improved']} improved")
-    print(f"  {'op':26s} {'ref':>6s} {'ref 95%':>13s} {'change':>7s} {'corr':>7s} "
+    print(f"  {'op':26s} {'ref':>6s} {'ref 95%':>13s} {'change':>7s} {'judged':>7s} "
           f"{'interval':>13s} {'verdict':>9s}  sort")
     for test in compare["tests"]:
         tally = dict.fromkeys(KINDS, 0)
-        drift = sorted(test["drift"])
-        mid = drift[len(drift) // 2] if drift else float("nan")
-        print(f"{test['nodeid']} ({test['pairs']} pairs, median pair drift {mid:.3f})")
+        common = sorted(test.get("common") or test.get("drift") or [])  # schema 3, 2
+        mid = common[len(common) // 2] if common else float("nan")
+        shared = test.get("shared")  # schema 3: what the ops moved by together
+        ratios = sorted(reference[op["name"]]["ratio"] for op in test["ops"])
+        print(f"{test['nodeid']} ({test['pairs']} pairs, median pair's common change "
+              f"{mid:.3f}" + (f"; shared {shared['change']:.3f} ({shared['low']:.3f}-"
+                              f"{shared['high']:.3f})" if shared else "")
+              + f"; the reference's median op {statistics.median(ratios):.3f})")
         for op in test["ops"]:
             ref = reference[op["name"]]
             kind = sort_op(op["verdict"], ref, tolerance)
             tally[kind] += 1
-            corrected = op.get("corrected")
+            judged = op.get("estimate", op.get("corrected"))
             print(f"  {op['name']:26s} {ref['ratio']:6.3f} {ref['ci95'][0]:6.3f}-"
                   f"{ref['ci95'][1]:<6.3f} {op['change']:7.3f} "
-                  f"{'' if corrected is None else f'{corrected:7.3f}':>7s} "
+                  f"{'' if judged is None else f'{judged:7.3f}':>7s} "
                   f"{op['low']:6.3f}-{op['high']:<6.3f} {op['verdict']:>9s}  "
                   f"{'' if kind == 'right' and op['verdict'] == 'ok' else kind}")
         print("  tally: " + ", ".join(f"{tally[k]} {k}" for k in KINDS))
