@@ -4,20 +4,24 @@ the same tests (issue 28: "a gated run costs about 50x a plain run ... target at
 
     python benchmarks/instructions_cost.py run --dir D [--reps 3] [--workloads W,...]
                                                [--variants plain,instr,gated] [--bytecode]
+                                               [--before-tree T]
     python benchmarks/instructions_cost.py startup [--reps 3]
     python benchmarks/instructions_cost.py counts A.json B.json
 
 ``run``: per repetition and workload, three pytest processes started as a user starts
 them, in an order that rotates each repetition: ``plain`` (``pytest SELECTION``),
 ``instr`` (``--opprof-measure=instructions``, no baseline stored) and ``gated`` (the same
-against a baseline the script stores first in ``D/store-W``). Each repetition's ratios
-are taken between its own runs (instr / plain, gated / plain); the table gives their
-medians. Every process loads this module as a plugin (``PYTEST_PLUGINS``), which writes
-when each stage began to ``D/events/KEY.jsonl``, in the parent and in the callgrind
-child (process start, configure, collection, each test's set-up, skipped and counted
-iterations, the dumps' read-out, the tests' native run, the end): the breakdown table
-is the gated runs' median per stage. ``--opprof-json`` of each instruction run is kept
-in ``D/runs`` (``counts`` compares two of them op by op).
+against a baseline the script stores first in ``D/store-W``); ``--variants`` may add
+``cold``, the gated run with an empty cache folder (``XDG_CACHE_HOME``), and ``before``,
+the gated run on the package exported from another commit (``--before-tree T``). Each
+repetition's ratios are taken between its own runs (instr / plain, gated / plain); the
+table gives their medians. Every process loads this module as a plugin
+(``PYTEST_PLUGINS``), which writes when each stage began to ``D/events/KEY.jsonl``, in
+the parent and in the callgrind children (process start, configure, collection, each
+test's set-up, skipped and counted iterations, the dumps' read-out, the tests' native
+run, the end): the breakdown is each instruction variant's median per stage.
+``--opprof-json`` of each instruction run is kept in ``D/runs`` (``counts`` compares two
+of them op by op).
 
 ``startup``: the fixed costs under the child's valgrind options: ``python -c pass``,
 the imports (pytest, numpy, the plugin) and a collection, natively and under callgrind.
@@ -54,10 +58,11 @@ WORKLOADS = {
     "dump300": ["benchmarks/dumpscale/test_dumpscale.py::test_ops[300]"],
     "dump1500": ["benchmarks/dumpscale/test_dumpscale.py::test_ops[1500]"],
 }
-VARIANTS = ("plain", "instr", "gated", "serial")
-#: ``serial``: the gated run with one callgrind child (the prototype's knob; ``gated``
-#: runs one child per core in a serial session).
-VARIANT_ENV = {"serial": {"OPPROF_PROTO_CHILDREN": "1"}}
+#: ``cold``: the gated run with an empty cache folder of its own (``XDG_CACHE_HOME``): where
+#: no bytecode is written, the child's bytecode as on a first run.
+#: ``before``: the gated run on another tree of the package (``--before-tree``: an
+#: export of the commit to compare with, its C extensions copied), first on PYTHONPATH.
+VARIANTS = ("plain", "instr", "gated", "cold", "before")
 PROBE_VARIABLE = "OPPROF_COST_EVENTS"
 #: ``run --bytecode``: every process writes and reads its bytecode in ``D/pycache``, as
 #: where PYTHONDONTWRITEBYTECODE is not set (by default this machine's setting stands).
@@ -176,7 +181,7 @@ def variant_args(d: Path, workload: str, variant: str, key: str) -> list[str]:
     selection = WORKLOADS[workload]
     if variant == "plain":
         return [*selection, f"--opprof-baseline-dir={d / 'store-empty'}"]
-    store = d / ("store-empty" if variant == "instr" else f"store-{workload}")  # gated, serial
+    store = d / ("store-empty" if variant == "instr" else f"store-{workload}")
     return [*selection, *INSTR, f"--opprof-baseline-dir={store}",
             f"--opprof-json={d / 'runs' / (key + '.json')}"]
 
@@ -205,8 +210,10 @@ def cmd_run(a: argparse.Namespace) -> None:
                 key = f"{w}-{v}-{rep}"
                 if key in outcomes:
                     continue
+                env = ({"XDG_CACHE_HOME": str(d / "cold" / key)} if v == "cold"
+                       else {"PYTHONPATH": a.before_tree} if v == "before" else None)
                 code, wall, out = run_pytest(variant_args(d, w, v, key),
-                                             d / "events" / f"{key}.jsonl", VARIANT_ENV.get(v))
+                                             d / "events" / f"{key}.jsonl", env)
                 (d / "runs" / f"{key}.log").write_text(out)
                 outcomes[key] = {"exit": code, "wall_s": wall,
                                  "load": os.getloadavg()[0]}
@@ -259,6 +266,7 @@ def breakdown(path: Path) -> dict[str, float]:
     parent = [e for e in events if e["role"] == "parent"]
     bench = {e["what"]: e["t"] for e in events if e["role"] == "bench"}
     p = {e["what"]: e["t"] for e in reversed(parent)}  # the first of each
+    p["child_end"] = max(e["t"] for e in parent if e["what"] == "child_end")
     children: dict[int, list[dict[str, Any]]] = {}
     for e in events:
         if e["role"] == "child":
@@ -382,6 +390,7 @@ def main() -> None:
     p.add_argument("--workloads", default="numpy,newcomer")
     p.add_argument("--variants", default="plain,instr,gated")
     p.add_argument("--bytecode", action="store_true")
+    p.add_argument("--before-tree", default="")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("startup")
     p.add_argument("--reps", type=int, default=3)

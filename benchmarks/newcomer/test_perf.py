@@ -23,7 +23,8 @@ def softmax(x):
 
 def test_mlp_step(gpu_profiler):
     rng = np.random.default_rng(0)
-    x, w, b = rng.standard_normal((256, 512)), rng.standard_normal((512, 512)), rng.standard_normal(512)
+    x, w = rng.standard_normal((256, 512)), rng.standard_normal((512, 512))
+    b = rng.standard_normal(512)
     for _ in gpu_profiler.iterations(30):
         with gpu_profiler.op("matmul"):
             h = x @ w
