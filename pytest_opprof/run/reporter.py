@@ -33,7 +33,8 @@ class Reporter:
             from ..judge.strict import effect_words
 
             mode += f", {effect_words(s.strict_effect)}"
-        elif s.ci and s.gate and not s.update_baseline and m.gate.drift:
+        if s.ci and s.strict_effect is None and s.gate and not s.update_baseline \
+                and m.gate.drift:
             from ..judge.config import BLIND
 
             mode += (f", CI: a test blind beyond {percent(1 + BLIND)} reports its "
