@@ -718,6 +718,21 @@ def test_the_most_pairs_is_a_limit_and_the_table_says_what_it_missed(noisy_proce
     assert Path("s.md").read_text().count("**Blind:** 1 of 1 test(s) could not show") == 1
 
 
+@pytest.mark.e2e
+def test_a_blind_compare_fails_when_asked_to(noisy_processes, capsys):
+    """Issue 28: a compare that saw nothing passed green. --strict-effect fails it
+    (exit 1, one line), at --detect's effect or its own; one it could see passes."""
+    noisy_processes(0.06)
+    assert main(["compare", "HEAD", "--pairs", "4", "--strict-effect", "--json", "c.json"]) == 1
+    captured = capsys.readouterr()
+    assert "1 test(s) could not show a slowdown of 15% (--strict-effect): the comparison " \
+        "fails" in captured.err
+    data = json.loads(Path("c.json").read_text())
+    assert data["blind"] == ["test_model.py::test_model"] and data["strict_effect"] == 0.15
+    assert "(--strict-effect; nine in ten" in captured.out
+    assert main(["compare", "HEAD", "--pairs", "4", "--strict-effect", "500%"]) == 0
+
+
 def test_a_change_of_every_op_is_every_ops_change():
     """Every op 30% slower at head (a change everyone shares, as a slower allocator) on
     a machine whose ops follow its speed unalike: every op regressed, by about 30%, none

@@ -99,14 +99,6 @@ def test_the_weighted_drift_with_equal_weights_is_the_plain_one(n):
         float(drift.across_ops(values)))
 
 
-def test_the_pairs_needed_are_the_fewest_that_see_the_slowdown():
-    bound, room, sd, q = math.log1p(0.05), math.log1p(0.15) - math.log1p(0.05), 0.04, 3.5
-    n = power.runs_needed(sd, room, q, config.POWER, least=2)
-    seen = power.detectable(bound, sd / math.sqrt(n), config.POWER, q)
-    assert seen <= 0.15 + 1e-12
-    assert power.detectable(bound, sd / math.sqrt(n - 1), config.POWER, q) > 0.15
-
-
 def test_what_a_test_sees_and_when_it_is_blind():
     assert power.sees([0.1, np.inf, 0.2, 0.3, np.nan], 50) == pytest.approx(0.2)
     assert math.isnan(power.sees([np.nan], 50)) and not power.blind(math.nan, 0.3)

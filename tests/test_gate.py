@@ -137,6 +137,32 @@ def test_a_change_every_op_shares_fails_each_op(suite, monkeypatch):
                                  "regressed: conv2d (OP_ID 0) +20.0%*"])
 
 
+EIGHT_OPS = ["conv", "relu", "pool", "mul", "softmax", "norm", "embed", "loss"]
+
+
+def test_six_of_eight_ops_slower_fail_against_a_one_run_baseline(suite, monkeypatch):
+    """Issue 28, section 0: a commit makes 6 of a test's 8 ops 30% slower on a clock
+    that does not move. Against a one-run baseline of the base the gate said "passed; 8
+    ops compared, drift +30.0%" and could only see slowdowns over +161%; now it fails on
+    the slower ops its one run lets it see (those whose margin is under +30%), never
+    calls the two unchanged ones changed, and names the shared change."""
+    suite.makepyfile(test_net=NET.replace(
+        '["conv2d", "batch_norm", "relu", "pool2d", "mul", "softmax"]', repr(EIGHT_OPS)))
+    update(suite, "test_net.py::test_net", runs=1)
+    monkeypatch.setenv("SLOW", ",".join(f"{op}:1.3" for op in EIGHT_OPS[:6]))
+    result = suite.runpytest("test_net.py::test_net", "--opprof-json=out.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["test_net.py::test_net: failed; 8 ops compared, drift +0.0%; "
+                                 "the ops moved together by +30.0% (the reference probe moved "
+                                 "+0.0%): a change they share, judged as each op's own; "
+                                 "regressed: *"])
+    (test,) = json.loads((suite.path / "out.json").read_text())["tests"]
+    verdicts = {op["name"]: op["verdict"] for op in test["ops"]}
+    assert verdicts["embed"] == verdicts["loss"] == "ok"
+    assert {verdicts[op] for op in EIGHT_OPS[:6]} <= {"regressed", "ok"}
+    assert [op for op in EIGHT_OPS[:6] if verdicts[op] == "regressed"][-3:] == EIGHT_OPS[3:6]
+
+
 def test_an_improvement_is_reported_not_failed(suite, monkeypatch):
     update(suite)
     monkeypatch.setenv("SLOW", "pool2d:0.5")

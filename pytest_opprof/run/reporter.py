@@ -94,13 +94,17 @@ class Reporter:
         if not results:
             return
         tr.write_sep("=", f"opprof gate: machine {display_name(state.machine)}")
+        unsteady: dict[type[measures.Measure], list[str]] = {}
         for result in results:
+            tr.write_line(summary_line(result, state.retake))
             profile = result.profile  # its own measure's words (native times are no counts)
-            lines = [summary_line(result, state.retake),
-                     measures.of(profile.measure, profile.unit).unsteady(profile)]
-            for line in lines:
-                if line is not None:
-                    tr.write_line(line)
+            measure = measures.of(profile.measure, profile.unit)
+            varied = measure.unsteady(profile)
+            if varied is not None:
+                unsteady.setdefault(measure, []).append(
+                    f"{display_name(result.nodeid)}: {varied}")
+        for measure, tests in unsteady.items():  # once per run, as the blind line
+            tr.write_line(f"opprof: {measure.unsteady_words}: {'; '.join(tests)}")
         blind = blind_line(results, state.retake, state.conditions)
         if blind is not None:
             tr.write_line(blind)

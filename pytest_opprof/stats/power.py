@@ -1,6 +1,6 @@
 """What a comparison can see: each op's detectable effect, what a test sees (a
-percentile of its ops'), whether it is blind, and how many pairs would make it see a
-given slowdown. Every judge's detectable effect is computed here.
+percentile of its ops'), and whether it is blind. Every judge's detectable effect is
+computed here (``opprof compare`` sizes its pairs from it: judge/paired.pairs_needed).
 
 An op's estimate of change (a log ratio) has standard deviation ``sigma`` and must
 clear ``margin + sigmas * sigma`` to be flagged; a true change ``delta`` is flagged with
@@ -19,14 +19,6 @@ from .distributions import normal_quantile
 def detectable(margin: float, sigma: float, power: float, sigmas: float = 0.0) -> float:
     """The slowdown (a fraction) flagged with probability ``power``."""
     return math.expm1(margin + (sigmas + normal_quantile(power)) * sigma)
-
-
-def runs_needed(sd: float, room: float, sigmas: float, power: float, least: int) -> int:
-    """The inverse of :func:`detectable`: how many independent units (pairs) of log sd
-    ``sd`` make a slowdown ``room`` (log) beyond the margin flagged with probability
-    ``power``; at least ``least``."""
-    z = sigmas + normal_quantile(power)
-    return max(least, math.ceil((z * sd / room) ** 2))
 
 
 def sees(detectables: np.ndarray | list[float], quantile: float) -> float:

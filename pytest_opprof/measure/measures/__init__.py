@@ -159,8 +159,12 @@ class Measure(ABC):
 
     @classmethod
     def unsteady(cls, profile: Profile) -> str | None:
-        """One line when figures that should repeat did not, or None."""
+        """What did not repeat in a test whose figures should (which op, how far), or
+        None; the run says :attr:`unsteady_words` once for all such tests."""
         return None
+
+    #: Why tests named by :meth:`unsteady` cannot be judged as finely as the others.
+    unsteady_words: ClassVar[str] = "figures that should repeat did not"
 
     @classmethod
     def amount(cls, value: float | None) -> str:

@@ -205,7 +205,7 @@ class Instructions(Measure):
 
     @classmethod
     def unsteady(cls, profile: Profile) -> str | None:
-        """One line when an op's counts differ between counted iterations beyond
+        """What varied when an op's counts differ between counted iterations beyond
         :data:`UNSTEADY` (its margins widen), or None."""
         samples = profile.counted_matrix()
         if samples.shape[0] < 2:
@@ -223,8 +223,11 @@ class Instructions(Measure):
         if worst <= UNSTEADY:
             return None
         others = f" (and {over - 1} other op(s) over {UNSTEADY:.1%})" if over > 1 else ""
-        return (f"opprof: {display_name(profile.nodeid)}: under callgrind op "
-                f"{display_name(name)} counted {percent(1 + worst)} more instructions in one "
-                f"counted iteration than in another{others}: not deterministic there (threads "
-                "that spin, randomness seeded per run, caches filled on first use); its "
-                "margins widen to match")
+        return (f"op {display_name(name)} counted {percent(1 + worst)} more instructions in "
+                f"one counted iteration than in another{others}")
+
+    #: What the tests :meth:`unsteady` names have in common, said once for the run.
+    unsteady_words = ("under callgrind, ops counted differently between counted iterations, "
+                      "not deterministic there (threads that spin, randomness seeded per run, "
+                      "inputs changed in place, caches filled on first use); their margins "
+                      "widen to match")
