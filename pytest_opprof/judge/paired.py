@@ -210,9 +210,9 @@ def judge_assumed(base: tuple[np.ndarray, np.ndarray], head: tuple[np.ndarray, n
     notes.append(f"{what}: too few to see how each op moves between processes, so each op "
                  f"is credited a spread of {ASSUMED_SPREAD:.0%} of its median per process or "
                  "more (a little over what the 90th percentile op moved on a shared 2-core "
-                 f"runner), and the machine a swing of {ASSUMED_SWING:.0%}; wider where its "
+                 f"runner), and the machine a swing of {ASSUMED_SWING:.0%}, wider where its "
                  f"stored baselines{'' if pairs == 1 else ', its pairs'} or the test's ops "
-                 "show more): only large changes can be told; "
+                 "show more: only large changes can be told; "
                  f"{MIN_PAIRS} or more pairs of processes taking turns learn each op's own "
                  "spread")
     shared = None
