@@ -10,7 +10,7 @@ import pytest
 
 #: The many-op suite is a workload for gate_runs.py (a new process per run), not a
 #: benchmark of its own: collected only when named (pytest benchmarks/manyop).
-collect_ignore = ["manyop", "env_upgrade"]
+collect_ignore = ["manyop", "env_upgrade", "newcomer", "dumpscale"]
 
 #: table title -> list of rows (each a list of cells; the first row is the header)
 FIGURES: dict[str, list[list[str]]] = {}
