@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         ref = reference[name]
         kind = classify(op, ref)
         classes.setdefault(kind or "ok both", []).append(name)
-        print(f"{name:24s} {op['verdict']:>9s} {op['corrected']:8.3f} "
+        judged = op.get("estimate", op.get("corrected"))  # compare/3, compare/2
+        print(f"{name:24s} {op['verdict']:>9s} {judged:8.3f} "
               f"{1 + op['detectable']:7.3f} {ref['ratio']:7.3f} "
               f"{ref['ci95'][0]:6.3f}-{ref['ci95'][1]:<6.3f}  {kind}")
     for kind, names in sorted(classes.items()):

@@ -177,7 +177,7 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
     # an outer run under xdist must not make inner runs look like xdist workers
     # (pytest-benchmark disables itself and warns, an error under -W error)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
-                 "OPPROF_FAKE_MACHINE"):
+                 "OPPROF_FAKE_MACHINE", "CI"):
         monkeypatch.delenv(name, raising=False)
     addopts = ["-p", "no:hypothesispytest"]
     if not any(request.node.get_closest_marker(name) for name in ("rerun", "no_opprof_flags")):

@@ -1,9 +1,11 @@
 """The independent measurement of a numpy upgrade, per op: no pytest-opprof timing.
 
     python benchmarks/env_upgrade/reference.py --base-python /work/venv-np1/bin/python \\
-        --head-python /work/venv-np2/bin/python [--processes 10] [--json OUT]
+        --head-python /work/venv-np2/bin/python [--processes 10] [--shape grouped] [--json OUT]
 
-Runs reference_child.py (the ops of ops.py, each body timed with perf_counter_ns) in K
+Runs reference_child.py (the ops of ops.py, each body timed with perf_counter_ns, in one
+loop over all ops as test_numpy_ops.py, or with --shape grouped one loop per class as
+test_numpy_grouped.py) in K
 pytest processes per interpreter, alternating A B B A A B ..., all in the repository
 root with the process shape of the tests (``python -m pytest -q -p no:cacheprovider -p
 no:randomly -p no:opprof FILE``) and BLAS and OpenMP on one thread. Per op: each
@@ -69,8 +71,9 @@ def interpreter(python: str) -> dict[str, str]:
     return {"python": python, "prefix": prefix, "numpy": numpy}
 
 
-def run_child(python: str, out: Path) -> dict:
-    env = {**os.environ, **PINNED, "OPPROF_ENVBENCH_OUT": str(out)}
+def run_child(python: str, out: Path, shape: str) -> dict:
+    env = {**os.environ, **PINNED, "OPPROF_ENVBENCH_OUT": str(out),
+           "OPPROF_ENVBENCH_SHAPE": shape}
     cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            "-p", "no:opprof", CHILD]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -91,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-python", required=True)
     ap.add_argument("--head-python", required=True)
     ap.add_argument("--processes", type=int, default=10, help="per environment (default 10)")
+    ap.add_argument("--shape", choices=("mixed", "grouped"), default="mixed",
+                    help="the loops of test_numpy_ops.py (mixed, default) or of "
+                         "test_numpy_grouped.py (grouped)")
     ap.add_argument("--json", type=Path, default=None, help="write the per-op results here")
     args = ap.parse_args(argv)
     if args.processes < 2:
@@ -102,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="opprof-ref-") as tmp:
         for i, side in enumerate(order(args.processes)):
-            data = run_child(pythons[side], Path(tmp) / f"{i}.json")
+            data = run_child(pythons[side], Path(tmp) / f"{i}.json", args.shape)
             medians[side].append({op: statistics.median(ts)
                                   for op, ts in data["times_ns"].items()})
             print(f"  process {i + 1}/{2 * args.processes}: {side} (numpy {data['numpy']})",
@@ -126,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"base: {envs['base']['prefix']} (numpy {envs['base']['numpy']})")
     print(f"head: {envs['head']['prefix']} (numpy {envs['head']['numpy']})")
-    print(f"{args.processes} processes each, alternating A B B A ...; {wall:.0f} s wall; "
-          "medians over processes of each process's median; 95% intervals of head/base "
-          "from the per-process log medians")
+    print(f"shape {args.shape}; {args.processes} processes each, alternating A B B A ...; "
+          f"{wall:.0f} s wall; medians over processes of each process's median; 95% intervals "
+          "of head/base from the per-process log medians")
     print(f"{'op':26s} {'base us':>9s} {'head us':>9s} {'ratio':>7s} "
           f"{'Welch 95%':>15s} {'paired 95%':>15s}")
     for r in rows:
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps({
             "base": envs["base"], "head": envs["head"], "processes": args.processes,
+            "shape": args.shape,
             "wall_s": round(wall, 1), "command": sys.argv, "ops": rows,
             "per_process_median_ns": medians,
         }, indent=1) + "\n")

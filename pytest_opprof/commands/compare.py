@@ -54,8 +54,8 @@ FIRST_PAIRS = 6
 #: The most pairs an automatic run grows to (at ~3 s per process, about 3 minutes).
 MAX_PAIRS = 30
 #: Its two forms, as ``opprof compare --help`` and a usage error show them.
-USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--setup CMD]\n"
-         "                      [--tolerance X] [--json PATH] [--markdown PATH] "
+USAGE = ("opprof compare REF [--pairs N | --detect X --max-pairs N] [--strict-effect [X]]\n"
+         "                      [--setup CMD] [--tolerance X] [--json PATH] [--markdown PATH] "
          "[PYTEST ARGS...]\n"
          "       opprof compare --base-python PYTHON [--head-python PYTHON] [REF]\n"
          "                      [--pairs N | ...] [PYTEST ARGS...]\n"

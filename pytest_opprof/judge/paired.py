@@ -144,7 +144,7 @@ def judge_pairs(base: np.ndarray, head: np.ndarray, tolerance: float = config.TO
         ops=_changes(_geo_mean(times[0]), _geo_mean(times[1]), d.mean(axis=0), half,
                      np.sqrt((var + var_c) / pairs), np.sqrt(var + var_c), tolerance),
         pairs=pairs, common=tuple(float(x) for x in np.exp(np.median(c, axis=1))),
-        shared=_shared(np.median(c, axis=1), n_ops, alpha), dof=dof,
+        shared=_shared(np.median(r, axis=1), n_ops, alpha), dof=dof,
         quantile=float(np.median(half * math.sqrt(pairs) / np.sqrt(var + var_c))),
         notes=tuple(notes))
 
@@ -263,8 +263,9 @@ def _common(r: np.ndarray) -> np.ndarray:
 
 
 def _shared(per_pair: np.ndarray, n_ops: int, alpha: float) -> Shared | None:
-    """What the test's ops moved by together (the mean of each pair's median op, log)
-    and its two-sided ``alpha`` interval over the pairs; None with too few ops."""
+    """What the test's ops moved by together (the mean over pairs of each pair's median
+    op's log ratio, ``per_pair``) and its two-sided ``alpha`` interval over the pairs;
+    None with too few ops."""
     if n_ops < MIN_OPS_FOR_DRIFT:
         return None
     mid = float(per_pair.mean())

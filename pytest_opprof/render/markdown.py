@@ -104,6 +104,12 @@ def render_reports(tests: list[TestReport], run_info: RunInfo) -> str:
              f"{_measures(tests)}, "
              f"{len(failed)} failed by the gate; " + ", ".join(
                  f"{n} {label.replace('_', ' ')}" for label, n in counts.items()) + "."]
+    from .verdicts import blind_tests, blind_words
+
+    found = blind_tests(t.result for t in tests)
+    if found:
+        judged = sum(t.result.comparison is not None for t in tests)
+        lines += ["", f"**Blind:** {blind_words(found, judged, code)}."]
     # a percentage, drift-corrected where every test's measure corrects it (counts not)
     change = ("change (drift-corrected)" if all(measure_of(t.profile).gate.drift for t in tests)
               else "change")

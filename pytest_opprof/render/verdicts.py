@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..judge.config import BLIND, GREW_SHOWN, more_runs
@@ -89,24 +89,43 @@ def more_data(runs: int, retake: Retake) -> list[str]:
             "more iterations (gpu_profiler.iterations(n))"]
 
 
-def blind_line(result: TestResult, retake: Retake,
+def blind_tests(results: Iterable[TestResult]) -> list[tuple[TestResult, float]]:
+    """The judged tests whose gate could see only slowdowns beyond ``BLIND`` of their
+    median op, each with what it could see."""
+    found = []
+    for result in results:
+        if result.comparison is not None:
+            seen = sees_of(result.comparison)
+            if blind(seen, BLIND):
+                found.append((result, seen))
+    return found
+
+
+def blind_words(found: Sequence[tuple[TestResult, float]], judged: int,
+                name: Callable[[str], str] = display_name) -> str:
+    """Which tests were blind and to what, in one sentence (without advice), each test
+    written by ``name`` (Markdown's escaping there)."""
+    tests = ", ".join(f"{name(r.nodeid)} {percent(1 + seen)}" for r, seen in found)
+    return (f"{len(found)} of {judged} judged test(s) could only see slowdowns over "
+            f"{percent(1 + BLIND)} for their median op: {tests}")
+
+
+def blind_line(results: Sequence[TestResult], retake: Retake,
                conditions: Mapping[str, Any] | None = None) -> str | None:
-    """One line when the gate could see only large slowdowns of this test's median op
-    (beyond ``BLIND``), and what would help (``retake``: the run's ``opprof baseline
-    update``); ``conditions`` None: the run's are not known, so a quieter machine changes
-    everything."""
-    c = result.comparison
-    if c is None:
+    """One line for the run when the gate of some tests could see only large slowdowns
+    of their median op (beyond ``BLIND``), and what would help (``retake``: the run's
+    ``opprof baseline update``); ``conditions`` None: the run's are not known, so a
+    quieter machine changes everything."""
+    found = blind_tests(results)
+    if not found:
         return None
-    seen = sees_of(c)
-    if not blind(seen, BLIND):
-        return None
-    helps = more_data(c.runs, retake.of(result.nodeid))
+    judged = sum(r.comparison is not None for r in results)
+    helps = more_data(min(r.comparison.runs for r, _ in found if r.comparison),
+                      retake.of(*(r.nodeid for r, _ in found)))
     quieter = remedies(conditions)
     helps.append("a quieter machine" + (f" with {' and '.join(quieter)}" if quieter else ""))
-    return (f"opprof: {display_name(result.nodeid)}: the gate could only see slowdowns over "
-            f"{percent(1 + seen)} for its median op ({c.runs} baseline "
-            f"runs); {', '.join(helps[:-1])}, or {helps[-1]} would help")
+    return (f"opprof: blind: {blind_words(found, judged)}; {', '.join(helps[:-1])}, or "
+            f"{helps[-1]} would help")
 
 
 def shared_words(c: Comparison) -> str:

@@ -271,7 +271,8 @@ class Gate:
                      environment=environment,
                      refusal=None if baseline is None else run_conditions.difference(
                          baseline.conditions(), state.conditions, retake),  # why not judged
-                     baseline_path=None if baseline is None else str(state.store.path_for(key)))
+                     baseline_path=None if baseline is None else str(state.store.path_for(key)),
+                     blocks_blind=state.settings.strict or not state.settings.ci)
 
     @cached_property
     def probe_ns(self) -> float | None:

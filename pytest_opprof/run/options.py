@@ -382,6 +382,9 @@ class Settings:
     gate: bool = True
     #: Where a child started by pytest-opprof, which only profiles, writes its records.
     profile_out: Path | None = None
+    #: Whether the run is a CI job's (``CI`` set, as every CI service sets it): a time
+    #: gate blind beyond judge.config.BLIND reports its regressions there, fails none.
+    ci: bool = False
 
     @property
     def strict_applies(self) -> bool:
@@ -424,6 +427,7 @@ class Settings:
             confirm=not config.getoption("opprof_no_confirm", False),
             gate=not (config.getoption("opprof_no_gate", False) or child),  # a child profiles
             profile_out=Path(child, CHILD_RECORDS) if child else None,
+            ci=os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"),
         )
 
 

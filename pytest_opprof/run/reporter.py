@@ -12,7 +12,7 @@ import pytest
 from ..errors import OpprofError
 from ..measure import measures
 from ..model import conditions as run_conditions
-from ..render import display_name
+from ..render import display_name, percent
 from .outputs import wanted, write, write_all
 from .session import RunState
 
@@ -33,6 +33,11 @@ class Reporter:
             from ..judge.strict import effect_words
 
             mode += f", {effect_words(s.strict_effect)}"
+        elif s.ci and s.gate and not s.update_baseline and m.gate.drift:
+            from ..judge.config import BLIND
+
+            mode += (f", CI: a test blind beyond {percent(1 + BLIND)} reports its "
+                     "regressions, fails none")
         counted = (f" natively, {s.skip} + {m.child_counts} under {m.child_tool}"
                    if m.child_counts else "")
         lines = [f"opprof: device {m.device}, verbosity {s.verbosity}, skip {s.skip}, "
@@ -92,11 +97,13 @@ class Reporter:
         for result in results:
             profile = result.profile  # its own measure's words (native times are no counts)
             lines = [summary_line(result, state.retake),
-                     blind_line(result, state.retake, state.conditions),
                      measures.of(profile.measure, profile.unit).unsteady(profile)]
             for line in lines:
                 if line is not None:
                     tr.write_line(line)
+        blind = blind_line(results, state.retake, state.conditions)
+        if blind is not None:
+            tr.write_line(blind)
         if not state.settings.update_baseline:
             tr.write_line(counts_line(results))
         elif self.not_stored:
