@@ -196,6 +196,10 @@ def main_gate(args: argparse.Namespace, env: dict[str, str], logs: Path) -> None
             summary = repo / "opprof" / "summary.md"
             if summary.is_file():
                 (logs / f"{log.stem}.md").write_text(summary.read_text())
+            kept = logs / log.stem  # the results (samples and all) and the baselines
+            shutil.copytree(repo / ".opprof", kept / ".opprof", dirs_exist_ok=True)
+            if (repo / "opprof" / "results.json").is_file():
+                shutil.copy(repo / "opprof" / "results.json", kept / "results.json")
 
 
 def table(out: Path) -> None:
