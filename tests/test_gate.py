@@ -137,6 +137,32 @@ def test_a_change_every_op_shares_fails_each_op(suite, monkeypatch):
                                  "regressed: conv2d (OP_ID 0) +20.0%*"])
 
 
+@pytest.mark.parametrize("slow, fails", [("1.2", False), ("1.2,relu:2", True)])
+def test_in_ci_a_shared_change_no_reference_shows_is_reported_unless_an_op_stands_out(
+        suite, monkeypatch, slow, fails):
+    """Issue 28: one process of a busy runner moved a whole untouched test +55% while
+    the probe after it did not, and its tightest op failed. In CI (``CI`` set) what a
+    test's ops moved by together, with no reference showing the machine move, is
+    reported and fails none; an op that stands out of it (relu 2x beside the others'
+    1.2x) still fails the test."""
+    update(suite)
+    others = ["conv2d", "batch_norm", "pool2d", "mul", "softmax"]
+    factors = dict.fromkeys([*others, "relu"], "1.2") | dict(
+        part.split(":") for part in slow.split(",")[1:])
+    monkeypatch.setenv("SLOW", ",".join(f"{op}:{f}" for op, f in factors.items()))
+    monkeypatch.setenv("CI", "true")
+    result = suite.runpytest("test_net.py::test_net")
+    if fails:
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["test_net.py::test_net: failed; *regressed: *relu*"])
+    else:
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([
+            "test_net.py::test_net: passed; not blocking: regressed conv2d +20.0%, "
+            "batch_norm +20.0%, relu +20.0% and 3 more, but the test's ops moved together by "
+            "+20.0% and no reference showed the machine move*"])
+
+
 EIGHT_OPS = ["conv", "relu", "pool", "mul", "softmax", "norm", "embed", "loss"]
 
 
