@@ -176,8 +176,7 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
     second or more each time) and ``-p no:hypothesispytest``."""
     # an outer run under xdist must not make inner runs look like xdist workers
     # (pytest-benchmark disables itself and warns, an error under -W error)
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID",
-                 "OPPROF_FAKE_MACHINE", "CI"):
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
     addopts = ["-p", "no:hypothesispytest"]
     if not any(request.node.get_closest_marker(name) for name in ("rerun", "no_opprof_flags")):
@@ -187,6 +186,15 @@ def pytester(pytester: pytest.Pytester, request: pytest.FixtureRequest,
         addopts += ["-p", "randomly", f"--randomly-seed={seed}"]
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(addopts))
     return pytester
+
+
+@pytest.fixture(autouse=True)
+def _not_the_outer_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests run alike in CI and here: ``CI`` (which makes a blind time gate hold its
+    regressions) and the fake machine's speed are each test's to set, in every process
+    it starts."""
+    for name in ("CI", "OPPROF_FAKE_MACHINE"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)
