@@ -140,8 +140,9 @@ def test_a_change_every_op_shares_fails_each_op(suite, monkeypatch):
 @pytest.mark.parametrize("slow, fails", [("1.2", False), ("1.2,relu:2", True)])
 def test_in_ci_a_shared_change_no_reference_shows_is_reported_unless_an_op_stands_out(
         suite, monkeypatch, slow, fails):
-    """Issue 28: one process of a busy runner moved a whole untouched test +55% while
-    the probe after it did not, and its tightest op failed. In CI (``CI`` set) what a
+    """Issue 28: one process of a busy runner moved a whole untouched test (rfft 1.85x,
+    lowpass 1.44x) while the probe after it did not, and in such a run its tightest op
+    failed. In CI (``CI`` set) what a
     test's ops moved by together, with no reference showing the machine move, is
     reported and fails none; an op that stands out of it (relu 2x beside the others'
     1.2x) still fails the test."""

@@ -181,9 +181,10 @@ def not_blocking(comparison: Comparison,
       realistic tests' gates could only see +36% to +2,464%, and untouched code failed);
     - a regression that is no more than what the test's ops moved by together where no
       reference showed the machine move (``comparison.shared``): one process of a
-      busy runner moved a whole untouched test by +55% while the probe after it did
-      not (an FFT's lowpass +44% failed); a stored baseline cannot tell that from a
-      change the ops share, and ``opprof compare`` (both sides now) can.
+      busy runner moved a whole untouched test (rfft 1.85x, lowpass 1.44x) while the
+      probe after it did not (in such a run lowpass failed at +56.4%); a stored
+      baseline cannot tell that from a change the ops share, and ``opprof compare``
+      (both sides now) can.
     """
     sees = seen(comparison)
     if blind(sees, BLIND):
