@@ -115,9 +115,8 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
     await) or a generator function (TypeError, one line); else None."""
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         kind = "an async generator" if inspect.isasyncgenfunction(fn) else "a generator"
-        named = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn
         raise TypeError(
-            f"op({scope.name!r}) cannot time {kind} function ({named}): its body runs "
+            f"op({scope.name!r}) cannot time {kind} function ({_qualname(fn)}): its body runs "
             "on each next(), inside the loop that consumes it, not in the call; time that "
             f"loop (with op({scope.name!r}): for item in ...) or the work inside the "
             "generator")
@@ -133,13 +132,16 @@ def special_wrap(scope: Any, fn: Callable[..., Any]) -> Any:
     return timed
 
 
+def _qualname(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
 def late_coroutine(name: object, fn: object, coroutine: Any) -> TypeError:
     """The error for a timed call that returned a coroutine: the op timed its creation
     (microseconds), not its work. The coroutine is closed (it never ran: no warning)."""
     coroutine.close()
-    named = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return TypeError(
-        f"op({name!r}) timed only the creation of a coroutine: {named} returned one "
+        f"op({name!r}) timed only the creation of a coroutine: {_qualname(fn)} returned one "
         "unawaited (a lambda or wrapper around an async def?); decorate the async def "
         f"itself, or time the await (with op({name!r}): await ...)")
 

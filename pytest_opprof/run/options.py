@@ -334,8 +334,7 @@ def _measure_of(config: pytest.Config) -> str:
     if gone:
         choices = ", ".join(measures.choices())
         raise pytest.UsageError(f"{setting(config, GONE_INI, gone)}: is gone, set "
-                                f"opprof_measure instead ({choices}; time for cpu, events or "
-                                "kernel for cuda)")
+                                f"opprof_measure instead ({choices}; {measures.backends()})")
     flag = config.getoption("opprof_measure", None)
     if flag is None:
         return str(_resolve(config, "opprof_measure", _measure, DEFAULT_MEASURE))

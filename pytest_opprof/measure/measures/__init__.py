@@ -228,6 +228,17 @@ def of(name: str, unit: Unit) -> type[Measure]:
     return _StoredCounts if unit is Unit.COUNT else _Stored
 
 
+def backends() -> str:
+    """What each value of the gone ``--opprof-backend`` became: ``time for cpu, events or
+    kernel for cuda`` (the timing measures offered, by the backend they stand for)."""
+    found: dict[str, list[str]] = {}
+    for m in listed():
+        if m.unit is Unit.NANOSECONDS:
+            for backend, _ in m.formerly:
+                found.setdefault(backend, []).append(m.name)
+    return ", ".join(f"{' or '.join(names)} for {backend}" for backend, names in found.items())
+
+
 def former(backend: str, measure: str | None) -> tuple[str, Unit]:
     """The measure (name, unit) that a file's (backend, measure) of before measures were
     objects stands for; the backend itself where none was (a later, unknown backend)."""
