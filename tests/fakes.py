@@ -117,3 +117,40 @@ def batch(name: str) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(BATCH_VARIABLE, name)
         yield
+
+
+#: The head of a conftest.py that registers a measure of its own (tests/test_own_measure.py,
+#: tests/test_child_channel.py): a timer whose marks are the steps the test says it took
+#: (``gpu_profiler.timer.step(n)``), and the gate settings of figures that repeat.
+STEP_COUNTER = """
+import numpy as np
+
+from pytest_opprof.measure.measures import GateSettings, Measure, register
+from pytest_opprof.measure.timers.base import Timer
+from pytest_opprof.model.words import Unit
+
+
+class Counter(Timer):
+    \"\"\"Marks are the steps taken so far.\"\"\"
+
+    device = "a step counter"
+
+    def __init__(self):
+        self.taken = 0
+        self.mark = lambda: self.taken
+
+    @property
+    def xp(self):
+        return np
+
+    def step(self, n):
+        self.taken += n
+
+    def resolve(self, marks):
+        return list(marks), None
+
+
+COUNTED = GateSettings(tolerance=0.02, floor=1.0, tau_prior=0.0005, tau_floor=0.0001,
+                       jitter=1.0, min_samples=1, rank_test=False, drift=False,
+                       spread_inflation=1.0, confirms=False)
+"""

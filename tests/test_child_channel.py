@@ -20,40 +20,16 @@ import pytest
 from pytest_opprof.measure.measures import instructions
 from pytest_opprof.run import counting
 
-from .fakes import ctrl_c_as_from_a_terminal
+from .fakes import STEP_COUNTER, ctrl_c_as_from_a_terminal
 from .test_children import none_left
 
 #: A step counter whose figures a child process takes (``child_counts``), as the
 #: instructions measure's are: its child runs without a wrapper, known by its variable.
-CONFTEST = '''
+CONFTEST = STEP_COUNTER + '''
 import os
 from pathlib import Path
 
-import numpy as np
-
-from pytest_opprof.measure.measures import GateSettings, Measure, register
-from pytest_opprof.measure.timers.base import Timer
-from pytest_opprof.model.words import Unit
-
 CHILD = "STEPPER_OUT"
-
-
-class Counter(Timer):
-    device = "a step counter"
-
-    def __init__(self):
-        self.taken = 0
-        self.mark = lambda: self.taken
-
-    @property
-    def xp(self):
-        return np
-
-    def step(self, n):
-        self.taken += n
-
-    def resolve(self, marks):
-        return list(marks), None
 
 
 @register
@@ -64,9 +40,7 @@ class Stepper(Measure):
     counts = ("steps", "steps")
     figure = "steps taken"
     source = "a step counter"
-    gate = GateSettings(tolerance=0.02, floor=1.0, tau_prior=0.0005, tau_floor=0.0001,
-                        jitter=1.0, min_samples=1, rank_test=False, drift=False,
-                        spread_inflation=1.0, confirms=False)
+    gate = COUNTED
     baseline_runs = 1
     key = "stepper"
     probed = False

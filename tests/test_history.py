@@ -342,21 +342,32 @@ def test_net(gpu_profiler):
 """
 
 
-@pytest.mark.e2e
-def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
-        pytester, monkeypatch, capsys):
-    pytester.makepyfile(test_net=SUITE)
+def appended_commits(pytester, monkeypatch, module, slow, edit=lambda k: False):
+    """A git repository of the fake-measure test ``module``, one commit per entry of
+    ``slow`` (what SLOW says at it), each profiled and appended to its history; the
+    commit's change is ``edit(k)``'s where it made one, else a version file's. The
+    commits' ids."""
+    pytester.makepyfile(test_net=module)
     pytester.makeini("[pytest]\nopprof_measure = fake\n")
     monkeypatch.chdir(pytester.path)
     git(pytester.path, "init", "-q")
     commits = []
-    for k in range(6):
-        (pytester.path / "version.txt").write_text(str(k))
+    for k, factors in enumerate(slow):
+        if not edit(k):
+            (pytester.path / "version.txt").write_text(str(k))
         git(pytester.path, "add", "-A")
-        git(pytester.path, "commit", "-q", "-m", f"commit {k}")
+        git(pytester.path, "commit", "-q", "-m", f"commit {k + 1}")
         commits.append(git(pytester.path, "rev-parse", "HEAD"))
-        monkeypatch.setenv("SLOW", "relu:1.2" if k >= 3 else "")
+        monkeypatch.setenv("SLOW", factors)
         pytester.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
+    return commits
+
+
+@pytest.mark.e2e
+def test_appended_runs_across_commits_show_the_commit_that_slowed_an_op(
+        pytester, monkeypatch, capsys):
+    commits = appended_commits(pytester, monkeypatch, SUITE,
+                               ["relu:1.2" if k >= 3 else "" for k in range(6)])
     capsys.readouterr()  # the runs' own output
     assert main(["history"]) == 0
     out = capsys.readouterr().out
@@ -399,23 +410,16 @@ def test_the_newcomers_seven_commits_name_one_step_in_every_output(
     """Seven appended commits on the fake measure's exact times: softmax 2.4x from commit
     4; conv2d 2.83x at commits 3 and 4 only (an excursion); commit 5 changes a comment.
     One step, softmax's at commit 4, in the terminal, the JSON and the HTML alike."""
-    pytester.makepyfile(test_net=SIX_OP_NET)
-    pytester.makeini("[pytest]\nopprof_measure = fake\n")
-    monkeypatch.chdir(pytester.path)
-    git(pytester.path, "init", "-q")
-    commits = []
-    for k in range(7):
-        if k == 4:  # the comment-only commit
+    def comment_only(k):
+        if k == 4:
             test_file = pytester.path / "test_net.py"
             test_file.write_text("# the net's ops, one kernel each\n" + test_file.read_text())
-        else:
-            (pytester.path / "version.txt").write_text(str(k))
-        git(pytester.path, "add", "-A")
-        git(pytester.path, "commit", "-q", "-m", f"commit {k + 1}")
-        commits.append(git(pytester.path, "rev-parse", "HEAD"))
-        slow = ["softmax:2.403"] if k >= 3 else []
-        monkeypatch.setenv("SLOW", ",".join(slow + (["conv2d:2.834"] if k in (2, 3) else [])))
-        pytester.runpytest("--opprof-update-baseline=append").assert_outcomes(passed=1)
+            return True
+        return False
+
+    slow = [",".join((["softmax:2.403"] if k >= 3 else [])
+                     + (["conv2d:2.834"] if k in (2, 3) else [])) for k in range(7)]
+    commits = appended_commits(pytester, monkeypatch, SIX_OP_NET, slow, comment_only)
     capsys.readouterr()  # the runs' own output
     assert main(["history", "--json", "h.json", "--html", "h.html"]) == 0
     out = capsys.readouterr().out

@@ -15,33 +15,9 @@ import pytest
 import pytest_opprof
 from pytest_opprof.cli import main
 
-CONFTEST = '''
-import numpy as np
+from .fakes import STEP_COUNTER
 
-from pytest_opprof.measure.measures import GateSettings, Measure, register
-from pytest_opprof.measure.timers.base import Timer
-from pytest_opprof.model.words import Unit
-
-
-class Counter(Timer):
-    """Marks are the steps taken so far."""
-
-    device = "a step counter"
-
-    def __init__(self):
-        self.taken = 0
-        self.mark = lambda: self.taken
-
-    @property
-    def xp(self):
-        return np
-
-    def step(self, n):
-        self.taken += n
-
-    def resolve(self, marks):
-        return list(marks), None
-
+CONFTEST = STEP_COUNTER + '''
 
 @register
 class Steps(Measure):
@@ -51,9 +27,7 @@ class Steps(Measure):
     counts = ("steps", "steps")
     figure = "steps taken"
     source = "a step counter"
-    gate = GateSettings(tolerance=0.02, floor=1.0, tau_prior=0.0005, tau_floor=0.0001,
-                        jitter=1.0, min_samples=1, rank_test=False, drift=False,
-                        spread_inflation=1.0, confirms=False)
+    gate = COUNTED
     baseline_runs = 2
     key = "steps"
     probed = False
